@@ -1,0 +1,56 @@
+//! CreateProduct and GetProduct.
+
+use crate::GoodsApp;
+use goods_domain::{NewProduct, Product, ProductId};
+
+/// Why a product was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateProductError {
+    /// The store failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+/// Why a product could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum GetProductError {
+    /// No such product.
+    #[error("product not found")]
+    NotFound,
+    /// The store failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+impl GoodsApp {
+    /// Creates a product with its initial stock.
+    ///
+    /// # Errors
+    /// [`CreateProductError::Unexpected`] when the store fails.
+    #[tracing::instrument(skip_all)]
+    pub async fn create_product(
+        &self,
+        product: &NewProduct,
+    ) -> Result<Product, CreateProductError> {
+        Ok(self
+            .ports
+            .products
+            .create(product)
+            .await
+            .map_err(anyhow::Error::new)?)
+    }
+
+    /// Reads a product and its stock.
+    ///
+    /// # Errors
+    /// [`GetProductError::NotFound`], or `Unexpected` when the store fails.
+    #[tracing::instrument(skip_all, fields(product.id = %id))]
+    pub async fn get_product(&self, id: ProductId) -> Result<Product, GetProductError> {
+        self.ports
+            .products
+            .get(id)
+            .await
+            .map_err(anyhow::Error::new)?
+            .ok_or(GetProductError::NotFound)
+    }
+}

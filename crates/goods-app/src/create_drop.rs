@@ -1,0 +1,120 @@
+//! CreateLimitedDrop: store the drop, then seed the gate.
+
+use crate::{DropView, GoodsApp};
+use goods_domain::ports::{self, GateSeed};
+use goods_domain::{DropInput, NewLimitedDrop, ValidationError};
+
+/// Why a drop was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateDropError {
+    /// The input breaks creation rules; every failing field is listed.
+    #[error("invalid drop")]
+    Invalid(Vec<ValidationError>),
+    /// No such product.
+    #[error("product not found")]
+    ProductNotFound,
+    /// The product has a drop that is not closed.
+    #[error("the product already has an active drop")]
+    DropAlreadyActive,
+    /// The store failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+impl GoodsApp {
+    /// Validates and stores a drop, then seeds the admission gate with its quantity.
+    ///
+    /// The database write is the commit point; a gate that cannot be seeded now is seeded from
+    /// the database on the first purchase, so a gate failure does not fail the creation.
+    ///
+    /// # Errors
+    /// [`CreateDropError`] naming the failed rule, or `Unexpected` when the store fails.
+    #[tracing::instrument(skip_all, fields(product.id = input.product_id))]
+    pub async fn create_drop(&self, input: DropInput) -> Result<DropView, CreateDropError> {
+        let now = self.ports.clock.now();
+        let new = NewLimitedDrop::parse(input, now).map_err(CreateDropError::Invalid)?;
+        let drop = self
+            .ports
+            .drops
+            .create(&new, now)
+            .await
+            .map_err(|e| match e {
+                ports::CreateDropError::ProductNotFound => CreateDropError::ProductNotFound,
+                ports::CreateDropError::DropAlreadyActive => CreateDropError::DropAlreadyActive,
+                ports::CreateDropError::InsufficientStock { stock } => {
+                    CreateDropError::Invalid(new.check_stock(stock).err().into_iter().collect())
+                }
+                ports::CreateDropError::Infra(e) => CreateDropError::Unexpected(e.into()),
+            })?;
+        if let Some(gate) = &self.ports.gate {
+            let seed = GateSeed {
+                drop_id: drop.id,
+                remaining: drop.limited_quantity.get(),
+                expires_at: drop.window.close_at(),
+                orders: Vec::new(),
+            };
+            if let Err(error) = gate.seed_if_absent(&seed).await {
+                tracing::warn!(drop.id = %drop.id, error = %error, "gate not seeded at creation; it will be seeded on first purchase");
+            }
+        }
+        Ok(DropView::new(drop, now, drop.limited_quantity.get()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use goods_domain::ports::MockAdmissionGate;
+
+    fn input() -> DropInput {
+        DropInput {
+            product_id: 1,
+            open_at: OPEN,
+            close_at: CLOSE,
+            limited_quantity: 100,
+            per_user_limit: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_valid_drop_is_stored_and_the_gate_seeded_with_its_quantity() {
+        let mut m = Mocks::at(OPEN);
+        m.drops
+            .expect_create()
+            .times(1)
+            .returning(|_, _| Ok(sample_drop(100, 1)));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_seed_if_absent()
+            .withf(|seed| seed.remaining == 100 && seed.orders.is_empty())
+            .times(1)
+            .returning(|_| Ok(()));
+        let view = m.app(Some(gate)).create_drop(input()).await.unwrap();
+        assert_eq!(view.remaining, 100);
+    }
+
+    #[tokio::test]
+    async fn an_invalid_drop_reaches_no_store() {
+        let m = Mocks::at(OPEN);
+        let bad = DropInput {
+            per_user_limit: 0,
+            ..input()
+        };
+        let err = m.app(None).create_drop(bad).await.unwrap_err();
+        assert!(
+            matches!(err, CreateDropError::Invalid(fields) if fields[0].field == "perUserLimit")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stock_below_the_limited_quantity_is_reported_on_that_field() {
+        let mut m = Mocks::at(OPEN);
+        m.drops
+            .expect_create()
+            .returning(|_, _| Err(ports::CreateDropError::InsufficientStock { stock: 10 }));
+        let err = m.app(None).create_drop(input()).await.unwrap_err();
+        assert!(
+            matches!(err, CreateDropError::Invalid(fields) if fields[0].field == "limitedQuantity")
+        );
+    }
+}

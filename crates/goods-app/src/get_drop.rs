@@ -1,0 +1,55 @@
+//! GetLimitedDrop.
+
+use crate::GoodsApp;
+use goods_domain::{DropId, DropStatus, LimitedDrop};
+use time::OffsetDateTime;
+
+/// A drop as clients see it, with its derived status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DropView {
+    /// The drop.
+    pub drop: LimitedDrop,
+    /// Its status at read time.
+    pub status: DropStatus,
+    /// Units left.
+    pub remaining: u32,
+}
+
+impl DropView {
+    /// The view of `drop` at `now` with `remaining` units left.
+    pub fn new(drop: LimitedDrop, now: OffsetDateTime, remaining: u32) -> Self {
+        Self {
+            status: drop.status(now, remaining),
+            drop,
+            remaining,
+        }
+    }
+}
+
+/// Why a drop could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum GetDropError {
+    /// No such drop.
+    #[error("drop not found")]
+    NotFound,
+    /// The store failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+impl GoodsApp {
+    /// Reads a drop with its units left and status.
+    ///
+    /// # Errors
+    /// [`GetDropError::NotFound`], or `Unexpected` when the store fails.
+    #[tracing::instrument(skip_all, fields(drop.id = %id))]
+    pub async fn get_drop(&self, id: DropId) -> Result<DropView, GetDropError> {
+        let drop = self
+            .load_drop(id)
+            .await
+            .map_err(anyhow::Error::new)?
+            .ok_or(GetDropError::NotFound)?;
+        let remaining = self.remaining(&drop).await.map_err(anyhow::Error::new)?;
+        Ok(DropView::new(drop, self.ports.clock.now(), remaining))
+    }
+}

@@ -1,0 +1,40 @@
+//! GetOrder.
+
+use crate::{Actor, GoodsApp, Role};
+use goods_domain::{GoodsOrder, OrderId};
+
+/// Why an order could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum GetOrderError {
+    /// No such order.
+    #[error("order not found")]
+    NotFound,
+    /// Neither the owner nor a seller.
+    #[error("not allowed to read this order")]
+    Forbidden,
+    /// The store failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+impl GoodsApp {
+    /// Reads an order: its buyer or any seller may.
+    ///
+    /// # Errors
+    /// [`GetOrderError`] when it does not exist or the caller may not read it.
+    #[tracing::instrument(skip_all, fields(order.id = %id, user.id = %actor.user_id))]
+    pub async fn get_order(&self, id: OrderId, actor: Actor) -> Result<GoodsOrder, GetOrderError> {
+        let order = self
+            .ports
+            .orders
+            .get(id)
+            .await
+            .map_err(anyhow::Error::new)?
+            .ok_or(GetOrderError::NotFound)?;
+        if order.user_id == actor.user_id || actor.role == Role::Seller {
+            Ok(order)
+        } else {
+            Err(GetOrderError::Forbidden)
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Use cases of the limited-drop service.
+//!
+//! [`GoodsApp`] holds the ports and runs each use case; every use case lives in its own module
+//! with its own error type. This crate decides *what* happens atomically (which ledger
+//! transaction a use case runs, when the gate is confirmed or given back); the adapters only
+//! know *how*.
+
+mod actor;
+mod buffer;
+mod cancel_order;
+mod catalog;
+mod create_drop;
+mod get_drop;
+mod get_order;
+mod purchase;
+mod reconcile;
+mod stats;
+
+pub use actor::{Actor, Role};
+pub use buffer::WriteBuffer;
+pub use cancel_order::CancelOrderError;
+pub use catalog::{CreateProductError, GetProductError};
+pub use create_drop::CreateDropError;
+pub use get_drop::{DropView, GetDropError};
+pub use get_order::GetOrderError;
+pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
+pub use reconcile::{ReconcileError, Reconciliation};
+pub use stats::{DropStats, GetStatsError};
+
+use goods_domain::ports::{
+    AdmissionGate, Clock, DropRepository, EventPublisher, OrderRepository, ProductRepository,
+    PurchaseLedger, StatsRecorder,
+};
+use goods_domain::{DropId, InfraError, LimitedDrop};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// The adapters a [`GoodsApp`] runs on.
+#[derive(Clone)]
+pub struct Ports {
+    /// Products and stock.
+    pub products: Arc<dyn ProductRepository>,
+    /// Limited drops.
+    pub drops: Arc<dyn DropRepository>,
+    /// Orders, read side.
+    pub orders: Arc<dyn OrderRepository>,
+    /// The source of truth's transactions.
+    pub ledger: Arc<dyn PurchaseLedger>,
+    /// The admission gate; `None` runs the database-only strategy (`GATE=off`).
+    pub gate: Option<Arc<dyn AdmissionGate>>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// Alerts.
+    pub events: Arc<dyn EventPublisher>,
+    /// Outcome counters.
+    pub stats: Arc<dyn StatsRecorder>,
+}
+
+/// The application: ports, the write buffer and a cache of drop definitions.
+#[derive(Clone)]
+pub struct GoodsApp {
+    ports: Ports,
+    buffer: WriteBuffer,
+    /// Drops never change once created, so every instance may cache them forever: the hot
+    /// path reads a drop without a database round trip.
+    drops: Arc<RwLock<HashMap<DropId, LimitedDrop>>>,
+}
+
+impl GoodsApp {
+    /// An application over `ports`, admitting purchases to the database through `buffer`.
+    pub fn new(ports: Ports, buffer: WriteBuffer) -> Self {
+        Self {
+            ports,
+            buffer,
+            drops: Arc::default(),
+        }
+    }
+
+    /// The ports, for the health check and the reconciliation task.
+    pub fn ports(&self) -> &Ports {
+        &self.ports
+    }
+
+    /// The drop with `id`, from the cache or the database.
+    async fn load_drop(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
+        if let Some(drop) = self.drops.read().ok().and_then(|m| m.get(&id).copied()) {
+            return Ok(Some(drop));
+        }
+        let drop = self.ports.drops.get(id).await?;
+        if let (Some(drop), Ok(mut cache)) = (drop, self.drops.write()) {
+            cache.insert(id, drop);
+        }
+        Ok(drop)
+    }
+
+    /// Units left: the gate's counter when it has one, else the database's truth.
+    async fn remaining(&self, drop: &LimitedDrop) -> Result<u32, InfraError> {
+        if let Some(gate) = &self.ports.gate {
+            match gate.remaining(drop.id).await {
+                Ok(Some(remaining)) => return Ok(remaining),
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(drop.id = %drop.id, error = %error, "gate unreachable; reading remaining from the database");
+                }
+            }
+        }
+        let sold = self.ports.drops.sold_quantity(drop.id).await?;
+        Ok(drop.limited_quantity.get().saturating_sub(sold))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support;

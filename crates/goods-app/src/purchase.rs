@@ -1,0 +1,537 @@
+//! PurchaseLimitedDrop: time gate -> admission gate -> write buffer -> one ledger transaction
+//! -> confirm. Any failure after the gate admitted gives the units back.
+
+use crate::GoodsApp;
+use goods_domain::ports::{
+    AdmissionGate, DomainEvent, PlaceOrder, PlaceOrderError, Placed, PurchaseOutcome, Reservation,
+    ReserveOutcome,
+};
+use goods_domain::{DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, Quantity, UserId};
+use time::OffsetDateTime;
+
+/// A purchase request, parsed at the edge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurchaseCommand {
+    /// The drop.
+    pub drop_id: DropId,
+    /// The buyer.
+    pub user_id: UserId,
+    /// Units.
+    pub quantity: Quantity,
+    /// The buyer's idempotency key.
+    pub key: IdempotencyKey,
+}
+
+/// A successful purchase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Purchased {
+    /// The order.
+    pub order: GoodsOrder,
+    /// Whether it was created by an earlier request with the same key.
+    pub replayed: bool,
+}
+
+/// Why a purchase did not create an order. In every case no order exists for the request.
+#[derive(Debug, thiserror::Error)]
+pub enum PurchaseError {
+    /// No such drop.
+    #[error("drop not found")]
+    DropNotFound,
+    /// Before openAt.
+    #[error("the drop opens at {open_at}")]
+    TooEarly {
+        /// When the sale starts.
+        open_at: OffsetDateTime,
+    },
+    /// The key was used for a different request.
+    #[error("idempotency key reused for a different request")]
+    KeyReused,
+    /// The key's first request is still being processed.
+    #[error("a request with this idempotency key is in progress")]
+    InProgress,
+    /// From closeAt on.
+    #[error("the drop is closed")]
+    Closed,
+    /// Fewer units left than asked for.
+    #[error("sold out")]
+    SoldOut {
+        /// Units left.
+        remaining: u32,
+    },
+    /// Past the per-buyer limit.
+    #[error("per-user limit exceeded")]
+    PerUserLimitExceeded {
+        /// The limit.
+        limit: u32,
+    },
+    /// Admitted, but no database write slot within the wait bound.
+    #[error("throttled")]
+    Throttled,
+    /// A store failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+impl From<PlaceOrderError> for PurchaseError {
+    fn from(error: PlaceOrderError) -> Self {
+        match error {
+            PlaceOrderError::SoldOut { remaining } => Self::SoldOut { remaining },
+            PlaceOrderError::PerUserLimitExceeded { limit } => Self::PerUserLimitExceeded { limit },
+            PlaceOrderError::KeyReused => Self::KeyReused,
+            PlaceOrderError::Infra(e) => Self::Unexpected(e.into()),
+        }
+    }
+}
+
+impl PurchaseError {
+    fn outcome(&self) -> Option<PurchaseOutcome> {
+        match self {
+            Self::TooEarly { .. } => Some(PurchaseOutcome::TooEarly),
+            Self::Closed => Some(PurchaseOutcome::Closed),
+            Self::SoldOut { .. } => Some(PurchaseOutcome::SoldOut),
+            Self::PerUserLimitExceeded { .. } => Some(PurchaseOutcome::PerUserLimit),
+            Self::Throttled => Some(PurchaseOutcome::Throttled),
+            Self::DropNotFound | Self::KeyReused | Self::InProgress | Self::Unexpected(_) => None,
+        }
+    }
+}
+
+impl GoodsApp {
+    /// Buys `quantity` units of a drop, in the order of checks of the API contract.
+    ///
+    /// # Errors
+    /// [`PurchaseError`] naming why no order was created.
+    #[tracing::instrument(skip_all, fields(drop.id = %cmd.drop_id, user.id = %cmd.user_id))]
+    pub async fn purchase(&self, cmd: &PurchaseCommand) -> Result<Purchased, PurchaseError> {
+        let result = self.purchase_inner(cmd).await;
+        let outcome = match &result {
+            Ok(Purchased {
+                replayed: false, ..
+            }) => Some(PurchaseOutcome::Success),
+            Ok(_) => None,
+            Err(error) => error.outcome(),
+        };
+        if let Some(outcome) = outcome {
+            if let Err(error) = self.ports.stats.record(cmd.drop_id, outcome).await {
+                tracing::warn!(error = %error, "purchase outcome not counted");
+            }
+        }
+        result
+    }
+
+    async fn purchase_inner(&self, cmd: &PurchaseCommand) -> Result<Purchased, PurchaseError> {
+        let drop = self
+            .load_drop(cmd.drop_id)
+            .await
+            .map_err(anyhow::Error::new)?
+            .ok_or(PurchaseError::DropNotFound)?;
+        let now = self.ports.clock.now();
+        // The sale-start gate: before openAt neither the gate nor the database is touched.
+        drop.check_started(now)
+            .map_err(|_| PurchaseError::TooEarly {
+                open_at: drop.window.open_at(),
+            })?;
+        if drop.window.is_closed(now) {
+            // A replay still wins over CLOSED; only closed drops pay for this lookup.
+            return match self.find_replay(cmd).await? {
+                Some(replay) => Ok(replay),
+                None => Err(PurchaseError::Closed),
+            };
+        }
+        let order = place_order(&drop, cmd, now);
+        match &self.ports.gate {
+            None => self.commit(&order).await,
+            Some(gate) => match self.reserve(gate.as_ref(), &drop, cmd).await {
+                Ok(outcome) => {
+                    self.after_reserve(gate.as_ref(), outcome, cmd, &order)
+                        .await
+                }
+                Err(error) => {
+                    // Degraded: the gate's answer is unknown (it may even have taken the
+                    // units, which only under-sells). The database alone keeps every
+                    // invariant, so fall back to it.
+                    tracing::warn!(error = %error, "gate_degraded: purchase falls back to the database");
+                    let event = DomainEvent::GateDegraded {
+                        reason: error.to_string(),
+                    };
+                    if let Err(error) = self.ports.events.publish(event).await {
+                        tracing::warn!(error = %error, "gate_degraded event not published");
+                    }
+                    self.commit(&order).await
+                }
+            },
+        }
+    }
+
+    /// Reserves at the gate, seeding it from the database once if it holds nothing yet.
+    async fn reserve(
+        &self,
+        gate: &dyn AdmissionGate,
+        drop: &LimitedDrop,
+        cmd: &PurchaseCommand,
+    ) -> Result<ReserveOutcome, InfraError> {
+        let reservation = reservation(drop, cmd);
+        match gate.reserve(&reservation).await? {
+            ReserveOutcome::NotSeeded => {
+                let seed = self.ports.drops.gate_seed(drop).await?;
+                gate.seed_if_absent(&seed).await?;
+                match gate.reserve(&reservation).await? {
+                    ReserveOutcome::NotSeeded => Err(InfraError::msg("gate lost its seed twice")),
+                    outcome => Ok(outcome),
+                }
+            }
+            outcome => Ok(outcome),
+        }
+    }
+
+    async fn after_reserve(
+        &self,
+        gate: &dyn AdmissionGate,
+        outcome: ReserveOutcome,
+        cmd: &PurchaseCommand,
+        order: &PlaceOrder,
+    ) -> Result<Purchased, PurchaseError> {
+        match outcome {
+            ReserveOutcome::Admitted => {}
+            ReserveOutcome::Replay(id) => {
+                let order = self
+                    .ports
+                    .orders
+                    .get(id)
+                    .await
+                    .map_err(anyhow::Error::new)?;
+                return order
+                    .map(|order| Purchased {
+                        order,
+                        replayed: true,
+                    })
+                    .ok_or_else(|| anyhow::anyhow!("gate marker names missing order {id}").into());
+            }
+            ReserveOutcome::InProgress => return Err(PurchaseError::InProgress),
+            ReserveOutcome::KeyReused => return Err(PurchaseError::KeyReused),
+            ReserveOutcome::SoldOut { remaining } => {
+                return Err(PurchaseError::SoldOut { remaining });
+            }
+            ReserveOutcome::PerUserLimitExceeded { limit } => {
+                return Err(PurchaseError::PerUserLimitExceeded { limit });
+            }
+            ReserveOutcome::NotSeeded => {
+                return Err(anyhow::anyhow!("gate not seeded after seeding").into());
+            }
+        }
+        let reservation = Reservation {
+            drop_id: cmd.drop_id,
+            user_id: cmd.user_id,
+            quantity: cmd.quantity,
+            per_user_limit: order.per_user_limit,
+            key: cmd.key.clone(),
+        };
+        let result = self.commit(order).await;
+        let settled = match &result {
+            Ok(Purchased {
+                order,
+                replayed: false,
+            }) => gate.confirm(&reservation, order.id).await,
+            // Not committed by this request (refused, failed, or an earlier order replayed
+            // because the gate had forgotten it): the units go back.
+            _ => gate.cancel(&reservation).await,
+        };
+        if let Err(error) = settled {
+            // The database is the truth and already decided; a gate that missed this only
+            // holds units back (under-sell), which reconciliation reports as drift.
+            tracing::warn!(error = %error, "gate not settled after the database decided");
+        }
+        result
+    }
+
+    /// Takes a write slot and runs the ledger transaction.
+    async fn commit(&self, order: &PlaceOrder) -> Result<Purchased, PurchaseError> {
+        let Some(_permit) = self.buffer.acquire().await else {
+            return Err(PurchaseError::Throttled);
+        };
+        match self.ports.ledger.place_order(order).await? {
+            Placed::Created(order) => Ok(Purchased {
+                order,
+                replayed: false,
+            }),
+            Placed::Replayed(order) => Ok(Purchased {
+                order,
+                replayed: true,
+            }),
+        }
+    }
+
+    async fn find_replay(&self, cmd: &PurchaseCommand) -> Result<Option<Purchased>, PurchaseError> {
+        let existing = self
+            .ports
+            .orders
+            .find_by_key(cmd.user_id, &cmd.key)
+            .await
+            .map_err(anyhow::Error::new)?;
+        match existing {
+            Some(order) if order.matches_request(cmd.drop_id, cmd.quantity) => {
+                Ok(Some(Purchased {
+                    order,
+                    replayed: true,
+                }))
+            }
+            Some(_) => Err(PurchaseError::KeyReused),
+            None => Ok(None),
+        }
+    }
+}
+
+fn reservation(drop: &LimitedDrop, cmd: &PurchaseCommand) -> Reservation {
+    Reservation {
+        drop_id: drop.id,
+        user_id: cmd.user_id,
+        quantity: cmd.quantity,
+        per_user_limit: drop.per_user_limit,
+        key: cmd.key.clone(),
+    }
+}
+
+fn place_order(drop: &LimitedDrop, cmd: &PurchaseCommand, now: OffsetDateTime) -> PlaceOrder {
+    PlaceOrder {
+        drop_id: drop.id,
+        product_id: drop.product_id,
+        limited_quantity: drop.limited_quantity,
+        per_user_limit: drop.per_user_limit,
+        user_id: cmd.user_id,
+        quantity: cmd.quantity,
+        key: cmd.key.clone(),
+        now,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use goods_domain::ports::{GateSeed, MockAdmissionGate};
+    use goods_domain::{InfraError, OrderStatus};
+    use time::Duration;
+
+    fn cmd(quantity: i64) -> PurchaseCommand {
+        PurchaseCommand {
+            drop_id: drop_id(),
+            user_id: buyer().user_id,
+            quantity: qty(quantity),
+            key: key(),
+        }
+    }
+
+    fn gate_answering(outcome: ReserveOutcome) -> MockAdmissionGate {
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_reserve()
+            .times(1)
+            .returning(move |_| Ok(outcome));
+        gate
+    }
+
+    #[tokio::test]
+    async fn admitted_purchase_commits_the_order_and_confirms_the_gate() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_place_order()
+            .times(1)
+            .returning(|_| Ok(Placed::Created(sample_order(OrderStatus::Pending))));
+        let mut gate = gate_answering(ReserveOutcome::Admitted);
+        gate.expect_confirm()
+            .withf(|_, id| *id == order_id())
+            .times(1)
+            .returning(|_, _| Ok(()));
+        gate.expect_cancel().times(0);
+        let bought = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap();
+        assert_eq!((bought.order.id, bought.replayed), (order_id(), false));
+    }
+
+    #[tokio::test]
+    async fn sold_out_at_the_gate_never_reaches_the_database() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger.expect_place_order().times(0);
+        m.drops.expect_sold_quantity().times(0);
+        let gate = gate_answering(ReserveOutcome::SoldOut { remaining: 0 });
+        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::SoldOut { remaining: 0 }));
+    }
+
+    #[tokio::test]
+    async fn per_user_limit_at_the_gate_never_reaches_the_database() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger.expect_place_order().times(0);
+        let gate = gate_answering(ReserveOutcome::PerUserLimitExceeded { limit: 2 });
+        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        assert!(matches!(
+            err,
+            PurchaseError::PerUserLimitExceeded { limit: 2 }
+        ));
+    }
+
+    #[tokio::test]
+    async fn before_open_at_neither_gate_nor_database_is_touched() {
+        let mut m = Mocks::at(OPEN - Duration::milliseconds(1));
+        m.ledger.expect_place_order().times(0);
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_reserve().times(0);
+        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::TooEarly { open_at } if open_at == OPEN));
+    }
+
+    #[tokio::test]
+    async fn no_write_slot_in_time_is_throttled_and_the_units_go_back() {
+        let mut m = Mocks::at(OPEN);
+        m.permits = 0;
+        m.ledger.expect_place_order().times(0);
+        let mut gate = gate_answering(ReserveOutcome::Admitted);
+        gate.expect_cancel().times(1).returning(|_| Ok(()));
+        gate.expect_confirm().times(0);
+        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::Throttled));
+    }
+
+    #[tokio::test]
+    async fn a_database_failure_after_admission_gives_the_units_back() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_place_order()
+            .times(1)
+            .returning(|_| Err(PlaceOrderError::Infra(InfraError::msg("connection reset"))));
+        let mut gate = gate_answering(ReserveOutcome::Admitted);
+        gate.expect_cancel().times(1).returning(|_| Ok(()));
+        gate.expect_confirm().times(0);
+        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::Unexpected(_)));
+    }
+
+    #[tokio::test]
+    async fn a_database_refusal_after_admission_gives_the_units_back() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_place_order()
+            .returning(|_| Err(PlaceOrderError::PerUserLimitExceeded { limit: 2 }));
+        let mut gate = gate_answering(ReserveOutcome::Admitted);
+        gate.expect_cancel().times(1).returning(|_| Ok(()));
+        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        assert!(matches!(
+            err,
+            PurchaseError::PerUserLimitExceeded { limit: 2 }
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_replay_is_answered_from_the_marker_without_a_second_reservation() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger.expect_place_order().times(0);
+        m.orders
+            .expect_get()
+            .times(1)
+            .returning(|_| Ok(Some(sample_order(OrderStatus::Pending))));
+        let mut gate = gate_answering(ReserveOutcome::Replay(order_id()));
+        gate.expect_confirm().times(0);
+        gate.expect_cancel().times(0);
+        let bought = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap();
+        assert!(bought.replayed);
+    }
+
+    #[rstest::rstest]
+    #[case(ReserveOutcome::InProgress)]
+    #[case(ReserveOutcome::KeyReused)]
+    #[tokio::test]
+    async fn key_conflicts_at_the_gate_never_reach_the_database(#[case] outcome: ReserveOutcome) {
+        let mut m = Mocks::at(OPEN);
+        m.ledger.expect_place_order().times(0);
+        let err = m
+            .app(Some(gate_answering(outcome)))
+            .purchase(&cmd(1))
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            PurchaseError::InProgress | PurchaseError::KeyReused
+        ));
+    }
+
+    #[tokio::test]
+    async fn an_unseeded_gate_is_seeded_from_the_database_once_and_asked_again() {
+        let mut m = Mocks::at(OPEN);
+        m.drops.expect_gate_seed().times(1).returning(|drop| {
+            Ok(GateSeed {
+                drop_id: drop.id,
+                remaining: 0,
+                expires_at: CLOSE,
+                orders: Vec::new(),
+            })
+        });
+        let mut gate = MockAdmissionGate::new();
+        let mut answers = vec![
+            ReserveOutcome::SoldOut { remaining: 0 },
+            ReserveOutcome::NotSeeded,
+        ];
+        gate.expect_reserve()
+            .times(2)
+            .returning(move |_| Ok(answers.pop().unwrap()));
+        gate.expect_seed_if_absent().times(1).returning(|_| Ok(()));
+        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::SoldOut { .. }));
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_gate_falls_back_to_the_database_and_raises_gate_degraded() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_place_order()
+            .times(1)
+            .returning(|_| Ok(Placed::Created(sample_order(OrderStatus::Pending))));
+        m.events
+            .expect_publish()
+            .withf(|e| matches!(e, DomainEvent::GateDegraded { .. }))
+            .times(1)
+            .returning(|_| Ok(()));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_reserve()
+            .returning(|_| Err(InfraError::msg("connection refused")));
+        let bought = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap();
+        assert!(!bought.replayed);
+    }
+
+    #[tokio::test]
+    async fn without_a_gate_the_database_decides_alone() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_place_order()
+            .times(1)
+            .returning(|_| Err(PlaceOrderError::SoldOut { remaining: 0 }));
+        let err = m.app(None).purchase(&cmd(1)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::SoldOut { remaining: 0 }));
+    }
+
+    #[tokio::test]
+    async fn a_closed_drop_still_replays_an_earlier_success() {
+        let mut m = Mocks::at(CLOSE);
+        m.orders
+            .expect_find_by_key()
+            .returning(|_, _| Ok(Some(sample_order(OrderStatus::Pending))));
+        let bought = m.app(None).purchase(&cmd(1)).await.unwrap();
+        assert!(bought.replayed);
+    }
+
+    #[tokio::test]
+    async fn a_closed_drop_refuses_a_new_request_as_closed() {
+        let mut m = Mocks::at(CLOSE);
+        m.orders.expect_find_by_key().returning(|_, _| Ok(None));
+        m.ledger.expect_place_order().times(0);
+        let err = m.app(None).purchase(&cmd(1)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::Closed));
+    }
+
+    #[tokio::test]
+    async fn a_closed_drop_refuses_a_reused_key_with_a_different_body() {
+        let mut m = Mocks::at(CLOSE);
+        m.orders
+            .expect_find_by_key()
+            .returning(|_, _| Ok(Some(sample_order(OrderStatus::Pending))));
+        let err = m.app(None).purchase(&cmd(2)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::KeyReused));
+    }
+}

@@ -1,0 +1,172 @@
+//! ReconcileDrop: compare the gate with the database's truth and alert on oversell.
+
+use crate::GoodsApp;
+use goods_domain::ports::DomainEvent;
+use goods_domain::{DropId, LimitedDrop};
+use time::OffsetDateTime;
+
+/// The comparison of one drop's gate and database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reconciliation {
+    /// The drop.
+    pub drop_id: DropId,
+    /// Its limit.
+    pub limited_quantity: u32,
+    /// Units in orders that are not cancelled (database).
+    pub sold_quantity: u32,
+    /// The gate's counter; `None` when there is no gate, it is unreachable or holds nothing.
+    pub gate_remaining: Option<u32>,
+    /// `limited - sold - gateRemaining`: units the gate holds back without a sale (in-flight
+    /// purchases, or under-sell after a failure). Positive is safe; negative means the gate
+    /// would admit more than the database can sell, which the database still refuses.
+    pub drift: Option<i64>,
+    /// `sold > limited`. Must never be true.
+    pub oversold: bool,
+    /// When the comparison was made.
+    pub checked_at: OffsetDateTime,
+}
+
+/// Why a drop could not be reconciled.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// No such drop.
+    #[error("drop not found")]
+    NotFound,
+    /// The database failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+impl GoodsApp {
+    /// Reconciles one drop; publishes an oversell alert when the database sold too much.
+    ///
+    /// # Errors
+    /// [`ReconcileError::NotFound`], or `Unexpected` when the database fails (an unreachable
+    /// gate is reported as `gate_remaining: None`, not as an error).
+    #[tracing::instrument(skip_all, fields(drop.id = %id))]
+    pub async fn reconcile_drop(&self, id: DropId) -> Result<Reconciliation, ReconcileError> {
+        let drop = self
+            .load_drop(id)
+            .await
+            .map_err(anyhow::Error::new)?
+            .ok_or(ReconcileError::NotFound)?;
+        self.reconcile(&drop).await
+    }
+
+    /// Reconciles every drop that is not closed; the periodic task's body. Returns how many
+    /// drops were checked.
+    ///
+    /// # Errors
+    /// `Unexpected` when the database fails.
+    pub async fn reconcile_all(&self) -> Result<usize, ReconcileError> {
+        let now = self.ports.clock.now();
+        let drops = self
+            .ports
+            .drops
+            .list_unclosed(now)
+            .await
+            .map_err(anyhow::Error::new)?;
+        for drop in &drops {
+            self.reconcile(drop).await?;
+        }
+        Ok(drops.len())
+    }
+
+    async fn reconcile(&self, drop: &LimitedDrop) -> Result<Reconciliation, ReconcileError> {
+        let sold = self
+            .ports
+            .drops
+            .sold_quantity(drop.id)
+            .await
+            .map_err(anyhow::Error::new)?;
+        let gate_remaining = match &self.ports.gate {
+            Some(gate) => gate.remaining(drop.id).await.unwrap_or_else(|error| {
+                tracing::warn!(error = %error, "gate unreachable during reconciliation");
+                None
+            }),
+            None => None,
+        };
+        let limited = drop.limited_quantity.get();
+        let report = Reconciliation {
+            drop_id: drop.id,
+            limited_quantity: limited,
+            sold_quantity: sold,
+            gate_remaining,
+            drift: gate_remaining.map(|g| i64::from(limited) - i64::from(sold) - i64::from(g)),
+            oversold: sold > limited,
+            checked_at: self.ports.clock.now(),
+        };
+        if report.oversold {
+            tracing::error!(
+                source = "oversell",
+                severity = "critical",
+                sold,
+                limited,
+                "drop oversold"
+            );
+            let event = DomainEvent::Oversold {
+                drop_id: drop.id,
+                limited_quantity: limited,
+                sold_quantity: sold,
+            };
+            if let Err(error) = self.ports.events.publish(event).await {
+                tracing::error!(error = %error, "oversell alert not published");
+            }
+        }
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use goods_domain::ports::MockAdmissionGate;
+
+    #[tokio::test]
+    async fn drift_is_what_the_gate_holds_back_beyond_the_sales() {
+        let mut m = Mocks::at(OPEN);
+        m.drops.expect_sold_quantity().returning(|_| Ok(60));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_remaining().returning(|_| Ok(Some(30)));
+        let report = m.app(Some(gate)).reconcile_drop(drop_id()).await.unwrap();
+        assert_eq!(
+            (report.sold_quantity, report.gate_remaining, report.drift),
+            (60, Some(30), Some(10))
+        );
+        assert!(!report.oversold);
+    }
+
+    #[tokio::test]
+    async fn an_oversold_drop_raises_the_critical_alert() {
+        let mut m = Mocks::at(OPEN);
+        m.drops.expect_sold_quantity().returning(|_| Ok(101));
+        m.events
+            .expect_publish()
+            .withf(|e| {
+                matches!(
+                    e,
+                    DomainEvent::Oversold {
+                        sold_quantity: 101,
+                        ..
+                    }
+                )
+            })
+            .times(1)
+            .returning(|_| Ok(()));
+        let report = m.app(None).reconcile_drop(drop_id()).await.unwrap();
+        assert!(report.oversold);
+        assert_eq!(report.gate_remaining, None);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_gate_is_reported_as_unknown_not_as_an_error() {
+        let mut m = Mocks::at(OPEN);
+        m.drops.expect_sold_quantity().returning(|_| Ok(1));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_remaining()
+            .returning(|_| Err(goods_domain::InfraError::msg("down")));
+        let report = m.app(Some(gate)).reconcile_drop(drop_id()).await.unwrap();
+        assert_eq!((report.gate_remaining, report.drift), (None, None));
+    }
+}

@@ -1,0 +1,63 @@
+//! GetDropStats (FR-9).
+
+use crate::GoodsApp;
+use goods_domain::DropId;
+use goods_domain::ports::OutcomeCounts;
+
+/// A drop's counters and its sold and remaining units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DropStats {
+    /// The drop.
+    pub drop_id: DropId,
+    /// Outcome counters.
+    pub counts: OutcomeCounts,
+    /// Units sold (database).
+    pub sold_quantity: u32,
+    /// Units left.
+    pub remaining: u32,
+}
+
+/// Why stats could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum GetStatsError {
+    /// No such drop.
+    #[error("drop not found")]
+    NotFound,
+    /// A store failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+impl GoodsApp {
+    /// Reads a drop's outcome counters and units.
+    ///
+    /// # Errors
+    /// [`GetStatsError::NotFound`], or `Unexpected` when a store fails.
+    #[tracing::instrument(skip_all, fields(drop.id = %id))]
+    pub async fn drop_stats(&self, id: DropId) -> Result<DropStats, GetStatsError> {
+        let drop = self
+            .load_drop(id)
+            .await
+            .map_err(anyhow::Error::new)?
+            .ok_or(GetStatsError::NotFound)?;
+        let counts = self
+            .ports
+            .stats
+            .counts(id)
+            .await
+            .map_err(anyhow::Error::new)?;
+        let sold_quantity = self
+            .ports
+            .drops
+            .sold_quantity(id)
+            .await
+            .map_err(anyhow::Error::new)?;
+        let remaining = self.remaining(&drop).await.map_err(anyhow::Error::new)?;
+        Ok(DropStats {
+            drop_id: id,
+            counts,
+            sold_quantity,
+            remaining,
+        })
+    }
+}

@@ -1,0 +1,467 @@
+//! The LimitedDrop aggregate: a product on sale from `openAt` until `closeAt`, at most
+//! `limitedQuantity` units in all and `perUserLimit` units per buyer.
+
+use crate::{DropId, ProductId, Quantity, ValidationError};
+use time::OffsetDateTime;
+
+/// The time a drop is on sale: `open_at` (inclusive) to `close_at` (exclusive), `open_at <
+/// close_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaleWindow {
+    open_at: OffsetDateTime,
+    close_at: OffsetDateTime,
+}
+
+impl SaleWindow {
+    /// Parses a window.
+    ///
+    /// # Errors
+    /// [`ValidationError`] on `closeAt` unless `open_at < close_at`.
+    pub fn parse(
+        open_at: OffsetDateTime,
+        close_at: OffsetDateTime,
+    ) -> Result<Self, ValidationError> {
+        if open_at < close_at {
+            Ok(Self { open_at, close_at })
+        } else {
+            Err(ValidationError::new("closeAt", "must be after openAt"))
+        }
+    }
+
+    /// When sales start.
+    pub fn open_at(self) -> OffsetDateTime {
+        self.open_at
+    }
+
+    /// When sales end.
+    pub fn close_at(self) -> OffsetDateTime {
+        self.close_at
+    }
+
+    /// Whether `now` is before the sale starts.
+    pub fn is_before_open(self, now: OffsetDateTime) -> bool {
+        now < self.open_at
+    }
+
+    /// Whether the sale has ended at `now`.
+    pub fn is_closed(self, now: OffsetDateTime) -> bool {
+        now >= self.close_at
+    }
+}
+
+/// A drop's state. It is derived from the clock and the units left, never stored, so it can
+/// not disagree with them at a boundary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropStatus {
+    /// Before `openAt`.
+    Scheduled,
+    /// On sale with units left.
+    Open,
+    /// On sale, no unit left (a cancellation may reopen it).
+    SoldOut,
+    /// From `closeAt` on. Terminal.
+    Closed,
+}
+
+impl DropStatus {
+    /// Every state, for tables and tests.
+    pub const ALL: [Self; 4] = [Self::Scheduled, Self::Open, Self::SoldOut, Self::Closed];
+
+    /// The serialised name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "SCHEDULED",
+            Self::Open => "OPEN",
+            Self::SoldOut => "SOLD_OUT",
+            Self::Closed => "CLOSED",
+        }
+    }
+
+    /// The design document's transition table. Staying in a state is not a transition.
+    ///
+    /// Time only moves forward, so nothing goes back to `Scheduled` and nothing leaves `Closed`;
+    /// the window is non-empty, so `Scheduled` reaches `Closed` only through `Open`. A
+    /// cancellation gives units back, so `SoldOut` may return to `Open`.
+    pub fn can_transit_to(self, next: Self) -> bool {
+        use DropStatus::{Closed, Open, Scheduled, SoldOut};
+        matches!(
+            (self, next),
+            (Scheduled, Open) | (Open, SoldOut | Closed) | (SoldOut, Open | Closed)
+        )
+    }
+}
+
+/// Why a purchase is refused by the drop itself (before any stock is touched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PurchaseRejection {
+    /// `now < openAt`.
+    #[error("the drop opens at {open_at}")]
+    TooEarly {
+        /// When the sale starts.
+        open_at: OffsetDateTime,
+    },
+    /// `now >= closeAt`.
+    #[error("the drop is closed")]
+    Closed,
+    /// Fewer units left than asked for.
+    #[error("sold out: {remaining} left")]
+    SoldOut {
+        /// Units still for sale.
+        remaining: u32,
+    },
+    /// More units than one buyer may hold.
+    #[error("at most {limit} per buyer")]
+    PerUserLimitExceeded {
+        /// The drop's per-buyer limit.
+        limit: u32,
+    },
+}
+
+/// A limited drop as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitedDrop {
+    /// Identity.
+    pub id: DropId,
+    /// The product on sale.
+    pub product_id: ProductId,
+    /// When it is on sale.
+    pub window: SaleWindow,
+    /// Units for sale in all.
+    pub limited_quantity: Quantity,
+    /// Units one buyer may hold.
+    pub per_user_limit: Quantity,
+}
+
+impl LimitedDrop {
+    /// The state at `now` with `remaining` units left.
+    pub fn status(&self, now: OffsetDateTime, remaining: u32) -> DropStatus {
+        if self.window.is_before_open(now) {
+            DropStatus::Scheduled
+        } else if self.window.is_closed(now) {
+            DropStatus::Closed
+        } else if remaining == 0 {
+            DropStatus::SoldOut
+        } else {
+            DropStatus::Open
+        }
+    }
+
+    /// The sale-start gate: refuses before `openAt`, without touching any store.
+    ///
+    /// # Errors
+    /// [`PurchaseRejection::TooEarly`] when `now < openAt`.
+    pub fn check_started(&self, now: OffsetDateTime) -> Result<(), PurchaseRejection> {
+        if self.window.is_before_open(now) {
+            Err(PurchaseRejection::TooEarly {
+                open_at: self.window.open_at(),
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether a purchase of `quantity` may go ahead at `now` with `remaining` units left,
+    /// checked in the order of the API contract: time, close, units, buyer limit.
+    ///
+    /// # Errors
+    /// The first [`PurchaseRejection`] that applies.
+    pub fn validate_purchasable(
+        &self,
+        now: OffsetDateTime,
+        remaining: u32,
+        quantity: Quantity,
+        already_held: u32,
+    ) -> Result<(), PurchaseRejection> {
+        self.check_started(now)?;
+        if self.window.is_closed(now) {
+            return Err(PurchaseRejection::Closed);
+        }
+        if remaining < quantity.get() {
+            return Err(PurchaseRejection::SoldOut { remaining });
+        }
+        if already_held.saturating_add(quantity.get()) > self.per_user_limit.get() {
+            return Err(PurchaseRejection::PerUserLimitExceeded {
+                limit: self.per_user_limit.get(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A drop to create, valid on its own; [`NewLimitedDrop::check_stock`] checks it against its
+/// product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewLimitedDrop {
+    /// The product on sale.
+    pub product_id: ProductId,
+    /// When it is on sale.
+    pub window: SaleWindow,
+    /// Units for sale in all.
+    pub limited_quantity: Quantity,
+    /// Units one buyer may hold.
+    pub per_user_limit: Quantity,
+}
+
+/// Raw creation input, as it comes from a client.
+#[derive(Debug, Clone, Copy)]
+pub struct DropInput {
+    /// Product id as sent.
+    pub product_id: i64,
+    /// Sale start.
+    pub open_at: OffsetDateTime,
+    /// Sale end.
+    pub close_at: OffsetDateTime,
+    /// Units for sale.
+    pub limited_quantity: i64,
+    /// Units per buyer (the API defaults it to 1).
+    pub per_user_limit: i64,
+}
+
+impl NewLimitedDrop {
+    /// Parses creation input at `now`, collecting every failing field: `openAt < closeAt`,
+    /// `closeAt` in the future, `1 <= perUserLimit <= limitedQuantity`.
+    ///
+    /// # Errors
+    /// One [`ValidationError`] per failing rule.
+    pub fn parse(input: DropInput, now: OffsetDateTime) -> Result<Self, Vec<ValidationError>> {
+        let mut errors = Vec::new();
+        let product_id = ProductId::parse(input.product_id)
+            .map_err(|e| errors.push(e))
+            .ok();
+        let window = SaleWindow::parse(input.open_at, input.close_at)
+            .map_err(|e| errors.push(e))
+            .ok();
+        if input.close_at <= now {
+            errors.push(ValidationError::new("closeAt", "must be in the future"));
+        }
+        let limited = Quantity::parse("limitedQuantity", input.limited_quantity)
+            .map_err(|e| errors.push(e))
+            .ok();
+        let per_user = Quantity::parse("perUserLimit", input.per_user_limit)
+            .map_err(|e| errors.push(e))
+            .ok();
+        if let (Some(limited), Some(per_user)) = (limited, per_user) {
+            if per_user > limited {
+                errors.push(ValidationError::new(
+                    "perUserLimit",
+                    "must not exceed limitedQuantity",
+                ));
+            }
+        }
+        match (product_id, window, limited, per_user) {
+            (Some(product_id), Some(window), Some(limited_quantity), Some(per_user_limit))
+                if errors.is_empty() =>
+            {
+                Ok(Self {
+                    product_id,
+                    window,
+                    limited_quantity,
+                    per_user_limit,
+                })
+            }
+            _ => Err(errors),
+        }
+    }
+
+    /// The last creation rule, which needs the product: `limitedQuantity <= stock`.
+    ///
+    /// # Errors
+    /// [`ValidationError`] on `limitedQuantity` when the stock is smaller.
+    pub fn check_stock(&self, stock: u32) -> Result<(), ValidationError> {
+        if self.limited_quantity.get() <= stock {
+            Ok(())
+        } else {
+            Err(ValidationError::new(
+                "limitedQuantity",
+                format!("must not exceed the product's stock ({stock})"),
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+    use time::Duration;
+    use time::macros::datetime;
+
+    const OPEN: OffsetDateTime = datetime!(2026-12-01 09:00 UTC);
+    const CLOSE: OffsetDateTime = datetime!(2026-12-01 10:00 UTC);
+    const MS: Duration = Duration::milliseconds(1);
+
+    fn drop_of(limited: i64, per_user: i64) -> LimitedDrop {
+        LimitedDrop {
+            id: DropId::parse(1).unwrap(),
+            product_id: ProductId::parse(1).unwrap(),
+            window: SaleWindow::parse(OPEN, CLOSE).unwrap(),
+            limited_quantity: Quantity::parse("limitedQuantity", limited).unwrap(),
+            per_user_limit: Quantity::parse("perUserLimit", per_user).unwrap(),
+        }
+    }
+
+    fn qty(n: i64) -> Quantity {
+        Quantity::parse("quantity", n).unwrap()
+    }
+
+    use DropStatus::{Closed, Open, Scheduled, SoldOut};
+
+    #[rstest]
+    #[case(Scheduled, Scheduled, false)]
+    #[case(Scheduled, Open, true)]
+    #[case(Scheduled, SoldOut, false)]
+    #[case(Scheduled, Closed, false)]
+    #[case(Open, Scheduled, false)]
+    #[case(Open, Open, false)]
+    #[case(Open, SoldOut, true)]
+    #[case(Open, Closed, true)]
+    #[case(SoldOut, Scheduled, false)]
+    #[case(SoldOut, Open, true)]
+    #[case(SoldOut, SoldOut, false)]
+    #[case(SoldOut, Closed, true)]
+    #[case(Closed, Scheduled, false)]
+    #[case(Closed, Open, false)]
+    #[case(Closed, SoldOut, false)]
+    #[case(Closed, Closed, false)]
+    fn state_machine_allows_exactly_the_design_documents_transitions(
+        #[case] from: DropStatus,
+        #[case] to: DropStatus,
+        #[case] allowed: bool,
+    ) {
+        assert_eq!(from.can_transit_to(to), allowed, "{from:?} -> {to:?}");
+    }
+
+    #[rstest]
+    #[case(OPEN - MS, 5, Scheduled)]
+    #[case(OPEN, 5, Open)]
+    #[case(OPEN, 0, SoldOut)]
+    #[case(CLOSE - MS, 5, Open)]
+    #[case(CLOSE - MS, 0, SoldOut)]
+    #[case(CLOSE, 5, Closed)]
+    #[case(CLOSE, 0, Closed)]
+    #[case(OPEN - MS, 0, Scheduled)]
+    fn status_is_derived_from_the_clock_and_the_units_left(
+        #[case] now: OffsetDateTime,
+        #[case] remaining: u32,
+        #[case] expected: DropStatus,
+    ) {
+        assert_eq!(drop_of(5, 1).status(now, remaining), expected);
+    }
+
+    #[rstest]
+    #[case(OPEN - MS, Err(PurchaseRejection::TooEarly { open_at: OPEN }))]
+    #[case(OPEN, Ok(()))]
+    #[case(CLOSE - MS, Ok(()))]
+    #[case(CLOSE, Err(PurchaseRejection::Closed))]
+    fn time_gate_opens_exactly_at_open_at_and_shuts_exactly_at_close_at(
+        #[case] now: OffsetDateTime,
+        #[case] expected: Result<(), PurchaseRejection>,
+    ) {
+        assert_eq!(
+            drop_of(5, 1).validate_purchasable(now, 5, qty(1), 0),
+            expected
+        );
+    }
+
+    #[rstest]
+    #[case(5, 1, 0, Ok(()))]
+    #[case(0, 1, 0, Err(PurchaseRejection::SoldOut { remaining: 0 }))]
+    #[case(1, 2, 0, Err(PurchaseRejection::SoldOut { remaining: 1 }))]
+    #[case(5, 2, 0, Ok(()))]
+    #[case(5, 1, 2, Err(PurchaseRejection::PerUserLimitExceeded { limit: 2 }))]
+    #[case(5, 3, 0, Err(PurchaseRejection::PerUserLimitExceeded { limit: 2 }))]
+    #[case(0, 3, 2, Err(PurchaseRejection::SoldOut { remaining: 0 }))]
+    fn purchase_checks_units_before_the_buyer_limit(
+        #[case] remaining: u32,
+        #[case] quantity: i64,
+        #[case] held: u32,
+        #[case] expected: Result<(), PurchaseRejection>,
+    ) {
+        assert_eq!(
+            drop_of(5, 2).validate_purchasable(OPEN, remaining, qty(quantity), held),
+            expected
+        );
+    }
+
+    #[test]
+    fn too_early_is_checked_before_anything_else() {
+        assert_eq!(
+            drop_of(5, 1).validate_purchasable(OPEN - MS, 0, qty(9), 9),
+            Err(PurchaseRejection::TooEarly { open_at: OPEN })
+        );
+    }
+
+    fn input() -> DropInput {
+        DropInput {
+            product_id: 7,
+            open_at: OPEN,
+            close_at: CLOSE,
+            limited_quantity: 100,
+            per_user_limit: 1,
+        }
+    }
+
+    fn failing_fields(input: DropInput, now: OffsetDateTime) -> Vec<&'static str> {
+        match NewLimitedDrop::parse(input, now) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors.into_iter().map(|e| e.field).collect(),
+        }
+    }
+
+    #[rstest]
+    #[case::valid(input(), vec![])]
+    #[case::bad_product(DropInput { product_id: 0, ..input() }, vec!["productId"])]
+    #[case::open_equals_close(DropInput { close_at: OPEN, ..input() }, vec!["closeAt"])]
+    #[case::open_after_close(DropInput { open_at: CLOSE + MS, ..input() }, vec!["closeAt"])]
+    #[case::zero_quantity(DropInput { limited_quantity: 0, ..input() }, vec!["limitedQuantity"])]
+    #[case::zero_per_user(DropInput { per_user_limit: 0, ..input() }, vec!["perUserLimit"])]
+    #[case::per_user_over_limited(DropInput { per_user_limit: 101, ..input() }, vec!["perUserLimit"])]
+    #[case::per_user_equals_limited(DropInput { per_user_limit: 100, ..input() }, vec![])]
+    fn drop_creation_validates_every_rule(
+        #[case] input: DropInput,
+        #[case] expected: Vec<&'static str>,
+    ) {
+        assert_eq!(failing_fields(input, OPEN - Duration::hours(1)), expected);
+    }
+
+    #[rstest]
+    #[case(CLOSE - MS, vec![])]
+    #[case(CLOSE, vec!["closeAt"])]
+    #[case(CLOSE + MS, vec!["closeAt"])]
+    fn drop_creation_requires_close_at_in_the_future(
+        #[case] now: OffsetDateTime,
+        #[case] expected: Vec<&'static str>,
+    ) {
+        assert_eq!(failing_fields(input(), now), expected);
+    }
+
+    #[test]
+    fn drop_creation_reports_all_failing_fields_at_once() {
+        let bad = DropInput {
+            product_id: -1,
+            open_at: CLOSE,
+            close_at: OPEN,
+            limited_quantity: 0,
+            per_user_limit: 0,
+        };
+        assert_eq!(
+            failing_fields(bad, CLOSE),
+            [
+                "productId",
+                "closeAt",
+                "closeAt",
+                "limitedQuantity",
+                "perUserLimit"
+            ]
+        );
+    }
+
+    #[rstest]
+    #[case(100, true)]
+    #[case(99, false)]
+    #[case(1000, true)]
+    fn limited_quantity_must_fit_the_products_stock(#[case] stock: u32, #[case] ok: bool) {
+        let drop = NewLimitedDrop::parse(input(), OPEN).unwrap();
+        assert_eq!(drop.check_stock(stock).is_ok(), ok);
+    }
+}

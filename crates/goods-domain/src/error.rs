@@ -1,0 +1,77 @@
+//! Errors shared by the value types and the ports.
+
+use std::fmt;
+
+/// A value that failed its parsing constructor. `field` names the offending input in the
+/// vocabulary of the API (camelCase), so the HTTP edge can report it as is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct ValidationError {
+    /// The API field the value came from.
+    pub field: &'static str,
+    /// What is wrong with it, for humans.
+    pub message: String,
+}
+
+impl ValidationError {
+    /// Builds a validation error for `field`.
+    pub fn new(field: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+/// An infrastructure failure behind a port (database down, Redis timeout, ...).
+///
+/// Ports stay free of `anyhow` and of adapter types: an adapter wraps its own error here, with
+/// the context it knows, and the use case decides what the failure means.
+pub struct InfraError {
+    context: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl InfraError {
+    /// A failure described by `context` alone.
+    pub fn msg(context: impl Into<String>) -> Self {
+        Self {
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// A failure caused by `source`, described by `context`.
+    pub fn new(
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            context: context.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+}
+
+impl fmt::Display for InfraError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.context)
+    }
+}
+
+impl fmt::Debug for InfraError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.source {
+            Some(source) => write!(f, "{}: {source:?}", self.context),
+            None => f.write_str(&self.context),
+        }
+    }
+}
+
+impl std::error::Error for InfraError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}

@@ -1,0 +1,20 @@
+//! The limited-drop domain: a product goes on sale at a set time for a fixed quantity.
+//!
+//! This crate is pure: no I/O, no runtime, no database or Redis types. Everything that talks to
+//! the outside world is a trait in [`ports`], implemented by the adapter crates and mocked in
+//! tests through the `mock` feature.
+
+pub mod drop;
+pub mod error;
+pub mod ids;
+pub mod order;
+pub mod ports;
+pub mod product;
+pub mod quantity;
+
+pub use drop::{DropInput, DropStatus, LimitedDrop, NewLimitedDrop, PurchaseRejection, SaleWindow};
+pub use error::{InfraError, ValidationError};
+pub use ids::{DropId, IdempotencyKey, OrderId, ProductId, UserId};
+pub use order::{GoodsOrder, OrderStatus};
+pub use product::{NewProduct, Product, ProductName, Stock};
+pub use quantity::Quantity;

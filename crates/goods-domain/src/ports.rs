@@ -1,0 +1,34 @@
+//! Ports: what the domain needs from the outside world, as traits.
+//!
+//! Every port is `Send + Sync + 'static` so it can sit behind an `Arc<dyn _>` and be swapped
+//! per deployment (SQLite or MySQL, in-process or Redis gate) or mocked alone in a test. With
+//! the `mock` feature each trait gets a mockall `Mock*` type.
+
+mod catalog;
+mod clock;
+mod events;
+mod gate;
+mod ledger;
+mod stats;
+
+pub use catalog::{CreateDropError, DropRepository, OrderRepository, ProductRepository};
+pub use clock::{Clock, SystemClock};
+pub use events::{DomainEvent, EventPublisher};
+pub use gate::{AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome};
+pub use ledger::{
+    CancelOrderError, Cancelled, PlaceOrder, PlaceOrderError, Placed, PurchaseLedger,
+};
+pub use stats::{OutcomeCounts, PurchaseOutcome, StatsRecorder};
+
+#[cfg(feature = "mock")]
+pub use catalog::{MockDropRepository, MockOrderRepository, MockProductRepository};
+#[cfg(feature = "mock")]
+pub use clock::MockClock;
+#[cfg(feature = "mock")]
+pub use events::MockEventPublisher;
+#[cfg(feature = "mock")]
+pub use gate::MockAdmissionGate;
+#[cfg(feature = "mock")]
+pub use ledger::MockPurchaseLedger;
+#[cfg(feature = "mock")]
+pub use stats::MockStatsRecorder;

@@ -1,0 +1,107 @@
+//! Reads and simple writes of products, drops and orders.
+
+use crate::ports::GateSeed;
+use crate::{
+    DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, NewLimitedDrop, NewProduct,
+    OrderId, Product, ProductId, UserId,
+};
+use async_trait::async_trait;
+use time::OffsetDateTime;
+
+/// Products and their stock.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait ProductRepository: Send + Sync + 'static {
+    /// Stores a new product with its initial stock.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn create(&self, product: &NewProduct) -> Result<Product, InfraError>;
+
+    /// The product with `id`, if any.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn get(&self, id: ProductId) -> Result<Option<Product>, InfraError>;
+}
+
+/// Why a drop could not be stored.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateDropError {
+    /// No product with that id.
+    #[error("product not found")]
+    ProductNotFound,
+    /// The product already has a drop whose `closeAt` is still ahead.
+    #[error("the product already has a drop that is not closed")]
+    DropAlreadyActive,
+    /// The product's stock is below `limitedQuantity`.
+    #[error("the product's stock is {stock}")]
+    InsufficientStock {
+        /// The stock found.
+        stock: u32,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+/// Limited drops.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait DropRepository: Send + Sync + 'static {
+    /// Stores `drop` atomically with its checks against the product: it exists, its stock covers
+    /// `limitedQuantity`, and it has no drop that is still open or scheduled at `now`.
+    ///
+    /// # Errors
+    /// [`CreateDropError`] naming the failed check, or the store's failure.
+    async fn create(
+        &self,
+        drop: &NewLimitedDrop,
+        now: OffsetDateTime,
+    ) -> Result<LimitedDrop, CreateDropError>;
+
+    /// The drop with `id`, if any.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn get(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError>;
+
+    /// Units sold: the sum over the drop's orders that are not cancelled.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn sold_quantity(&self, id: DropId) -> Result<u32, InfraError>;
+
+    /// Drops whose `closeAt` is after `now`: the ones worth reconciling.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn list_unclosed(&self, now: OffsetDateTime) -> Result<Vec<LimitedDrop>, InfraError>;
+
+    /// Everything an admission gate needs to be rebuilt from the database's truth.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn gate_seed(&self, drop: &LimitedDrop) -> Result<GateSeed, InfraError>;
+}
+
+/// Orders, read side.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait OrderRepository: Send + Sync + 'static {
+    /// The order with `id`, if any.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn get(&self, id: OrderId) -> Result<Option<GoodsOrder>, InfraError>;
+
+    /// The order `user` created with `key`, if any.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn find_by_key(
+        &self,
+        user: UserId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<GoodsOrder>, InfraError>;
+}

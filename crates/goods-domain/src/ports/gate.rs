@@ -1,0 +1,127 @@
+//! The admission gate (the design document's DropReservationStore): an atomic counter in front
+//! of the database that admits at most the units left and turns everyone else away without a
+//! database round trip. It is never the source of truth: the database is, and the gate can be
+//! rebuilt from it at any time ([`GateSeed`]).
+
+use crate::{DropId, IdempotencyKey, InfraError, OrderId, Quantity, UserId};
+use async_trait::async_trait;
+use time::OffsetDateTime;
+
+/// One purchase attempt, as the gate sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    /// The drop.
+    pub drop_id: DropId,
+    /// The buyer.
+    pub user_id: UserId,
+    /// Units asked for.
+    pub quantity: Quantity,
+    /// The drop's per-buyer limit.
+    pub per_user_limit: Quantity,
+    /// The buyer's idempotency key.
+    pub key: IdempotencyKey,
+}
+
+/// The gate's answer to [`AdmissionGate::reserve`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReserveOutcome {
+    /// Units taken from the counter and the buyer's count; an in-progress marker is set. The
+    /// caller must later [`confirm`](AdmissionGate::confirm) or [`cancel`](AdmissionGate::cancel).
+    Admitted,
+    /// The same buyer and key already completed with this order: replay it.
+    Replay(OrderId),
+    /// The same buyer and key are being processed right now.
+    InProgress,
+    /// The same buyer and key were used for a different request.
+    KeyReused,
+    /// Fewer units left than asked for.
+    SoldOut {
+        /// Units left.
+        remaining: u32,
+    },
+    /// The buyer would hold more than the per-buyer limit.
+    PerUserLimitExceeded {
+        /// The limit.
+        limit: u32,
+    },
+    /// The gate holds nothing for this drop (new process, flushed Redis): seed it from the
+    /// database and ask again.
+    NotSeeded,
+}
+
+/// An order that counts for a gate: its buyer, key and units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldOrder {
+    /// The order.
+    pub order_id: OrderId,
+    /// Its buyer.
+    pub user_id: UserId,
+    /// Its idempotency key.
+    pub key: IdempotencyKey,
+    /// Its units.
+    pub quantity: Quantity,
+    /// Whether it still counts (not cancelled).
+    pub live: bool,
+}
+
+/// The database's truth about one drop, to (re)build a gate from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateSeed {
+    /// The drop.
+    pub drop_id: DropId,
+    /// `limitedQuantity - units sold`.
+    pub remaining: u32,
+    /// When the gate may forget the drop (its `closeAt`).
+    pub expires_at: OffsetDateTime,
+    /// Every order of the drop, for per-buyer counts and idempotency markers.
+    pub orders: Vec<HeldOrder>,
+}
+
+/// The admission gate.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait AdmissionGate: Send + Sync + 'static {
+    /// Seeds the gate for a drop unless it already holds it; running it twice changes nothing.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the gate cannot be reached.
+    async fn seed_if_absent(&self, seed: &GateSeed) -> Result<(), InfraError>;
+
+    /// Atomically: idempotency marker, units left, per-buyer limit, then take the units.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the gate cannot be reached or its answer is unknown (a timeout
+    /// is not a no: the units may have been taken).
+    async fn reserve(&self, reservation: &Reservation) -> Result<ReserveOutcome, InfraError>;
+
+    /// Marks an admitted reservation done with its order, so retries replay it.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the gate cannot be reached.
+    async fn confirm(&self, reservation: &Reservation, order: OrderId) -> Result<(), InfraError>;
+
+    /// Gives an admitted reservation's units and buyer count back and clears its marker, once:
+    /// cancelling twice restores once.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the gate cannot be reached.
+    async fn cancel(&self, reservation: &Reservation) -> Result<(), InfraError>;
+
+    /// Gives back the units of a cancelled order (the order's marker stays, for replays).
+    /// The caller calls it once per cancelled order.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the gate cannot be reached.
+    async fn release(
+        &self,
+        drop_id: DropId,
+        user_id: UserId,
+        quantity: Quantity,
+    ) -> Result<(), InfraError>;
+
+    /// Units the gate will still admit, or `None` when it holds nothing for the drop.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the gate cannot be reached.
+    async fn remaining(&self, drop_id: DropId) -> Result<Option<u32>, InfraError>;
+}

@@ -1,0 +1,110 @@
+//! The unit of work of a purchase: what must happen atomically in the source of truth.
+
+use crate::{
+    DropId, GoodsOrder, IdempotencyKey, InfraError, OrderId, OrderStatus, ProductId, Quantity,
+    UserId,
+};
+use async_trait::async_trait;
+use time::OffsetDateTime;
+
+/// A purchase to commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaceOrder {
+    /// The drop.
+    pub drop_id: DropId,
+    /// The drop's product.
+    pub product_id: ProductId,
+    /// The drop's limit.
+    pub limited_quantity: Quantity,
+    /// The drop's per-buyer limit.
+    pub per_user_limit: Quantity,
+    /// The buyer.
+    pub user_id: UserId,
+    /// Units.
+    pub quantity: Quantity,
+    /// The buyer's idempotency key.
+    pub key: IdempotencyKey,
+    /// The order's creation time.
+    pub now: OffsetDateTime,
+}
+
+/// A committed purchase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placed {
+    /// A new order was committed.
+    Created(GoodsOrder),
+    /// The same buyer, key and request had already committed this order.
+    Replayed(GoodsOrder),
+}
+
+/// Why a purchase was not committed. Nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum PlaceOrderError {
+    /// The drop (or the product's stock) has fewer units left than asked for.
+    #[error("sold out: {remaining} left")]
+    SoldOut {
+        /// Units left.
+        remaining: u32,
+    },
+    /// The buyer would hold more than the per-buyer limit.
+    #[error("per-user limit {limit} exceeded")]
+    PerUserLimitExceeded {
+        /// The limit.
+        limit: u32,
+    },
+    /// The buyer's key already belongs to a different request.
+    #[error("idempotency key reused for a different request")]
+    KeyReused,
+    /// The store failed; nothing was committed.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+/// A cancellation's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cancelled {
+    /// This call cancelled the order and gave its units back.
+    Now(GoodsOrder),
+    /// The order was cancelled before; nothing changed.
+    Already(GoodsOrder),
+}
+
+/// Why an order was not cancelled.
+#[derive(Debug, thiserror::Error)]
+pub enum CancelOrderError {
+    /// No such order.
+    #[error("order not found")]
+    NotFound,
+    /// The order belongs to someone else.
+    #[error("not the owner of the order")]
+    NotOwner,
+    /// The order's state does not allow it (paid).
+    #[error("an order in state {} cannot be cancelled", .0.as_str())]
+    NotCancellable(OrderStatus),
+    /// The store failed; nothing changed.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+/// The source of truth's transactions. Each method is one database transaction that either
+/// commits whole or leaves nothing behind.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait PurchaseLedger: Send + Sync + 'static {
+    /// In one transaction: replay an existing order for (buyer, key); else add the units to the
+    /// drop's sold count only if it stays within `limitedQuantity`, to the buyer's count only if
+    /// it stays within `perUserLimit`, take them from the product's stock only if it covers
+    /// them, and insert the PENDING order. Holds every invariant with no gate in front.
+    ///
+    /// # Errors
+    /// [`PlaceOrderError`] naming the refused condition, or the store's failure.
+    async fn place_order(&self, order: &PlaceOrder) -> Result<Placed, PlaceOrderError>;
+
+    /// In one transaction: cancel the order if `by` owns it and it is PENDING, and give its
+    /// units back to the product's stock, the drop's and the buyer's counts. Cancelling a
+    /// cancelled order changes nothing.
+    ///
+    /// # Errors
+    /// [`CancelOrderError`] naming the refused condition, or the store's failure.
+    async fn cancel_order(&self, id: OrderId, by: UserId) -> Result<Cancelled, CancelOrderError>;
+}

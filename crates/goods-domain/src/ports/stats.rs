@@ -1,0 +1,55 @@
+//! Per-drop outcome counters (FR-9).
+
+use crate::{DropId, InfraError};
+use async_trait::async_trait;
+
+/// What happened to one purchase request, for the stats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PurchaseOutcome {
+    /// A new order was committed.
+    Success,
+    /// Refused: sold out.
+    SoldOut,
+    /// Refused: before openAt.
+    TooEarly,
+    /// Refused: closed.
+    Closed,
+    /// Refused: per-buyer limit.
+    PerUserLimit,
+    /// Refused: no database write slot in time.
+    Throttled,
+}
+
+/// Counts of each outcome for one drop.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutcomeCounts {
+    /// New orders.
+    pub success: u64,
+    /// SOLD_OUT answers.
+    pub sold_out: u64,
+    /// TOO_EARLY answers.
+    pub too_early: u64,
+    /// CLOSED answers.
+    pub closed: u64,
+    /// PER_USER_LIMIT_EXCEEDED answers.
+    pub per_user_limit: u64,
+    /// THROTTLED answers.
+    pub throttled: u64,
+}
+
+/// Records and reads per-drop outcome counters.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait StatsRecorder: Send + Sync + 'static {
+    /// Counts one outcome.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the counter store fails.
+    async fn record(&self, drop_id: DropId, outcome: PurchaseOutcome) -> Result<(), InfraError>;
+
+    /// The drop's counters.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the counter store fails.
+    async fn counts(&self, drop_id: DropId) -> Result<OutcomeCounts, InfraError>;
+}

@@ -1,0 +1,137 @@
+//! Products and their stock.
+
+use crate::{ProductId, ValidationError};
+
+/// A product name: 1 to 200 characters after trimming.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProductName(String);
+
+impl ProductName {
+    /// Parses a product name.
+    ///
+    /// # Errors
+    /// [`ValidationError`] when the trimmed name is empty or longer than 200 characters.
+    pub fn parse(raw: &str) -> Result<Self, ValidationError> {
+        let trimmed = raw.trim();
+        let len = trimmed.chars().count();
+        if len == 0 || len > 200 {
+            return Err(ValidationError::new("name", "must be 1 to 200 characters"));
+        }
+        Ok(Self(trimmed.to_owned()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A product's stock. `quantity` never goes below zero; `version` grows with every change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stock {
+    quantity: u32,
+    version: i64,
+}
+
+impl Stock {
+    /// Stock as stored.
+    pub fn new(quantity: u32, version: i64) -> Self {
+        Self { quantity, version }
+    }
+
+    /// Units on hand.
+    pub fn quantity(self) -> u32 {
+        self.quantity
+    }
+
+    /// Optimistic version, bumped by every change.
+    pub fn version(self) -> i64 {
+        self.version
+    }
+
+    /// Whether `units` can be taken.
+    pub fn covers(self, units: u32) -> bool {
+        self.quantity >= units
+    }
+}
+
+/// A product with its stock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Product {
+    /// Identity.
+    pub id: ProductId,
+    /// Display name.
+    pub name: ProductName,
+    /// Units on hand.
+    pub stock: Stock,
+}
+
+/// A product to create: a name and an initial stock (zero allowed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewProduct {
+    /// Display name.
+    pub name: ProductName,
+    /// Initial units on hand.
+    pub stock_quantity: u32,
+}
+
+impl NewProduct {
+    /// Parses the creation input, collecting every failing field.
+    ///
+    /// # Errors
+    /// One [`ValidationError`] per failing field.
+    pub fn parse(name: &str, stock_quantity: i64) -> Result<Self, Vec<ValidationError>> {
+        let name = ProductName::parse(name);
+        let stock = u32::try_from(stock_quantity)
+            .ok()
+            .filter(|q| i32::try_from(*q).is_ok())
+            .ok_or_else(|| {
+                ValidationError::new(
+                    "stockQuantity",
+                    format!("must be between 0 and {}", i32::MAX),
+                )
+            });
+        match (name, stock) {
+            (Ok(name), Ok(stock_quantity)) => Ok(Self {
+                name,
+                stock_quantity,
+            }),
+            (name, stock) => Err([name.err(), stock.err()].into_iter().flatten().collect()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case("Sneaker", 0, true)]
+    #[case("  Sneaker  ", 100, true)]
+    #[case("", 1, false)]
+    #[case("   ", 1, false)]
+    #[case("Sneaker", -1, false)]
+    #[case("Sneaker", 2_147_483_648, false)]
+    fn new_product_needs_a_name_and_a_non_negative_stock(
+        #[case] name: &str,
+        #[case] stock: i64,
+        #[case] ok: bool,
+    ) {
+        assert_eq!(NewProduct::parse(name, stock).is_ok(), ok);
+    }
+
+    #[test]
+    fn new_product_reports_every_failing_field() {
+        let errors = NewProduct::parse("", -1).unwrap_err();
+        let fields: Vec<_> = errors.iter().map(|e| e.field).collect();
+        assert_eq!(fields, ["name", "stockQuantity"]);
+    }
+
+    #[test]
+    fn stock_covers_only_what_it_holds() {
+        let stock = Stock::new(3, 0);
+        assert!(stock.covers(3));
+        assert!(!stock.covers(4));
+    }
+}
