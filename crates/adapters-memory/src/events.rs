@@ -1,0 +1,34 @@
+//! Domain events as structured log lines (the alerting pipeline reads them).
+
+use async_trait::async_trait;
+use goods_domain::InfraError;
+use goods_domain::ports::{DomainEvent, EventPublisher};
+
+/// Publishes domain events to the log: oversell at error level with `source=oversell`,
+/// `severity=critical`; gate degradation at warn level.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogEventPublisher;
+
+#[async_trait]
+impl EventPublisher for LogEventPublisher {
+    async fn publish(&self, event: DomainEvent) -> Result<(), InfraError> {
+        match event {
+            DomainEvent::Oversold {
+                drop_id,
+                limited_quantity,
+                sold_quantity,
+            } => tracing::error!(
+                source = "oversell",
+                severity = "critical",
+                drop.id = %drop_id,
+                limited_quantity,
+                sold_quantity,
+                "LimitedDropOversold"
+            ),
+            DomainEvent::GateDegraded { reason } => {
+                tracing::warn!(severity = "warning", reason, "gate_degraded");
+            }
+        }
+        Ok(())
+    }
+}

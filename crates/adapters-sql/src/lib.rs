@@ -1,0 +1,25 @@
+//! The SQL source of truth, written once for every diesel backend.
+//!
+//! [`schema`] and [`rows`] are plain diesel code shared by the backends. The queries and the
+//! transactions are in [`impl_goods_store!`], which each backend crate instantiates for its own
+//! connection type: diesel-async's query traits are resolved per concrete connection, and
+//! spelling their bounds generically for every query costs more than it clarifies. The macro
+//! keeps one copy of each query; the backend crates only add pools, migrations and the
+//! classification of their server errors.
+
+pub mod rows;
+pub mod schema;
+mod store;
+mod tx;
+
+pub use tx::{MAX_ATTEMPTS, TxError, infra, with_retries};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use async_trait::async_trait;
+    pub use diesel;
+    pub use diesel_async;
+    pub use goods_domain;
+    pub use time;
+    pub use tracing;
+}

@@ -1,0 +1,172 @@
+//! Rows as stored, and their conversion into domain types. A row that does not convert is
+//! corrupt data and surfaces as an [`InfraError`], never as a panic.
+
+use crate::schema::{limited_drops, orders};
+use diesel::prelude::*;
+use goods_domain::{
+    DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, OrderId, OrderStatus, ProductId,
+    Quantity, SaleWindow, UserId, ValidationError,
+};
+use time::{OffsetDateTime, PrimitiveDateTime, UtcOffset};
+
+/// A UTC instant as stored: no offset, microsecond precision (MySQL's `DATETIME(6)`).
+pub fn to_db(at: OffsetDateTime) -> PrimitiveDateTime {
+    let utc = at.to_offset(UtcOffset::UTC);
+    let micros = utc.microsecond();
+    let time = utc.time().replace_microsecond(micros).unwrap_or(utc.time());
+    PrimitiveDateTime::new(utc.date(), time)
+}
+
+/// A stored instant back in UTC.
+pub fn from_db(at: PrimitiveDateTime) -> OffsetDateTime {
+    at.assume_utc()
+}
+
+fn corrupt(what: &str) -> impl FnOnce(ValidationError) -> InfraError + '_ {
+    move |e| InfraError::new(format!("corrupt {what} row"), e)
+}
+
+/// Converts a stored count to the domain's unsigned units.
+///
+/// # Errors
+/// [`InfraError`] when the stored value is negative.
+pub fn units(raw: i32, what: &str) -> Result<u32, InfraError> {
+    u32::try_from(raw).map_err(|_| InfraError::msg(format!("corrupt {what}: {raw}")))
+}
+
+/// A `limited_drops` row.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = limited_drops)]
+pub struct DropRow {
+    /// Identity.
+    pub id: i64,
+    /// Product.
+    pub product_id: i64,
+    /// Sale start.
+    pub open_at: PrimitiveDateTime,
+    /// Sale end.
+    pub close_at: PrimitiveDateTime,
+    /// Units for sale.
+    pub limited_quantity: i32,
+    /// Units per buyer.
+    pub per_user_limit: i32,
+}
+
+impl DropRow {
+    /// The domain drop.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the row breaks a domain rule.
+    pub fn into_domain(self) -> Result<LimitedDrop, InfraError> {
+        Ok(LimitedDrop {
+            id: DropId::parse(self.id).map_err(corrupt("drop"))?,
+            product_id: ProductId::parse(self.product_id).map_err(corrupt("drop"))?,
+            window: SaleWindow::parse(from_db(self.open_at), from_db(self.close_at))
+                .map_err(corrupt("drop"))?,
+            limited_quantity: Quantity::parse("limitedQuantity", self.limited_quantity.into())
+                .map_err(corrupt("drop"))?,
+            per_user_limit: Quantity::parse("perUserLimit", self.per_user_limit.into())
+                .map_err(corrupt("drop"))?,
+        })
+    }
+}
+
+/// A new `limited_drops` row.
+#[derive(Debug, Clone, Insertable)]
+#[diesel(table_name = limited_drops)]
+pub struct NewDropRow {
+    /// Product.
+    pub product_id: i64,
+    /// Sale start.
+    pub open_at: PrimitiveDateTime,
+    /// Sale end.
+    pub close_at: PrimitiveDateTime,
+    /// Units for sale.
+    pub limited_quantity: i32,
+    /// Units per buyer.
+    pub per_user_limit: i32,
+    /// Always 0.
+    pub sold_quantity: i32,
+}
+
+/// An `orders` row.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = orders)]
+pub struct OrderRow {
+    /// Identity.
+    pub id: i64,
+    /// Drop.
+    pub drop_id: i64,
+    /// Product.
+    pub product_id: i64,
+    /// Buyer.
+    pub user_id: i64,
+    /// Units.
+    pub quantity: i32,
+    /// Status name.
+    pub status: String,
+    /// Buyer's key.
+    pub idempotency_key: String,
+    /// Commit time.
+    pub created_at: PrimitiveDateTime,
+}
+
+impl OrderRow {
+    /// The domain order.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the row breaks a domain rule.
+    pub fn into_domain(self) -> Result<GoodsOrder, InfraError> {
+        Ok(GoodsOrder {
+            id: OrderId::parse(self.id).map_err(corrupt("order"))?,
+            drop_id: DropId::parse(self.drop_id).map_err(corrupt("order"))?,
+            product_id: ProductId::parse(self.product_id).map_err(corrupt("order"))?,
+            user_id: UserId::parse(self.user_id).map_err(corrupt("order"))?,
+            quantity: Quantity::parse("quantity", self.quantity.into())
+                .map_err(corrupt("order"))?,
+            status: OrderStatus::parse(&self.status)
+                .ok_or_else(|| InfraError::msg(format!("corrupt order status {}", self.status)))?,
+            idempotency_key: IdempotencyKey::parse(&self.idempotency_key)
+                .map_err(corrupt("order"))?,
+            created_at: from_db(self.created_at),
+        })
+    }
+}
+
+/// A new `orders` row.
+#[derive(Debug, Clone, Insertable)]
+#[diesel(table_name = orders)]
+pub struct NewOrderRow {
+    /// Drop.
+    pub drop_id: i64,
+    /// Product.
+    pub product_id: i64,
+    /// Buyer.
+    pub user_id: i64,
+    /// Units.
+    pub quantity: i32,
+    /// Status name.
+    pub status: String,
+    /// Buyer's key.
+    pub idempotency_key: String,
+    /// Commit time.
+    pub created_at: PrimitiveDateTime,
+}
+
+/// Converts domain units to an INT column value (quantities are bounded by `i32::MAX`).
+pub fn column(units: u32) -> i32 {
+    i32::try_from(units).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn instants_round_trip_at_microsecond_precision_in_utc() {
+        let at = datetime!(2026-12-01 18:00:00.123456789 +09:00);
+        let back = from_db(to_db(at));
+        assert_eq!(back, datetime!(2026-12-01 09:00:00.123456 UTC));
+    }
+}

@@ -1,0 +1,86 @@
+//! Tables, the same on every backend (migrations differ per backend; the shapes do not).
+
+diesel::table! {
+    /// Products.
+    products (id) {
+        /// Identity.
+        id -> BigInt,
+        /// Display name.
+        name -> Text,
+    }
+}
+
+diesel::table! {
+    /// One stock row per product: the units on hand, never negative.
+    stocks (product_id) {
+        /// The product.
+        product_id -> BigInt,
+        /// Units on hand.
+        quantity -> Integer,
+        /// Bumped by every change.
+        version -> BigInt,
+    }
+}
+
+diesel::table! {
+    /// Limited drops, with the running count of units sold.
+    limited_drops (id) {
+        /// Identity.
+        id -> BigInt,
+        /// The product on sale.
+        product_id -> BigInt,
+        /// Sale start (UTC).
+        open_at -> Timestamp,
+        /// Sale end (UTC).
+        close_at -> Timestamp,
+        /// Units for sale.
+        limited_quantity -> Integer,
+        /// Units per buyer.
+        per_user_limit -> Integer,
+        /// Units in live orders; kept `<= limited_quantity` by a conditional update.
+        sold_quantity -> Integer,
+    }
+}
+
+diesel::table! {
+    /// Units each buyer holds in each drop; kept `<= per_user_limit` by a conditional update.
+    drop_holdings (drop_id, user_id) {
+        /// The drop.
+        drop_id -> BigInt,
+        /// The buyer.
+        user_id -> BigInt,
+        /// Units in the buyer's live orders.
+        quantity -> Integer,
+    }
+}
+
+diesel::table! {
+    /// Orders; `(user_id, idempotency_key)` is unique.
+    orders (id) {
+        /// Identity.
+        id -> BigInt,
+        /// The drop.
+        drop_id -> BigInt,
+        /// The product.
+        product_id -> BigInt,
+        /// The buyer.
+        user_id -> BigInt,
+        /// Units.
+        quantity -> Integer,
+        /// PENDING, PAID or CANCELLED.
+        status -> Text,
+        /// The buyer's key.
+        idempotency_key -> Text,
+        /// Commit time (UTC).
+        created_at -> Timestamp,
+    }
+}
+
+diesel::joinable!(stocks -> products (product_id));
+diesel::allow_tables_to_appear_in_same_query!(
+    products,
+    stocks,
+    limited_drops,
+    drop_holdings,
+    orders
+);

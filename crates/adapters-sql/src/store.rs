@@ -1,0 +1,489 @@
+//! The queries and transactions of the SQL source of truth, instantiated per backend.
+
+/// Implements every SQL-backed port (`ProductRepository`, `DropRepository`, `OrderRepository`,
+/// `PurchaseLedger`) for `$store`, whose connections are `$conn`.
+///
+/// `$store` must provide `async fn conn(&self) -> Result<impl DerefMut<Target = $conn> + Send,
+/// InfraError>` and `fn retryable(&diesel::result::Error) -> bool` (deadlocks, lock wait
+/// timeouts, busy databases: what a fresh transaction may cure). `last_insert_id` is the SQL
+/// expression for the id the connection's last INSERT generated.
+#[macro_export]
+macro_rules! impl_goods_store {
+    ($store:ty, $conn:ty, last_insert_id = $last_id:literal) => {
+        const _: () = {
+            use $crate::__private::async_trait;
+            use $crate::__private::diesel::dsl::sql;
+            use $crate::__private::diesel::prelude::*;
+            use $crate::__private::diesel::result::Error as DbError;
+            use $crate::__private::diesel::sql_types::BigInt;
+            use $crate::__private::diesel::{self, insert_into, insert_or_ignore_into, update};
+            use $crate::__private::diesel_async::{AsyncConnection, RunQueryDsl};
+            use $crate::__private::goods_domain::ports::{
+                self, CancelOrderError, Cancelled, CreateDropError, GateSeed, HeldOrder,
+                PlaceOrder, PlaceOrderError, Placed,
+            };
+            use $crate::__private::goods_domain::{
+                DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, NewLimitedDrop,
+                NewProduct, OrderId, OrderStatus, Product, ProductId, ProductName, Stock, UserId,
+            };
+            use $crate::__private::time::OffsetDateTime;
+            use $crate::rows::{DropRow, NewDropRow, NewOrderRow, OrderRow, column, to_db, units};
+            use $crate::schema::{drop_holdings, limited_drops, orders, products, stocks};
+            use $crate::{TxError, infra, with_retries};
+
+            const CANCELLED: &str = "CANCELLED";
+
+            async fn last_insert_id(c: &mut $conn) -> QueryResult<i64> {
+                diesel::select(sql::<BigInt>($last_id)).get_result(c).await
+            }
+
+            /// Units in the drop's live orders: the truth reconciliation compares against.
+            async fn sold_in_orders(c: &mut $conn, drop: i64) -> QueryResult<i64> {
+                // SUM over INT is DECIMAL on MySQL; the cast keeps it a BIGINT everywhere.
+                orders::table
+                    .filter(orders::drop_id.eq(drop))
+                    .filter(orders::status.ne(CANCELLED))
+                    .select(sql::<BigInt>("CAST(COALESCE(SUM(quantity), 0) AS SIGNED)"))
+                    .get_result(c)
+                    .await
+            }
+
+            #[async_trait]
+            impl ports::ProductRepository for $store {
+                async fn create(&self, product: &NewProduct) -> Result<Product, InfraError> {
+                    let mut conn = self.conn().await?;
+                    let name = product.name.as_str().to_owned();
+                    let stock = column(product.stock_quantity);
+                    let id = conn
+                        .transaction::<_, DbError, _>(async |c| {
+                            insert_into(products::table)
+                                .values(products::name.eq(&name))
+                                .execute(c)
+                                .await?;
+                            let id = last_insert_id(c).await?;
+                            insert_into(stocks::table)
+                                .values((
+                                    stocks::product_id.eq(id),
+                                    stocks::quantity.eq(stock),
+                                    stocks::version.eq(0_i64),
+                                ))
+                                .execute(c)
+                                .await?;
+                            Ok(id)
+                        })
+                        .await
+                        .map_err(infra("create product"))?;
+                    Ok(Product {
+                        id: ProductId::parse(id).map_err(|e| InfraError::new("product id", e))?,
+                        name: product.name.clone(),
+                        stock: Stock::new(product.stock_quantity, 0),
+                    })
+                }
+
+                async fn get(&self, id: ProductId) -> Result<Option<Product>, InfraError> {
+                    let mut conn = self.conn().await?;
+                    let row: Option<(i64, String, i32, i64)> = products::table
+                        .inner_join(stocks::table)
+                        .filter(products::id.eq(id.get()))
+                        .select((
+                            products::id,
+                            products::name,
+                            stocks::quantity,
+                            stocks::version,
+                        ))
+                        .first(&mut *conn)
+                        .await
+                        .optional()
+                        .map_err(infra("get product"))?;
+                    row.map(|(_, name, quantity, version)| {
+                        Ok(Product {
+                            id,
+                            name: ProductName::parse(&name)
+                                .map_err(|e| InfraError::new("corrupt product row", e))?,
+                            stock: Stock::new(units(quantity, "stock")?, version),
+                        })
+                    })
+                    .transpose()
+                }
+            }
+
+            #[async_trait]
+            impl ports::DropRepository for $store {
+                async fn create(
+                    &self,
+                    drop: &NewLimitedDrop,
+                    now: OffsetDateTime,
+                ) -> Result<LimitedDrop, CreateDropError> {
+                    let product = drop.product_id.get();
+                    let row = NewDropRow {
+                        product_id: product,
+                        open_at: to_db(drop.window.open_at()),
+                        close_at: to_db(drop.window.close_at()),
+                        limited_quantity: column(drop.limited_quantity.get()),
+                        per_user_limit: column(drop.per_user_limit.get()),
+                        sold_quantity: 0,
+                    };
+                    let now = to_db(now);
+                    let id = with_retries(<$store>::retryable, || async {
+                        let mut conn = self.conn().await?;
+                        conn.transaction::<_, TxError<CreateDropError>, _>(async |c| {
+                            // A no-op update of the stock row takes its row lock (MySQL) or the
+                            // write lock (SQLite) first, so two creations for one product run one
+                            // after the other and cannot both pass the active-drop check.
+                            let found = update(stocks::table.find(product))
+                                .set(stocks::quantity.eq(stocks::quantity))
+                                .execute(c)
+                                .await?;
+                            if found == 0 {
+                                return Err(TxError::Refused(CreateDropError::ProductNotFound));
+                            }
+                            let stock: i32 = stocks::table
+                                .find(product)
+                                .select(stocks::quantity)
+                                .first(c)
+                                .await?;
+                            if stock < row.limited_quantity {
+                                return Err(TxError::Refused(CreateDropError::InsufficientStock {
+                                    stock: units(stock, "stock")?,
+                                }));
+                            }
+                            let active: i64 = limited_drops::table
+                                .filter(limited_drops::product_id.eq(product))
+                                .filter(limited_drops::close_at.gt(now))
+                                .count()
+                                .get_result(c)
+                                .await?;
+                            if active > 0 {
+                                return Err(TxError::Refused(CreateDropError::DropAlreadyActive));
+                            }
+                            insert_into(limited_drops::table)
+                                .values(&row)
+                                .execute(c)
+                                .await?;
+                            Ok(last_insert_id(c).await?)
+                        })
+                        .await
+                    })
+                    .await
+                    .map_err(|e| e.resolve::<CreateDropError>("create drop"))?;
+                    Ok(LimitedDrop {
+                        id: DropId::parse(id).map_err(|e| InfraError::new("drop id", e))?,
+                        product_id: drop.product_id,
+                        window: drop.window,
+                        limited_quantity: drop.limited_quantity,
+                        per_user_limit: drop.per_user_limit,
+                    })
+                }
+
+                async fn get(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
+                    let mut conn = self.conn().await?;
+                    limited_drops::table
+                        .find(id.get())
+                        .select(DropRow::as_select())
+                        .first(&mut *conn)
+                        .await
+                        .optional()
+                        .map_err(infra("get drop"))?
+                        .map(DropRow::into_domain)
+                        .transpose()
+                }
+
+                async fn sold_quantity(&self, id: DropId) -> Result<u32, InfraError> {
+                    let mut conn = self.conn().await?;
+                    let sold = sold_in_orders(&mut conn, id.get())
+                        .await
+                        .map_err(infra("sold quantity"))?;
+                    u32::try_from(sold).map_err(|_| InfraError::msg(format!("corrupt sold {sold}")))
+                }
+
+                async fn list_unclosed(
+                    &self,
+                    now: OffsetDateTime,
+                ) -> Result<Vec<LimitedDrop>, InfraError> {
+                    let mut conn = self.conn().await?;
+                    limited_drops::table
+                        .filter(limited_drops::close_at.gt(to_db(now)))
+                        .select(DropRow::as_select())
+                        .load(&mut *conn)
+                        .await
+                        .map_err(infra("list drops"))?
+                        .into_iter()
+                        .map(DropRow::into_domain)
+                        .collect()
+                }
+
+                async fn gate_seed(&self, drop: &LimitedDrop) -> Result<GateSeed, InfraError> {
+                    let mut conn = self.conn().await?;
+                    let rows: Vec<OrderRow> = orders::table
+                        .filter(orders::drop_id.eq(drop.id.get()))
+                        .select(OrderRow::as_select())
+                        .load(&mut *conn)
+                        .await
+                        .map_err(infra("gate seed"))?;
+                    let mut sold: u32 = 0;
+                    let mut held = Vec::with_capacity(rows.len());
+                    for row in rows {
+                        let order = row.into_domain()?;
+                        let live = order.status.is_live();
+                        if live {
+                            sold = sold.saturating_add(order.quantity.get());
+                        }
+                        held.push(HeldOrder {
+                            order_id: order.id,
+                            user_id: order.user_id,
+                            key: order.idempotency_key,
+                            quantity: order.quantity,
+                            live,
+                        });
+                    }
+                    Ok(GateSeed {
+                        drop_id: drop.id,
+                        remaining: drop.limited_quantity.get().saturating_sub(sold),
+                        expires_at: drop.window.close_at(),
+                        orders: held,
+                    })
+                }
+            }
+
+            #[async_trait]
+            impl ports::OrderRepository for $store {
+                async fn get(&self, id: OrderId) -> Result<Option<GoodsOrder>, InfraError> {
+                    let mut conn = self.conn().await?;
+                    orders::table
+                        .find(id.get())
+                        .select(OrderRow::as_select())
+                        .first(&mut *conn)
+                        .await
+                        .optional()
+                        .map_err(infra("get order"))?
+                        .map(OrderRow::into_domain)
+                        .transpose()
+                }
+
+                async fn find_by_key(
+                    &self,
+                    user: UserId,
+                    key: &IdempotencyKey,
+                ) -> Result<Option<GoodsOrder>, InfraError> {
+                    let mut conn = self.conn().await?;
+                    orders::table
+                        .filter(orders::user_id.eq(user.get()))
+                        .filter(orders::idempotency_key.eq(key.as_str()))
+                        .select(OrderRow::as_select())
+                        .first(&mut *conn)
+                        .await
+                        .optional()
+                        .map_err(infra("find order by key"))?
+                        .map(OrderRow::into_domain)
+                        .transpose()
+                }
+            }
+
+            #[async_trait]
+            impl ports::PurchaseLedger for $store {
+                async fn place_order(&self, order: &PlaceOrder) -> Result<Placed, PlaceOrderError> {
+                    let drop = order.drop_id.get();
+                    let user = order.user_id.get();
+                    let q = column(order.quantity.get());
+                    let limited = column(order.limited_quantity.get());
+                    let per_user = column(order.per_user_limit.get());
+                    let new_row = NewOrderRow {
+                        drop_id: drop,
+                        product_id: order.product_id.get(),
+                        user_id: user,
+                        quantity: q,
+                        status: OrderStatus::Pending.as_str().to_owned(),
+                        idempotency_key: order.key.as_str().to_owned(),
+                        created_at: to_db(order.now),
+                    };
+                    // A duplicate (user, key) insert means a concurrent request with the same key
+                    // committed first: the retry finds its order and replays or refuses it.
+                    let retryable = |e: &DbError| {
+                        <$store>::retryable(e)
+                            || matches!(
+                                e,
+                                DbError::DatabaseError(
+                                    diesel::result::DatabaseErrorKind::UniqueViolation,
+                                    _
+                                )
+                            )
+                    };
+                    with_retries(retryable, || async {
+                        let mut conn = self.conn().await?;
+                        conn.transaction::<_, TxError<PlaceOrderError>, _>(async |c| {
+                            let existing: Option<OrderRow> = orders::table
+                                .filter(orders::user_id.eq(user))
+                                .filter(orders::idempotency_key.eq(&new_row.idempotency_key))
+                                .select(OrderRow::as_select())
+                                .first(c)
+                                .await
+                                .optional()?;
+                            if let Some(row) = existing {
+                                let found = row.into_domain()?;
+                                return if found.matches_request(order.drop_id, order.quantity) {
+                                    Ok(Placed::Replayed(found))
+                                } else {
+                                    Err(TxError::Refused(PlaceOrderError::KeyReused))
+                                };
+                            }
+                            // The drop row first: every purchase of a drop locks it in the same
+                            // order (drop, holding, stock), so they serialise without deadlocks.
+                            let taken = update(
+                                limited_drops::table
+                                    .find(drop)
+                                    .filter((limited_drops::sold_quantity + q).le(limited)),
+                            )
+                            .set(limited_drops::sold_quantity.eq(limited_drops::sold_quantity + q))
+                            .execute(c)
+                            .await?;
+                            if taken == 0 {
+                                let sold: i32 = limited_drops::table
+                                    .find(drop)
+                                    .select(limited_drops::sold_quantity)
+                                    .first(c)
+                                    .await?;
+                                let remaining = units(limited.saturating_sub(sold).max(0), "sold")?;
+                                return Err(TxError::Refused(PlaceOrderError::SoldOut {
+                                    remaining,
+                                }));
+                            }
+                            insert_or_ignore_into(drop_holdings::table)
+                                .values((
+                                    drop_holdings::drop_id.eq(drop),
+                                    drop_holdings::user_id.eq(user),
+                                    drop_holdings::quantity.eq(0),
+                                ))
+                                .execute(c)
+                                .await?;
+                            let held = update(
+                                drop_holdings::table
+                                    .find((drop, user))
+                                    .filter((drop_holdings::quantity + q).le(per_user)),
+                            )
+                            .set(drop_holdings::quantity.eq(drop_holdings::quantity + q))
+                            .execute(c)
+                            .await?;
+                            if held == 0 {
+                                return Err(TxError::Refused(
+                                    PlaceOrderError::PerUserLimitExceeded {
+                                        limit: order.per_user_limit.get(),
+                                    },
+                                ));
+                            }
+                            let deducted = update(
+                                stocks::table
+                                    .find(order.product_id.get())
+                                    .filter(stocks::quantity.ge(q)),
+                            )
+                            .set((
+                                stocks::quantity.eq(stocks::quantity - q),
+                                stocks::version.eq(stocks::version + 1),
+                            ))
+                            .execute(c)
+                            .await?;
+                            if deducted == 0 {
+                                let stock: i32 = stocks::table
+                                    .find(order.product_id.get())
+                                    .select(stocks::quantity)
+                                    .first(c)
+                                    .await?;
+                                return Err(TxError::Refused(PlaceOrderError::SoldOut {
+                                    remaining: units(stock.max(0), "stock")?,
+                                }));
+                            }
+                            insert_into(orders::table)
+                                .values(&new_row)
+                                .execute(c)
+                                .await?;
+                            let id = last_insert_id(c).await?;
+                            Ok(Placed::Created(GoodsOrder {
+                                id: OrderId::parse(id)
+                                    .map_err(|e| InfraError::new("order id", e))?,
+                                drop_id: order.drop_id,
+                                product_id: order.product_id,
+                                user_id: order.user_id,
+                                quantity: order.quantity,
+                                status: OrderStatus::Pending,
+                                idempotency_key: order.key.clone(),
+                                created_at: $crate::rows::from_db(new_row.created_at),
+                            }))
+                        })
+                        .await
+                    })
+                    .await
+                    .map_err(|e| e.resolve("place order"))
+                }
+
+                async fn cancel_order(
+                    &self,
+                    id: OrderId,
+                    by: UserId,
+                ) -> Result<Cancelled, CancelOrderError> {
+                    with_retries(<$store>::retryable, || async {
+                        let mut conn = self.conn().await?;
+                        conn.transaction::<_, TxError<CancelOrderError>, _>(async |c| {
+                            let row: Option<OrderRow> = orders::table
+                                .find(id.get())
+                                .select(OrderRow::as_select())
+                                .first(c)
+                                .await
+                                .optional()?;
+                            let mut order = row
+                                .ok_or(TxError::Refused(CancelOrderError::NotFound))?
+                                .into_domain()?;
+                            if order.user_id != by {
+                                return Err(TxError::Refused(CancelOrderError::NotOwner));
+                            }
+                            match order.status {
+                                OrderStatus::Cancelled => return Ok(Cancelled::Already(order)),
+                                OrderStatus::Paid => {
+                                    return Err(TxError::Refused(
+                                        CancelOrderError::NotCancellable(order.status),
+                                    ));
+                                }
+                                OrderStatus::Pending => {}
+                            }
+                            // Only the transaction that flips PENDING to CANCELLED gives units
+                            // back; a concurrent cancel finds nothing to flip.
+                            let flipped = update(
+                                orders::table
+                                    .find(id.get())
+                                    .filter(orders::status.eq(OrderStatus::Pending.as_str())),
+                            )
+                            .set(orders::status.eq(CANCELLED))
+                            .execute(c)
+                            .await?;
+                            order.status = OrderStatus::Cancelled;
+                            if flipped == 0 {
+                                return Ok(Cancelled::Already(order));
+                            }
+                            let q = column(order.quantity.get());
+                            update(limited_drops::table.find(order.drop_id.get()))
+                                .set(
+                                    limited_drops::sold_quantity
+                                        .eq(limited_drops::sold_quantity - q),
+                                )
+                                .execute(c)
+                                .await?;
+                            update(drop_holdings::table.find((order.drop_id.get(), by.get())))
+                                .set(drop_holdings::quantity.eq(drop_holdings::quantity - q))
+                                .execute(c)
+                                .await?;
+                            update(stocks::table.find(order.product_id.get()))
+                                .set((
+                                    stocks::quantity.eq(stocks::quantity + q),
+                                    stocks::version.eq(stocks::version + 1),
+                                ))
+                                .execute(c)
+                                .await?;
+                            Ok(Cancelled::Now(order))
+                        })
+                        .await
+                    })
+                    .await
+                    .map_err(|e| e.resolve("cancel order"))
+                }
+            }
+        };
+    };
+}

@@ -1,0 +1,75 @@
+//! Transaction plumbing shared by the backends: a transaction's error type and the bounded
+//! retry of whole transactions on deadlocks and lock wait timeouts.
+
+use goods_domain::InfraError;
+use std::future::Future;
+
+/// How many times one logical transaction is tried before its failure reaches the caller.
+pub const MAX_ATTEMPTS: u32 = 5;
+
+/// A transaction's failure: the database's, or a business refusal that rolls it back.
+#[derive(Debug)]
+pub enum TxError<R> {
+    /// The database failed (possibly retryable).
+    Db(diesel::result::Error),
+    /// The transaction refused and rolled back.
+    Refused(R),
+    /// Something around the database failed (the pool, corrupt data).
+    Infra(InfraError),
+}
+
+impl<R> From<InfraError> for TxError<R> {
+    fn from(error: InfraError) -> Self {
+        Self::Infra(error)
+    }
+}
+
+impl<R> TxError<R> {
+    /// The port error this failure becomes; `context` describes a database failure.
+    pub fn resolve<E>(self, context: &'static str) -> E
+    where
+        E: From<InfraError> + From<R>,
+    {
+        match self {
+            Self::Db(error) => InfraError::new(context, error).into(),
+            Self::Infra(error) => error.into(),
+            Self::Refused(refusal) => refusal.into(),
+        }
+    }
+}
+
+impl<R> From<diesel::result::Error> for TxError<R> {
+    fn from(error: diesel::result::Error) -> Self {
+        Self::Db(error)
+    }
+}
+
+/// Wraps a diesel error with context for a port.
+pub fn infra(context: &'static str) -> impl FnOnce(diesel::result::Error) -> InfraError {
+    move |e| InfraError::new(context, e)
+}
+
+/// Runs `attempt` until it succeeds, refuses, fails with an error `retryable` rejects, or
+/// [`MAX_ATTEMPTS`] are used. Each attempt must be a whole, fresh transaction.
+///
+/// # Errors
+/// The last attempt's error.
+pub async fn with_retries<T, R, F, Fut>(
+    retryable: fn(&diesel::result::Error) -> bool,
+    mut attempt: F,
+) -> Result<T, TxError<R>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, TxError<R>>>,
+{
+    let mut tries = 1;
+    loop {
+        match attempt().await {
+            Err(TxError::Db(error)) if tries < MAX_ATTEMPTS && retryable(&error) => {
+                tracing::debug!(attempt = tries, error = %error, "transaction retried");
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The embedded source of truth: a SQLite file, so a newcomer runs the whole service with no
+//! server to install, and data survives a restart.
+//!
+//! SQLite allows one writer at a time, and a transaction that reads before it writes cannot
+//! upgrade its lock while another writer holds it. Rather than retrying "database is locked"
+//! storms, the pool holds a single connection: every transaction runs alone, in arrival order,
+//! which is also exactly the serialisation SQLite would impose.
+
+use adapters_sql::impl_goods_store;
+use anyhow::Context as _;
+use diesel::SqliteConnection;
+use diesel_async::AsyncConnection;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::{AsyncMigrationHarness, SimpleAsyncConnection};
+use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+use goods_domain::InfraError;
+use std::path::Path;
+
+/// The SQLite migrations, embedded in the binary.
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
+
+type Conn = SyncConnectionWrapper<SqliteConnection>;
+
+/// Durable, foreign-key-checked settings applied to every connection.
+const PRAGMAS: &str = "PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL; \
+                       PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;";
+
+/// The SQLite store; implements every SQL-backed port.
+#[derive(Clone)]
+pub struct SqliteStore {
+    pool: Pool<Conn>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `url` (`sqlite://path`), and applies pending
+    /// migrations when `migrate` is set. Must run on a multi-threaded runtime.
+    ///
+    /// # Errors
+    /// When the file cannot be created or opened, or a migration fails.
+    pub async fn open(url: &str, migrate: bool) -> anyhow::Result<Self> {
+        let path = url
+            .strip_prefix("sqlite://")
+            .with_context(|| format!("not a sqlite:// URL: {url}"))?
+            .to_owned();
+        if let Some(dir) = Path::new(&path)
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating the data directory {}", dir.display()))?;
+        }
+        if migrate {
+            let conn = establish(&path)
+                .await
+                .with_context(|| format!("opening {path}"))?;
+            let mut harness = AsyncMigrationHarness::new(conn);
+            harness
+                .run_pending_migrations(MIGRATIONS)
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .context("applying SQLite migrations")?;
+        }
+        let mut config = ManagerConfig::default();
+        config.custom_setup = Box::new(|path| Box::pin(establish(path.to_owned())));
+        let manager = AsyncDieselConnectionManager::<Conn>::new_with_config(path, config);
+        let pool = Pool::builder(manager)
+            .max_size(1)
+            .build()
+            .context("building the SQLite pool")?;
+        Ok(Self { pool })
+    }
+
+    async fn conn(&self) -> Result<Object<Conn>, InfraError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| InfraError::new("sqlite connection", e))
+    }
+
+    /// With one connection there is no concurrent writer, so nothing is worth retrying.
+    fn retryable(_: &diesel::result::Error) -> bool {
+        false
+    }
+
+    /// Whether the database answers.
+    ///
+    /// # Errors
+    /// [`InfraError`] when it does not.
+    pub async fn ping(&self) -> Result<(), InfraError> {
+        let mut conn = self.conn().await?;
+        conn.batch_execute("SELECT 1")
+            .await
+            .map_err(|e| InfraError::new("sqlite ping", e))
+    }
+}
+
+async fn establish(path: impl AsRef<str>) -> diesel::ConnectionResult<Conn> {
+    let mut conn = Conn::establish(path.as_ref()).await?;
+    conn.batch_execute(PRAGMAS)
+        .await
+        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+    Ok(conn)
+}
+
+impl_goods_store!(SqliteStore, Conn, last_insert_id = "last_insert_rowid()");
