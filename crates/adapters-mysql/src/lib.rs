@@ -1,0 +1,100 @@
+//! The production source of truth: MySQL 8 or MariaDB, through diesel-async's pure-Rust
+//! driver. The queries and transactions are adapters-sql's; this crate adds the pool, the
+//! migrations and the classification of server errors.
+
+use adapters_sql::impl_goods_store;
+use anyhow::Context as _;
+use diesel::result::{DatabaseErrorKind, Error as DbError};
+use diesel_async::pooled_connection::AsyncDieselConnectionManager;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::{
+    AsyncConnection, AsyncMigrationHarness, AsyncMysqlConnection, SimpleAsyncConnection,
+};
+use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+use goods_domain::InfraError;
+
+/// The MySQL migrations (the repository's top-level `migrations/mysql`), embedded.
+pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/mysql");
+
+/// The MySQL store; implements every SQL-backed port.
+#[derive(Clone)]
+pub struct MysqlStore {
+    pool: Pool<AsyncMysqlConnection>,
+}
+
+impl MysqlStore {
+    /// Connects a pool of `pool_size` connections to `url` (`mysql://...`), applying pending
+    /// migrations first when `migrate` is set. Must run on a multi-threaded runtime.
+    ///
+    /// # Errors
+    /// When the server cannot be reached or a migration fails.
+    pub async fn connect(url: &str, pool_size: usize, migrate: bool) -> anyhow::Result<Self> {
+        if migrate {
+            migrate_database(url).await?;
+        }
+        let manager = AsyncDieselConnectionManager::<AsyncMysqlConnection>::new(url);
+        let pool = Pool::builder(manager)
+            .max_size(pool_size)
+            .build()
+            .context("building the MySQL pool")?;
+        let store = Self { pool };
+        store.ping().await.context("connecting to MySQL")?;
+        Ok(store)
+    }
+
+    async fn conn(&self) -> Result<Object<AsyncMysqlConnection>, InfraError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| InfraError::new("mysql connection", e))
+    }
+
+    /// Deadlocks (1213) and lock wait timeouts (1205) roll the transaction back; a fresh one may
+    /// succeed. diesel-async keeps only the server's message for these (their kind is
+    /// `Unknown`), so they are recognised by the message both MySQL 8 and MariaDB send.
+    fn retryable(error: &DbError) -> bool {
+        match error {
+            DbError::DatabaseError(DatabaseErrorKind::SerializationFailure, _) => true,
+            DbError::DatabaseError(DatabaseErrorKind::Unknown, info) => {
+                let message = info.message();
+                message.starts_with("Deadlock found")
+                    || message.starts_with("Lock wait timeout exceeded")
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the server answers.
+    ///
+    /// # Errors
+    /// [`InfraError`] when it does not.
+    pub async fn ping(&self) -> Result<(), InfraError> {
+        let mut conn = self.conn().await?;
+        conn.batch_execute("SELECT 1")
+            .await
+            .map_err(|e| InfraError::new("mysql ping", e))
+    }
+}
+
+/// Applies the pending migrations to the database at `url` (what `goods-server` does at start
+/// unless `DATABASE_MIGRATE=false`).
+///
+/// # Errors
+/// When the server cannot be reached or a migration fails.
+pub async fn migrate_database(url: &str) -> anyhow::Result<()> {
+    let conn = AsyncMysqlConnection::establish(url)
+        .await
+        .context("connecting to MySQL for migrations")?;
+    let mut harness = AsyncMigrationHarness::new(conn);
+    harness
+        .run_pending_migrations(MIGRATIONS)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("applying MySQL migrations")?;
+    Ok(())
+}
+
+impl_goods_store!(
+    MysqlStore,
+    AsyncMysqlConnection,
+    last_insert_id = "LAST_INSERT_ID()"
+);

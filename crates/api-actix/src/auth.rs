@@ -1,0 +1,127 @@
+//! Identity: a JWT (HS256) by default, or headers set by a trusted gateway.
+
+use crate::ApiState;
+use crate::problem::Problem;
+use actix_web::dev::Payload;
+use actix_web::http::header::AUTHORIZATION;
+use actix_web::{FromRequest, HttpRequest, web};
+use futures::future::{Ready, ready};
+use goods_app::{Actor, Role};
+use goods_domain::UserId;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// How callers prove who they are.
+#[derive(Clone)]
+pub enum AuthMode {
+    /// `Authorization: Bearer <JWT>` signed HS256 with this secret.
+    Jwt(Arc<DecodingKey>),
+    /// `X-User-Id` / `X-User-Role`, trusted as set by a gateway in front of the service.
+    TrustedHeader,
+}
+
+impl AuthMode {
+    /// JWT mode with `secret`.
+    pub fn jwt(secret: &[u8]) -> Self {
+        Self::Jwt(Arc::new(DecodingKey::from_secret(secret)))
+    }
+
+    fn identify(&self, req: &HttpRequest) -> Result<Actor, Problem> {
+        match self {
+            Self::Jwt(key) => from_jwt(key, req),
+            Self::TrustedHeader => from_headers(req),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    sub: serde_json::Value,
+    #[serde(default)]
+    role: Option<String>,
+}
+
+fn from_jwt(key: &DecodingKey, req: &HttpRequest) -> Result<Actor, Problem> {
+    let header = req
+        .headers()
+        .get(AUTHORIZATION)
+        .ok_or_else(|| Problem::unauthenticated("missing Authorization header"))?;
+    let token = header
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| Problem::unauthenticated("Authorization must be 'Bearer <JWT>'"))?;
+    let mut validation = Validation::new(Algorithm::HS256);
+    validation.set_required_spec_claims(&["exp", "sub"]);
+    let claims = decode::<Claims>(token.trim(), key, &validation)
+        .map_err(|e| Problem::unauthenticated(format!("invalid token: {e}")))?
+        .claims;
+    let id = match &claims.sub {
+        serde_json::Value::Number(n) => n.as_i64(),
+        serde_json::Value::String(s) => s.parse().ok(),
+        _ => None,
+    };
+    actor(id, claims.role.as_deref())
+}
+
+fn from_headers(req: &HttpRequest) -> Result<Actor, Problem> {
+    let header = |name: &str| -> Result<Option<&str>, Problem> {
+        req.headers()
+            .get(name)
+            .map(|v| {
+                v.to_str()
+                    .map_err(|_| Problem::unauthenticated(format!("{name} is not ASCII")))
+            })
+            .transpose()
+    };
+    let id =
+        header("X-User-Id")?.ok_or_else(|| Problem::unauthenticated("missing X-User-Id header"))?;
+    actor(id.trim().parse().ok(), header("X-User-Role")?)
+}
+
+fn actor(id: Option<i64>, role: Option<&str>) -> Result<Actor, Problem> {
+    let user_id = id
+        .and_then(|id| UserId::parse(id).ok())
+        .ok_or_else(|| Problem::unauthenticated("the user id must be a positive integer"))?;
+    let role = match role.map(str::trim) {
+        None | Some("buyer") => Role::Buyer,
+        Some("seller") => Role::Seller,
+        Some(other) => return Err(Problem::unauthenticated(format!("unknown role {other:?}"))),
+    };
+    Ok(Actor { user_id, role })
+}
+
+/// The authenticated caller, extracted from the request (401 when missing or invalid).
+pub struct Identity(pub Actor);
+
+impl Identity {
+    /// The caller, if a seller (403 otherwise).
+    pub fn seller(&self) -> Result<Actor, Problem> {
+        match self.0.role {
+            Role::Seller => Ok(self.0),
+            Role::Buyer => Err(Problem::forbidden("this operation is for sellers")),
+        }
+    }
+
+    /// The caller, if a buyer (403 otherwise).
+    pub fn buyer(&self) -> Result<Actor, Problem> {
+        match self.0.role {
+            Role::Buyer => Ok(self.0),
+            Role::Seller => Err(Problem::forbidden("this operation is for buyers")),
+        }
+    }
+}
+
+impl FromRequest for Identity {
+    type Error = actix_web::Error;
+    type Future = Ready<Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let result = match req.app_data::<web::Data<ApiState>>() {
+            Some(state) => state.auth.identify(req).map(Identity),
+            None => Err(Problem::unauthenticated("no identity configuration")),
+        };
+        ready(result.map_err(Into::into))
+    }
+}

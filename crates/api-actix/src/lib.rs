@@ -1,0 +1,60 @@
+//! The HTTP edge of the limited-drop service (shared/spec/api.md).
+//!
+//! Handlers parse requests into domain types, call one use case of [`goods_app::GoodsApp`], and
+//! map its result; the only place HTTP statuses are chosen is [`problem`], with an exhaustive
+//! match per use-case error.
+
+mod auth;
+mod dto;
+mod metrics;
+mod problem;
+mod request_id;
+mod routes;
+
+pub use auth::AuthMode;
+pub use metrics::Metrics;
+pub use routes::ops::{Probe, Readiness};
+
+use actix_web::dev::Server;
+use actix_web::{App, HttpServer, web};
+use goods_app::GoodsApp;
+use std::net::TcpListener;
+
+/// Everything the handlers share.
+#[derive(Clone)]
+pub struct ApiState {
+    /// The use cases.
+    pub app: GoodsApp,
+    /// How callers are identified.
+    pub auth: AuthMode,
+    /// What `/health/ready` checks.
+    pub readiness: Readiness,
+    /// Request counters for `/metrics`.
+    pub metrics: Metrics,
+}
+
+/// Registers every route of the API contract on `cfg`.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    routes::configure(cfg);
+}
+
+/// Builds the HTTP server on an already bound listener (port 0 in tests). The server stops
+/// accepting on SIGTERM/SIGINT and finishes in-flight requests before it resolves.
+///
+/// # Errors
+/// When the listener cannot be used.
+pub fn server(listener: TcpListener, state: ApiState, workers: usize) -> std::io::Result<Server> {
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(web::Data::new(state.clone()))
+            .app_data(problem::json_config())
+            .app_data(problem::path_config())
+            .wrap(actix_web::middleware::from_fn(request_id::middleware))
+            .configure(configure)
+    })
+    .workers(workers)
+    .shutdown_timeout(30)
+    .listen(listener)?
+    .run();
+    Ok(server)
+}

@@ -1,0 +1,320 @@
+//! `application/problem+json` (RFC 9457) errors, and the single mapping from use-case errors
+//! to HTTP statuses and stable `code`s.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{HeaderValue, RETRY_AFTER};
+use actix_web::{HttpResponse, ResponseError, web};
+use goods_app::{
+    CancelOrderError, CreateDropError, CreateProductError, GetDropError, GetOrderError,
+    GetProductError, GetStatsError, PurchaseError, ReconcileError,
+};
+use goods_domain::ValidationError;
+use serde_json::{Map, Value, json};
+use std::fmt;
+use time::OffsetDateTime;
+
+/// A problem response: status, stable code, human text and extension members.
+#[derive(Debug)]
+pub struct Problem {
+    status: StatusCode,
+    code: &'static str,
+    title: &'static str,
+    detail: String,
+    extensions: Map<String, Value>,
+    retry_after: Option<u64>,
+}
+
+impl Problem {
+    /// A problem with no extensions.
+    pub fn new(
+        status: StatusCode,
+        code: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            status,
+            code,
+            title,
+            detail: detail.into(),
+            extensions: Map::new(),
+            retry_after: None,
+        }
+    }
+
+    /// Adds an extension member.
+    pub fn with(mut self, key: &str, value: Value) -> Self {
+        self.extensions.insert(key.to_owned(), value);
+        self
+    }
+
+    /// Adds a `Retry-After` header, in seconds.
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    /// 400 MALFORMED_REQUEST.
+    pub fn malformed(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "MALFORMED_REQUEST",
+            "Malformed request",
+            detail,
+        )
+    }
+
+    /// 401 UNAUTHENTICATED.
+    pub fn unauthenticated(detail: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHENTICATED",
+            "Authentication required",
+            detail,
+        )
+    }
+
+    /// 403 FORBIDDEN.
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "FORBIDDEN", "Forbidden", detail)
+    }
+
+    /// 404 with a resource-specific code.
+    pub fn not_found(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, "Not found", detail)
+    }
+
+    /// 422 VALIDATION_FAILED listing every failing field.
+    pub fn validation(errors: &[ValidationError]) -> Self {
+        let fields: Vec<Value> = errors
+            .iter()
+            .map(|e| json!({"field": e.field, "message": e.message}))
+            .collect();
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION_FAILED",
+            "Validation failed",
+            errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+        .with("errors", Value::Array(fields))
+    }
+
+    /// 500 INTERNAL: logs the cause once, here, and tells the client nothing about it.
+    pub fn internal(error: &anyhow::Error) -> Self {
+        tracing::error!(error = format!("{error:#}"), "request failed");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "INTERNAL",
+            "Internal error",
+            "the request could not be completed; it changed nothing that was not committed",
+        )
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.status.as_u16(), self.code, self.detail)
+    }
+}
+
+impl ResponseError for Problem {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut body = Map::new();
+        body.insert(
+            "type".into(),
+            Value::String(format!(
+                "/problems/{}",
+                self.code.to_lowercase().replace('_', "-")
+            )),
+        );
+        body.insert("title".into(), Value::String(self.title.into()));
+        body.insert("status".into(), json!(self.status.as_u16()));
+        body.insert("detail".into(), Value::String(self.detail.clone()));
+        body.insert("code".into(), Value::String(self.code.into()));
+        body.extend(self.extensions.clone());
+        let mut response = HttpResponse::build(self.status);
+        response.content_type("application/problem+json");
+        if let Some(seconds) = self.retry_after {
+            response.insert_header((RETRY_AFTER, HeaderValue::from(seconds)));
+        }
+        let mut response = response.body(Value::Object(body).to_string());
+        if self.status.as_u16() == 425 {
+            // The http crate has no reason phrase for 425; RFC 8470 names it.
+            response.head_mut().reason = Some("Too Early");
+        }
+        response
+    }
+}
+
+fn rfc3339(at: OffsetDateTime) -> Value {
+    crate::dto::rfc3339(at).map_or(Value::Null, Value::String)
+}
+
+impl From<PurchaseError> for Problem {
+    fn from(error: PurchaseError) -> Self {
+        use StatusCode as S;
+        match error {
+            PurchaseError::DropNotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
+            PurchaseError::TooEarly { open_at } => {
+                let wait = (open_at - OffsetDateTime::now_utc()).whole_seconds().max(0);
+                Self::new(
+                    S::from_u16(425).unwrap_or(S::CONFLICT),
+                    "TOO_EARLY",
+                    "Too early",
+                    "the drop is not open yet; do not retry before openAt",
+                )
+                .with("openAt", rfc3339(open_at))
+                .retry_after(u64::try_from(wait).unwrap_or(0).max(1))
+            }
+            PurchaseError::KeyReused => Self::new(
+                S::UNPROCESSABLE_ENTITY,
+                "IDEMPOTENCY_KEY_REUSED",
+                "Idempotency key reused",
+                "this Idempotency-Key was used for a different request",
+            ),
+            PurchaseError::InProgress => Self::new(
+                S::CONFLICT,
+                "IDEMPOTENCY_KEY_IN_PROGRESS",
+                "Request in progress",
+                "a request with this Idempotency-Key is still being processed",
+            )
+            .retry_after(1),
+            PurchaseError::Closed => {
+                Self::new(S::CONFLICT, "CLOSED", "Drop closed", "the drop is closed")
+            }
+            PurchaseError::SoldOut { remaining } => Self::new(
+                S::CONFLICT,
+                "SOLD_OUT",
+                "Sold out",
+                "fewer units left than requested",
+            )
+            .with("remaining", json!(remaining)),
+            PurchaseError::PerUserLimitExceeded { limit } => Self::new(
+                S::FORBIDDEN,
+                "PER_USER_LIMIT_EXCEEDED",
+                "Per-user limit exceeded",
+                format!("a buyer may hold at most {limit} units of this drop"),
+            )
+            .with("limit", json!(limit)),
+            PurchaseError::Throttled => Self::new(
+                S::TOO_MANY_REQUESTS,
+                "THROTTLED",
+                "Throttled",
+                "admitted, but no database write slot was free in time; nothing was bought",
+            )
+            .retry_after(1),
+            PurchaseError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+impl From<CreateDropError> for Problem {
+    fn from(error: CreateDropError) -> Self {
+        match error {
+            CreateDropError::Invalid(errors) => Self::validation(&errors),
+            CreateDropError::ProductNotFound => {
+                Self::not_found("PRODUCT_NOT_FOUND", "no such product")
+            }
+            CreateDropError::DropAlreadyActive => Self::new(
+                StatusCode::CONFLICT,
+                "DROP_ALREADY_ACTIVE",
+                "Drop already active",
+                "the product already has a drop that is not closed",
+            ),
+            CreateDropError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+impl From<CreateProductError> for Problem {
+    fn from(error: CreateProductError) -> Self {
+        match error {
+            CreateProductError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+impl From<GetProductError> for Problem {
+    fn from(error: GetProductError) -> Self {
+        match error {
+            GetProductError::NotFound => Self::not_found("PRODUCT_NOT_FOUND", "no such product"),
+            GetProductError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+impl From<GetDropError> for Problem {
+    fn from(error: GetDropError) -> Self {
+        match error {
+            GetDropError::NotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
+            GetDropError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+impl From<GetStatsError> for Problem {
+    fn from(error: GetStatsError) -> Self {
+        match error {
+            GetStatsError::NotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
+            GetStatsError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+impl From<ReconcileError> for Problem {
+    fn from(error: ReconcileError) -> Self {
+        match error {
+            ReconcileError::NotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
+            ReconcileError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+impl From<GetOrderError> for Problem {
+    fn from(error: GetOrderError) -> Self {
+        match error {
+            GetOrderError::NotFound => Self::not_found("ORDER_NOT_FOUND", "no such order"),
+            GetOrderError::Forbidden => {
+                Self::forbidden("only the buyer or a seller may read this order")
+            }
+            GetOrderError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+impl From<CancelOrderError> for Problem {
+    fn from(error: CancelOrderError) -> Self {
+        match error {
+            CancelOrderError::NotFound => Self::not_found("ORDER_NOT_FOUND", "no such order"),
+            CancelOrderError::Forbidden => Self::forbidden("only the buyer may cancel this order"),
+            CancelOrderError::NotCancellable(status) => Self::new(
+                StatusCode::CONFLICT,
+                "ORDER_NOT_CANCELLABLE",
+                "Order not cancellable",
+                format!("an order in state {} cannot be cancelled", status.as_str()),
+            ),
+            CancelOrderError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+/// JSON extractor errors become 400 MALFORMED_REQUEST.
+pub fn json_config() -> web::JsonConfig {
+    web::JsonConfig::default()
+        .limit(64 * 1024)
+        .error_handler(|error, _| Problem::malformed(error.to_string()).into())
+}
+
+/// Path extractor errors become 404: a path that does not parse names no resource.
+pub fn path_config() -> web::PathConfig {
+    web::PathConfig::default()
+        .error_handler(|_, _| Problem::not_found("NOT_FOUND", "no such resource").into())
+}

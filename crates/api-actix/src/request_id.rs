@@ -1,0 +1,66 @@
+//! `X-Request-Id` on every response (echoed or generated), one tracing span per request with
+//! the request id and the load-test run id, and request counting for `/metrics`.
+
+use crate::ApiState;
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::web;
+use std::time::Instant;
+use tracing::Instrument as _;
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const RUN_ID: &str = "x-load-test-run-id";
+
+fn acceptable(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// The middleware.
+///
+/// # Errors
+/// Whatever the inner service returns.
+pub async fn middleware(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let id = req
+        .headers()
+        .get(&REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| acceptable(v))
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+    let run_id = req
+        .headers()
+        .get(RUN_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| acceptable(v))
+        .unwrap_or("")
+        .to_owned();
+    let span = tracing::info_span!(
+        "http.request",
+        http.method = %req.method(),
+        http.route = tracing::field::Empty,
+        http.status = tracing::field::Empty,
+        request.id = %id,
+        load_test.run_id = %run_id,
+    );
+    let metrics = req
+        .app_data::<web::Data<ApiState>>()
+        .map(|s| s.metrics.clone());
+    let method = req.method().to_string();
+    let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
+    span.record("http.route", route.as_str());
+    let started = Instant::now();
+    let mut response = next.call(req).instrument(span.clone()).await?;
+    let status = response.status().as_u16();
+    span.record("http.status", status);
+    if let Some(metrics) = metrics {
+        metrics.observe(&method, &route, status, started.elapsed());
+    }
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    Ok(response)
+}

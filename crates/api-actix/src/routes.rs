@@ -1,0 +1,89 @@
+//! Route table.
+
+mod drops;
+pub mod ops;
+mod orders;
+mod products;
+
+use crate::problem::Problem;
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+
+/// Registers every route; anything else is a problem+json 404 (or 405 on a known path).
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::resource("/products")
+            .post(products::create)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/products/{productId}")
+            .get(products::get)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/limited-drops")
+            .post(drops::create)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/limited-drops/{dropId}")
+            .get(drops::get)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/limited-drops/{dropId}/orders")
+            .post(drops::purchase)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/limited-drops/{dropId}/stats")
+            .get(drops::stats)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/limited-drops/{dropId}/reconciliation")
+            .get(drops::reconciliation)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/orders/{orderId}")
+            .get(orders::get)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/orders/{orderId}/cancel")
+            .post(orders::cancel)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(web::resource("/health/live").get(ops::live))
+    .service(web::resource("/health/ready").get(ops::ready))
+    .service(web::resource("/metrics").get(ops::metrics))
+    .default_service(web::to(not_found));
+}
+
+async fn not_found() -> Result<HttpResponse, Problem> {
+    Err(Problem::not_found("NOT_FOUND", "no such resource"))
+}
+
+async fn method_not_allowed() -> Result<HttpResponse, Problem> {
+    Err(Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "METHOD_NOT_ALLOWED",
+        "Method not allowed",
+        "this resource does not support that method",
+    ))
+}
+
+/// Parses a path id into a domain id; anything that is not a positive integer names no
+/// resource, so it is a 404 with the resource's code.
+fn path_id<T>(
+    raw: &str,
+    parse: fn(i64) -> Result<T, goods_domain::ValidationError>,
+    code: &'static str,
+) -> Result<T, Problem> {
+    raw.parse::<i64>()
+        .ok()
+        .and_then(|id| parse(id).ok())
+        .ok_or_else(|| Problem::not_found(code, format!("no resource with id {raw:?}")))
+}

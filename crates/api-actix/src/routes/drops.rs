@@ -1,0 +1,113 @@
+//! `/limited-drops`.
+
+use super::path_id;
+use crate::ApiState;
+use crate::auth::Identity;
+use crate::dto::{self, CreateDrop, DropBody, OrderBody, Purchase, ReconciliationBody, StatsBody};
+use crate::problem::Problem;
+use actix_web::http::header::LOCATION;
+use actix_web::{HttpRequest, HttpResponse, web};
+use goods_app::PurchaseCommand;
+use goods_domain::{DropId, DropInput, IdempotencyKey, Quantity};
+
+fn drop_id(raw: &str) -> Result<DropId, Problem> {
+    path_id(raw, DropId::parse, "DROP_NOT_FOUND")
+}
+
+/// `POST /limited-drops` (seller).
+pub async fn create(
+    state: web::Data<ApiState>,
+    who: Identity,
+    body: web::Bytes,
+) -> Result<HttpResponse, Problem> {
+    who.seller()?;
+    let input: CreateDrop = dto::parse(&body)?;
+    let view = state
+        .app
+        .create_drop(DropInput {
+            product_id: input.product_id,
+            open_at: input.open_at,
+            close_at: input.close_at,
+            limited_quantity: input.limited_quantity,
+            per_user_limit: input.per_user_limit.unwrap_or(1),
+        })
+        .await?;
+    Ok(HttpResponse::Created()
+        .insert_header((LOCATION, format!("/limited-drops/{}", view.drop.id)))
+        .json(DropBody::from(view)))
+}
+
+/// `GET /limited-drops/{dropId}` (anyone, no identity needed).
+pub async fn get(
+    state: web::Data<ApiState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, Problem> {
+    let view = state.app.get_drop(drop_id(&id)?).await?;
+    Ok(HttpResponse::Ok().json(DropBody::from(view)))
+}
+
+/// `POST /limited-drops/{dropId}/orders` (buyer), in the contract's order of checks:
+/// identity, body and key, then the use case.
+pub async fn purchase(
+    state: web::Data<ApiState>,
+    who: Identity,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, Problem> {
+    let buyer = who.buyer()?;
+    let input: Purchase = dto::parse(&body)?;
+    let quantity = Quantity::parse("quantity", input.quantity)
+        .map_err(|e| Problem::malformed(e.to_string()))?;
+    let key = match req.headers().get("Idempotency-Key") {
+        None => {
+            return Err(Problem::new(
+                actix_web::http::StatusCode::BAD_REQUEST,
+                "IDEMPOTENCY_KEY_REQUIRED",
+                "Idempotency-Key required",
+                "send an Idempotency-Key header of 1-255 printable ASCII characters",
+            ));
+        }
+        Some(raw) => raw
+            .to_str()
+            .map_err(|_| Problem::malformed("Idempotency-Key must be printable ASCII"))
+            .and_then(|raw| {
+                IdempotencyKey::parse(raw).map_err(|e| Problem::malformed(e.to_string()))
+            })?,
+    };
+    let cmd = PurchaseCommand {
+        drop_id: drop_id(&id)?,
+        user_id: buyer.user_id,
+        quantity,
+        key,
+    };
+    let bought = state.app.purchase(&cmd).await?;
+    let mut response = HttpResponse::Accepted();
+    response.insert_header((LOCATION, format!("/orders/{}", bought.order.id)));
+    if bought.replayed {
+        response.insert_header(("Idempotent-Replayed", "true"));
+    }
+    Ok(response.json(OrderBody::from(bought.order)))
+}
+
+/// `GET /limited-drops/{dropId}/stats` (seller).
+pub async fn stats(
+    state: web::Data<ApiState>,
+    who: Identity,
+    id: web::Path<String>,
+) -> Result<HttpResponse, Problem> {
+    who.seller()?;
+    let stats = state.app.drop_stats(drop_id(&id)?).await?;
+    Ok(HttpResponse::Ok().json(StatsBody::from(stats)))
+}
+
+/// `GET /limited-drops/{dropId}/reconciliation` (seller).
+pub async fn reconciliation(
+    state: web::Data<ApiState>,
+    who: Identity,
+    id: web::Path<String>,
+) -> Result<HttpResponse, Problem> {
+    who.seller()?;
+    let report = state.app.reconcile_drop(drop_id(&id)?).await?;
+    Ok(HttpResponse::Ok().json(ReconciliationBody::from(report)))
+}

@@ -1,0 +1,37 @@
+//! `/products`.
+
+use super::path_id;
+use crate::ApiState;
+use crate::auth::Identity;
+use crate::dto::{self, CreateProduct, ProductBody};
+use crate::problem::Problem;
+use actix_web::http::header::LOCATION;
+use actix_web::{HttpResponse, web};
+use goods_domain::{NewProduct, ProductId};
+
+/// `POST /products` (seller).
+pub async fn create(
+    state: web::Data<ApiState>,
+    who: Identity,
+    body: web::Bytes,
+) -> Result<HttpResponse, Problem> {
+    who.seller()?;
+    let input: CreateProduct = dto::parse(&body)?;
+    let product = NewProduct::parse(&input.name, input.stock_quantity)
+        .map_err(|errors| Problem::validation(&errors))?;
+    let product = state.app.create_product(&product).await?;
+    Ok(HttpResponse::Created()
+        .insert_header((LOCATION, format!("/products/{}", product.id)))
+        .json(ProductBody::from(product)))
+}
+
+/// `GET /products/{productId}` (any authenticated caller).
+pub async fn get(
+    state: web::Data<ApiState>,
+    _who: Identity,
+    id: web::Path<String>,
+) -> Result<HttpResponse, Problem> {
+    let id = path_id(&id, ProductId::parse, "PRODUCT_NOT_FOUND")?;
+    let product = state.app.get_product(id).await?;
+    Ok(HttpResponse::Ok().json(ProductBody::from(product)))
+}

@@ -1,0 +1,309 @@
+//! Configuration from the environment (shared/spec/config.md), validated at start: a bad value
+//! stops the server with one line naming the variable.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Which source of truth.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Database {
+    /// `sqlite://path`: the embedded file.
+    Sqlite(String),
+    /// `mysql://...`: MySQL 8 or MariaDB.
+    Mysql(String),
+}
+
+/// Which admission gate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Redis at this URL (shared by every instance).
+    Redis(String),
+    /// In-process (one instance only).
+    Memory,
+    /// No gate: the database's conditional updates alone (strategy B).
+    Off,
+}
+
+/// How callers are identified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// HS256 JWTs signed with this secret.
+    Jwt(String),
+    /// Identity headers from a trusted gateway.
+    TrustedHeader,
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Listen address (`BIND_ADDR`).
+    pub bind_addr: SocketAddr,
+    /// Source of truth (`DATABASE_URL`).
+    pub database: Database,
+    /// Apply migrations at start (`DATABASE_MIGRATE`).
+    pub migrate: bool,
+    /// Database connections (`DATABASE_POOL_SIZE`).
+    pub pool_size: usize,
+    /// Admission gate (`GATE`, `REDIS_URL`).
+    pub gate: Gate,
+    /// Concurrent database writes for admitted purchases (`DB_WRITE_PERMITS`).
+    pub write_permits: usize,
+    /// Wait for a write slot before 429 (`DB_WRITE_WAIT_MS`).
+    pub write_wait: Duration,
+    /// Identity (`AUTH_MODE`, `AUTH_JWT_SECRET`).
+    pub auth: Auth,
+    /// Reconciliation period; `None` disables it (`RECONCILE_INTERVAL_MS`).
+    pub reconcile_interval: Option<Duration>,
+    /// OTLP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub otlp_endpoint: Option<String>,
+    /// Log filter (`RUST_LOG`).
+    pub log_filter: String,
+    /// HTTP worker threads (`HTTP_WORKERS`, default: one per core).
+    pub http_workers: usize,
+}
+
+/// A variable with a bad value.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration: {var}: {reason}")]
+pub struct ConfigError {
+    /// The variable.
+    pub var: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+fn bad(var: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        var,
+        reason: reason.into(),
+    }
+}
+
+fn number<T: std::str::FromStr>(
+    get: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: T,
+    min: T,
+) -> Result<T, ConfigError>
+where
+    T: PartialOrd + std::fmt::Display + Copy,
+{
+    match get(var) {
+        None => Ok(default),
+        Some(raw) => match raw.trim().parse::<T>() {
+            Ok(v) if v >= min => Ok(v),
+            _ => Err(bad(var, format!("{raw:?} is not a whole number >= {min}"))),
+        },
+    }
+}
+
+impl Config {
+    /// Reads the process environment.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first variable with a bad value.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Reads configuration through `get` (tests pass a map).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first variable with a bad value.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let bind_addr: SocketAddr = get("BIND_ADDR")
+            .unwrap_or_else(|| "127.0.0.1:8080".into())
+            .parse()
+            .map_err(|e| bad("BIND_ADDR", format!("not a socket address: {e}")))?;
+        let url = get("DATABASE_URL").unwrap_or_else(|| "sqlite://data/goods.db".into());
+        let database = if url.starts_with("mysql://") {
+            Database::Mysql(url)
+        } else if let Some(path) = url.strip_prefix("sqlite://") {
+            if path.is_empty() {
+                return Err(bad("DATABASE_URL", "sqlite:// needs a file path"));
+            }
+            Database::Sqlite(url)
+        } else {
+            return Err(bad("DATABASE_URL", "must start with mysql:// or sqlite://"));
+        };
+        let migrate = match get("DATABASE_MIGRATE").as_deref() {
+            None | Some("true") => true,
+            Some("false") => false,
+            Some(other) => {
+                return Err(bad(
+                    "DATABASE_MIGRATE",
+                    format!("{other:?} is not true or false"),
+                ));
+            }
+        };
+        let pool_size = number(&get, "DATABASE_POOL_SIZE", 16_usize, 1)?;
+        let redis = get("REDIS_URL");
+        let gate = match (get("GATE").as_deref(), redis) {
+            (Some("redis") | None, Some(url)) => {
+                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                    return Err(bad("REDIS_URL", "must start with redis:// or rediss://"));
+                }
+                Gate::Redis(url)
+            }
+            (Some("redis"), None) => return Err(bad("GATE", "redis needs REDIS_URL")),
+            (Some("memory") | None, _) => Gate::Memory,
+            (Some("off"), _) => Gate::Off,
+            (Some(other), _) => {
+                return Err(bad(
+                    "GATE",
+                    format!("{other:?} is not redis, memory or off"),
+                ));
+            }
+        };
+        let write_permits = number(&get, "DB_WRITE_PERMITS", pool_size, 1)?;
+        let write_wait = Duration::from_millis(number(&get, "DB_WRITE_WAIT_MS", 2000_u64, 0)?);
+        let loopback = bind_addr.ip().is_loopback();
+        let auth = match get("AUTH_MODE").as_deref() {
+            Some("jwt") => match get("AUTH_JWT_SECRET") {
+                Some(secret) if secret.len() >= 16 => Auth::Jwt(secret),
+                Some(_) => return Err(bad("AUTH_JWT_SECRET", "must be at least 16 bytes")),
+                None => return Err(bad("AUTH_JWT_SECRET", "required when AUTH_MODE=jwt")),
+            },
+            Some("trusted-header") => Auth::TrustedHeader,
+            None if loopback => Auth::TrustedHeader,
+            None => {
+                return Err(bad(
+                    "AUTH_MODE",
+                    "required when BIND_ADDR is not loopback (jwt or trusted-header)",
+                ));
+            }
+            Some(other) => {
+                return Err(bad(
+                    "AUTH_MODE",
+                    format!("{other:?} is not jwt or trusted-header"),
+                ));
+            }
+        };
+        let interval = number(&get, "RECONCILE_INTERVAL_MS", 5000_u64, 0)?;
+        let http_workers = number(
+            &get,
+            "HTTP_WORKERS",
+            std::thread::available_parallelism().map_or(2, usize::from),
+            1,
+        )?;
+        Ok(Self {
+            bind_addr,
+            database,
+            migrate,
+            pool_size,
+            gate,
+            write_permits,
+            write_wait,
+            auth,
+            reconcile_interval: (interval > 0).then(|| Duration::from_millis(interval)),
+            otlp_endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),
+            log_filter: get("RUST_LOG").unwrap_or_else(|| "info".into()),
+            http_workers,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Config::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn no_variables_at_all_is_the_embedded_default() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.bind_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(
+            c.database,
+            Database::Sqlite("sqlite://data/goods.db".into())
+        );
+        assert_eq!(c.gate, Gate::Memory);
+        assert_eq!(c.auth, Auth::TrustedHeader);
+        assert_eq!((c.pool_size, c.write_permits), (16, 16));
+        assert_eq!(c.write_wait, Duration::from_millis(2000));
+        assert_eq!(c.reconcile_interval, Some(Duration::from_millis(5000)));
+        assert!(c.migrate);
+    }
+
+    #[test]
+    fn a_redis_url_selects_the_redis_gate_unless_another_is_named() {
+        assert_eq!(
+            config(&[("REDIS_URL", "redis://127.0.0.1:6379/0")])
+                .unwrap()
+                .gate,
+            Gate::Redis("redis://127.0.0.1:6379/0".into())
+        );
+        assert_eq!(
+            config(&[("REDIS_URL", "redis://x"), ("GATE", "off")])
+                .unwrap()
+                .gate,
+            Gate::Off
+        );
+    }
+
+    #[test]
+    fn write_permits_default_to_the_pool_size() {
+        assert_eq!(
+            config(&[("DATABASE_POOL_SIZE", "64")])
+                .unwrap()
+                .write_permits,
+            64
+        );
+    }
+
+    #[test]
+    fn a_public_bind_address_requires_an_auth_mode() {
+        assert_eq!(
+            config(&[("BIND_ADDR", "0.0.0.0:8080")]).unwrap_err().var,
+            "AUTH_MODE"
+        );
+    }
+
+    #[test]
+    fn zero_disables_reconciliation() {
+        assert_eq!(
+            config(&[("RECONCILE_INTERVAL_MS", "0")])
+                .unwrap()
+                .reconcile_interval,
+            None
+        );
+    }
+
+    #[test]
+    fn every_bad_value_names_its_variable() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[("BIND_ADDR", "nope")], "BIND_ADDR"),
+            (&[("DATABASE_URL", "postgres://x")], "DATABASE_URL"),
+            (&[("DATABASE_URL", "sqlite://")], "DATABASE_URL"),
+            (&[("DATABASE_MIGRATE", "yes")], "DATABASE_MIGRATE"),
+            (&[("DATABASE_POOL_SIZE", "0")], "DATABASE_POOL_SIZE"),
+            (&[("GATE", "redis")], "GATE"),
+            (&[("GATE", "fast")], "GATE"),
+            (&[("REDIS_URL", "localhost:6379")], "REDIS_URL"),
+            (&[("DB_WRITE_PERMITS", "-1")], "DB_WRITE_PERMITS"),
+            (&[("DB_WRITE_WAIT_MS", "soon")], "DB_WRITE_WAIT_MS"),
+            (&[("AUTH_MODE", "jwt")], "AUTH_JWT_SECRET"),
+            (
+                &[("AUTH_MODE", "jwt"), ("AUTH_JWT_SECRET", "short")],
+                "AUTH_JWT_SECRET",
+            ),
+            (&[("AUTH_MODE", "basic")], "AUTH_MODE"),
+            (&[("RECONCILE_INTERVAL_MS", "1.5")], "RECONCILE_INTERVAL_MS"),
+        ];
+        for (vars, var) in cases {
+            let err = config(vars).unwrap_err();
+            assert_eq!(err.var, *var, "{vars:?}");
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("invalid configuration: {var}:"))
+            );
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Wiring: configuration in, a running HTTP server out. Nothing here decides behaviour; it
+//! only picks adapters.
+
+use crate::config::{Auth, Config, Database, Gate};
+use adapters_memory::{LogEventPublisher, MemoryGate, MemoryStats};
+use adapters_mysql::MysqlStore;
+use adapters_sqlite::SqliteStore;
+use anyhow::Context as _;
+use api_actix::{ApiState, AuthMode, Metrics, Probe, Readiness};
+use futures::FutureExt as _;
+use goods_app::{GoodsApp, Ports, WriteBuffer};
+use goods_domain::InfraError;
+use goods_domain::ports::{
+    AdmissionGate, DropRepository, OrderRepository, ProductRepository, PurchaseLedger, SystemClock,
+};
+use std::future::Future;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A built, not yet running, service.
+pub struct Application {
+    server: actix_web::dev::Server,
+    address: SocketAddr,
+    app: GoodsApp,
+    reconcile_interval: Option<Duration>,
+}
+
+/// The SQL ports of one store, plus its health check.
+struct SqlPorts {
+    products: Arc<dyn ProductRepository>,
+    drops: Arc<dyn DropRepository>,
+    orders: Arc<dyn OrderRepository>,
+    ledger: Arc<dyn PurchaseLedger>,
+    probe: Probe,
+}
+
+fn sql_ports<S, F>(store: S, ping: fn(S) -> F) -> SqlPorts
+where
+    S: ProductRepository + DropRepository + OrderRepository + PurchaseLedger + Clone,
+    F: Future<Output = Result<(), InfraError>> + Send + 'static,
+{
+    let probe_store = store.clone();
+    let store = Arc::new(store);
+    SqlPorts {
+        products: store.clone(),
+        drops: store.clone(),
+        orders: store.clone(),
+        ledger: store,
+        probe: Arc::new(move || {
+            ping(probe_store.clone())
+                .map(|r| r.map_err(|e| e.to_string()))
+                .boxed()
+        }),
+    }
+}
+
+impl Application {
+    /// Opens the database (migrating it unless disabled), picks the gate, binds the listener.
+    ///
+    /// # Errors
+    /// When the database cannot be opened or the address cannot be bound.
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let sql = match &config.database {
+            Database::Sqlite(url) => {
+                let store = SqliteStore::open(url, config.migrate).await?;
+                sql_ports(store, |s| async move { s.ping().await })
+            }
+            Database::Mysql(url) => {
+                let store = MysqlStore::connect(url, config.pool_size, config.migrate).await?;
+                sql_ports(store, |s| async move { s.ping().await })
+            }
+        };
+        let (gate, gate_probe, gate_kind): (Option<Arc<dyn AdmissionGate>>, Option<Probe>, _) =
+            match &config.gate {
+                Gate::Memory => {
+                    let probe: Probe = Arc::new(|| async { Ok(()) }.boxed());
+                    (Some(Arc::new(MemoryGate::default())), Some(probe), "memory")
+                }
+                Gate::Off => (None, None, "off"),
+                Gate::Redis(_) => anyhow::bail!(
+                    "invalid configuration: GATE: the redis gate is not part of this build yet; use GATE=memory or GATE=off"
+                ),
+            };
+        let app = GoodsApp::new(
+            Ports {
+                products: sql.products,
+                drops: sql.drops,
+                orders: sql.orders,
+                ledger: sql.ledger,
+                gate,
+                clock: Arc::new(SystemClock),
+                events: Arc::new(LogEventPublisher),
+                stats: Arc::new(MemoryStats::default()),
+            },
+            WriteBuffer::new(config.write_permits, config.write_wait),
+        );
+        let auth = match &config.auth {
+            Auth::Jwt(secret) => AuthMode::jwt(secret.as_bytes()),
+            Auth::TrustedHeader => AuthMode::TrustedHeader,
+        };
+        let state = ApiState {
+            app: app.clone(),
+            auth,
+            readiness: Readiness {
+                database: sql.probe,
+                gate: gate_probe,
+                gate_kind,
+            },
+            metrics: Metrics::default(),
+        };
+        let listener = TcpListener::bind(config.bind_addr)
+            .with_context(|| format!("binding {}", config.bind_addr))?;
+        let address = listener.local_addr()?;
+        // The first log line; scripts and tests read the chosen port from it.
+        tracing::info!("listening on {address}");
+        let server = api_actix::server(listener, state, config.http_workers)?;
+        if config.auth == Auth::TrustedHeader {
+            tracing::warn!(
+                "AUTH_MODE=trusted-header: X-User-Id is trusted as sent; only run this behind a gateway that sets it"
+            );
+        }
+        Ok(Self {
+            server,
+            address,
+            app,
+            reconcile_interval: config.reconcile_interval,
+        })
+    }
+
+    /// The bound address (the real port when configured with port 0).
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// A handle to stop the server gracefully.
+    pub fn handle(&self) -> actix_web::dev::ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until SIGTERM/SIGINT or [`handle`](Self::handle)`.stop()`; in-flight requests
+    /// finish first. Runs the reconciliation task alongside.
+    ///
+    /// # Errors
+    /// When the server fails.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let reconciler = self.reconcile_interval.map(|period| {
+            let app = self.app.clone();
+            tokio::spawn(async move {
+                let mut ticker = tokio::time::interval(period);
+                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    ticker.tick().await;
+                    if let Err(error) = app.reconcile_all().await {
+                        tracing::warn!(error = %error, "reconciliation failed");
+                    }
+                }
+            })
+        });
+        let result = self.server.await;
+        if let Some(task) = reconciler {
+            task.abort();
+        }
+        result
+    }
+}
