@@ -33,6 +33,12 @@ macro_rules! impl_goods_store {
 
             const CANCELLED: &str = "CANCELLED";
 
+            /// Why a purchase transaction rolls back: an earlier order answers it, or a refusal.
+            enum Rollback {
+                Replay(GoodsOrder),
+                Refuse(PlaceOrderError),
+            }
+
             async fn last_insert_id(c: &mut $conn) -> QueryResult<i64> {
                 diesel::select(sql::<BigInt>($last_id)).get_result(c).await
             }
@@ -308,9 +314,23 @@ macro_rules! impl_goods_store {
                                 )
                             )
                     };
-                    with_retries(retryable, || async {
+                    let result = with_retries(retryable, || async {
                         let mut conn = self.conn().await?;
-                        conn.transaction::<_, TxError<PlaceOrderError>, _>(async |c| {
+                        conn.transaction::<_, TxError<Rollback>, _>(async |c| {
+                            // The drop row first: every purchase of a drop locks it before
+                            // anything else (then holding, then stock), so they serialise
+                            // without deadlocks. Taking it before the idempotency read matters
+                            // on MySQL: that read starts the REPEATABLE READ snapshot, which
+                            // must include an order that a concurrent request with the same key
+                            // committed while this one waited for the lock.
+                            let taken = update(
+                                limited_drops::table
+                                    .find(drop)
+                                    .filter((limited_drops::sold_quantity + q).le(limited)),
+                            )
+                            .set(limited_drops::sold_quantity.eq(limited_drops::sold_quantity + q))
+                            .execute(c)
+                            .await?;
                             let existing: Option<OrderRow> = orders::table
                                 .filter(orders::user_id.eq(user))
                                 .filter(orders::idempotency_key.eq(&new_row.idempotency_key))
@@ -320,22 +340,14 @@ macro_rules! impl_goods_store {
                                 .optional()?;
                             if let Some(row) = existing {
                                 let found = row.into_domain()?;
-                                return if found.matches_request(order.drop_id, order.quantity) {
-                                    Ok(Placed::Replayed(found))
-                                } else {
-                                    Err(TxError::Refused(PlaceOrderError::KeyReused))
-                                };
+                                return Err(TxError::Refused(
+                                    if found.matches_request(order.drop_id, order.quantity) {
+                                        Rollback::Replay(found)
+                                    } else {
+                                        Rollback::Refuse(PlaceOrderError::KeyReused)
+                                    },
+                                ));
                             }
-                            // The drop row first: every purchase of a drop locks it in the same
-                            // order (drop, holding, stock), so they serialise without deadlocks.
-                            let taken = update(
-                                limited_drops::table
-                                    .find(drop)
-                                    .filter((limited_drops::sold_quantity + q).le(limited)),
-                            )
-                            .set(limited_drops::sold_quantity.eq(limited_drops::sold_quantity + q))
-                            .execute(c)
-                            .await?;
                             if taken == 0 {
                                 let sold: i32 = limited_drops::table
                                     .find(drop)
@@ -343,9 +355,9 @@ macro_rules! impl_goods_store {
                                     .first(c)
                                     .await?;
                                 let remaining = units(limited.saturating_sub(sold).max(0), "sold")?;
-                                return Err(TxError::Refused(PlaceOrderError::SoldOut {
-                                    remaining,
-                                }));
+                                return Err(TxError::Refused(Rollback::Refuse(
+                                    PlaceOrderError::SoldOut { remaining },
+                                )));
                             }
                             insert_or_ignore_into(drop_holdings::table)
                                 .values((
@@ -364,11 +376,11 @@ macro_rules! impl_goods_store {
                             .execute(c)
                             .await?;
                             if held == 0 {
-                                return Err(TxError::Refused(
+                                return Err(TxError::Refused(Rollback::Refuse(
                                     PlaceOrderError::PerUserLimitExceeded {
                                         limit: order.per_user_limit.get(),
                                     },
-                                ));
+                                )));
                             }
                             let deducted = update(
                                 stocks::table
@@ -387,16 +399,18 @@ macro_rules! impl_goods_store {
                                     .select(stocks::quantity)
                                     .first(c)
                                     .await?;
-                                return Err(TxError::Refused(PlaceOrderError::SoldOut {
-                                    remaining: units(stock.max(0), "stock")?,
-                                }));
+                                return Err(TxError::Refused(Rollback::Refuse(
+                                    PlaceOrderError::SoldOut {
+                                        remaining: units(stock.max(0), "stock")?,
+                                    },
+                                )));
                             }
                             insert_into(orders::table)
                                 .values(&new_row)
                                 .execute(c)
                                 .await?;
                             let id = last_insert_id(c).await?;
-                            Ok(Placed::Created(GoodsOrder {
+                            Ok(GoodsOrder {
                                 id: OrderId::parse(id)
                                     .map_err(|e| InfraError::new("order id", e))?,
                                 drop_id: order.drop_id,
@@ -406,12 +420,20 @@ macro_rules! impl_goods_store {
                                 status: OrderStatus::Pending,
                                 idempotency_key: order.key.clone(),
                                 created_at: $crate::rows::from_db(new_row.created_at),
-                            }))
+                            })
                         })
                         .await
                     })
-                    .await
-                    .map_err(|e| e.resolve("place order"))
+                    .await;
+                    match result {
+                        Ok(created) => Ok(Placed::Created(created)),
+                        Err(TxError::Refused(Rollback::Replay(found))) => {
+                            Ok(Placed::Replayed(found))
+                        }
+                        Err(TxError::Refused(Rollback::Refuse(refusal))) => Err(refusal),
+                        Err(TxError::Db(e)) => Err(InfraError::new("place order", e).into()),
+                        Err(TxError::Infra(e)) => Err(e.into()),
+                    }
                 }
 
                 async fn cancel_order(

@@ -24,8 +24,8 @@ pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/s
 type Conn = SyncConnectionWrapper<SqliteConnection>;
 
 /// Durable, foreign-key-checked settings applied to every connection.
-const PRAGMAS: &str = "PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL; \
-                       PRAGMA synchronous = FULL; PRAGMA busy_timeout = 5000;";
+const PRAGMAS: &str = "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL; \
+                       PRAGMA synchronous = FULL;";
 
 /// The SQLite store; implements every SQL-backed port.
 #[derive(Clone)]

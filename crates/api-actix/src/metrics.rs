@@ -31,8 +31,13 @@ impl Metrics {
     }
 
     /// The Prometheus exposition.
-    pub fn render(&self) -> String {
-        let mut out = String::from(
+    pub fn render(&self, write_slots_available: usize) -> String {
+        let mut out = format!(
+            "# HELP db_write_slots_available Free database write slots of this instance's buffer.\n\
+             # TYPE db_write_slots_available gauge\n\
+             db_write_slots_available {write_slots_available}\n"
+        );
+        out.push_str(
             "# HELP http_requests_total HTTP requests by method, route pattern and status.\n\
              # TYPE http_requests_total counter\n",
         );

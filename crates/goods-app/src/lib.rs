@@ -76,6 +76,11 @@ impl GoodsApp {
         }
     }
 
+    /// Free database write slots right now (a saturation gauge).
+    pub fn write_slots_available(&self) -> usize {
+        self.buffer.available()
+    }
+
     /// The ports, for the health check and the reconciliation task.
     pub fn ports(&self) -> &Ports {
         &self.ports

@@ -14,6 +14,15 @@ fn drop_id(raw: &str) -> Result<DropId, Problem> {
     path_id(raw, DropId::parse, "DROP_NOT_FOUND")
 }
 
+fn key_required(why: &str) -> Problem {
+    Problem::new(
+        actix_web::http::StatusCode::BAD_REQUEST,
+        "IDEMPOTENCY_KEY_REQUIRED",
+        "Idempotency-Key required",
+        format!("Idempotency-Key {why}: send 1-255 printable ASCII characters"),
+    )
+}
+
 /// `POST /limited-drops` (seller).
 pub async fn create(
     state: web::Data<ApiState>,
@@ -59,22 +68,13 @@ pub async fn purchase(
     let input: Purchase = dto::parse(&body)?;
     let quantity = Quantity::parse("quantity", input.quantity)
         .map_err(|e| Problem::malformed(e.to_string()))?;
-    let key = match req.headers().get("Idempotency-Key") {
-        None => {
-            return Err(Problem::new(
-                actix_web::http::StatusCode::BAD_REQUEST,
-                "IDEMPOTENCY_KEY_REQUIRED",
-                "Idempotency-Key required",
-                "send an Idempotency-Key header of 1-255 printable ASCII characters",
-            ));
-        }
-        Some(raw) => raw
-            .to_str()
-            .map_err(|_| Problem::malformed("Idempotency-Key must be printable ASCII"))
-            .and_then(|raw| {
-                IdempotencyKey::parse(raw).map_err(|e| Problem::malformed(e.to_string()))
-            })?,
-    };
+    let key = req
+        .headers()
+        .get("Idempotency-Key")
+        .ok_or_else(|| key_required("is missing"))?
+        .to_str()
+        .map_err(|_| key_required("must be printable ASCII"))
+        .and_then(|raw| IdempotencyKey::parse(raw).map_err(|e| key_required(&e.message)))?;
     let cmd = PurchaseCommand {
         drop_id: drop_id(&id)?,
         user_id: buyer.user_id,

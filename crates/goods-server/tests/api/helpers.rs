@@ -1,0 +1,364 @@
+//! A typed test client around a real server (zero-to-production's `spawn_app`).
+
+use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
+use goods_server::{Application, Config};
+use reqwest::{Response, StatusCode};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// The seller every helper acts as.
+pub const SELLER: i64 = 900_000;
+
+/// Which source of truth this run uses.
+#[derive(Clone)]
+pub enum Backend {
+    /// A SQLite file in a private directory.
+    Sqlite(PathBuf),
+    /// A private database on a MySQL/MariaDB server.
+    Mysql { url: String },
+}
+
+impl Backend {
+    /// A fresh, empty backend.
+    pub async fn fresh(dir: &tempfile::TempDir) -> Self {
+        match std::env::var("E2E_DATABASE_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        {
+            None => Backend::Sqlite(dir.path().join("goods.db")),
+            Some(server) => {
+                assert!(
+                    server.starts_with("mysql://"),
+                    "E2E_DATABASE_URL must be a mysql:// server URL without a database name"
+                );
+                let name = format!("e2e_{}", uuid::Uuid::new_v4().simple());
+                let mut conn = AsyncMysqlConnection::establish(&server)
+                    .await
+                    .unwrap_or_else(|e| panic!("E2E_DATABASE_URL={server} is unreachable: {e}"));
+                conn.batch_execute(&format!("CREATE DATABASE {name}"))
+                    .await
+                    .unwrap();
+                Backend::Mysql {
+                    url: format!("{}/{name}", server.trim_end_matches('/')),
+                }
+            }
+        }
+    }
+
+    /// The `DATABASE_URL` for it.
+    pub fn url(&self) -> String {
+        match self {
+            Backend::Sqlite(path) => format!("sqlite://{}", path.display()),
+            Backend::Mysql { url } => url.clone(),
+        }
+    }
+}
+
+/// Whether this run has an admission gate in front of the database.
+pub fn gate_on() -> bool {
+    gate() != "off"
+}
+
+fn gate() -> String {
+    std::env::var("E2E_GATE").unwrap_or_else(|_| "memory".into())
+}
+
+/// A running server and a client for it.
+pub struct TestApp {
+    /// `http://127.0.0.1:port`.
+    pub address: String,
+    /// The HTTP client.
+    pub client: reqwest::Client,
+    /// The backend, to restart on it.
+    pub backend: Backend,
+    handle: actix_web::dev::ServerHandle,
+    dir: tempfile::TempDir,
+    vars: Vec<(String, String)>,
+}
+
+impl TestApp {
+    /// A server on a fresh backend with the default test configuration.
+    pub async fn spawn() -> Self {
+        Self::spawn_with(&[]).await
+    }
+
+    /// A server on a fresh backend with extra environment variables.
+    pub async fn spawn_with(vars: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Backend::fresh(&dir).await;
+        let vars = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Self::start(dir, backend, vars).await
+    }
+
+    async fn start(dir: tempfile::TempDir, backend: Backend, vars: Vec<(String, String)>) -> Self {
+        let mut env: HashMap<String, String> = HashMap::from([
+            ("BIND_ADDR".into(), "127.0.0.1:0".into()),
+            ("DATABASE_URL".into(), backend.url()),
+            ("GATE".into(), gate()),
+            ("HTTP_WORKERS".into(), "2".into()),
+            ("DATABASE_POOL_SIZE".into(), "8".into()),
+            ("RECONCILE_INTERVAL_MS".into(), "0".into()),
+        ]);
+        env.extend(vars.iter().cloned());
+        let config = Config::from_lookup(|name| env.get(name).cloned()).unwrap();
+        let app = Application::build(config).await.unwrap();
+        let address = format!("http://{}", app.address());
+        let handle = app.handle();
+        tokio::spawn(app.run_until_stopped());
+        Self {
+            address,
+            client: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .unwrap(),
+            backend,
+            handle,
+            dir,
+            vars,
+        }
+    }
+
+    /// Stops this server gracefully and starts a new one on the same data.
+    pub async fn restart(self) -> Self {
+        self.handle.stop(true).await;
+        Self::start(self.dir, self.backend, self.vars).await
+    }
+
+    /// A request with identity headers for `user` (`None`: anonymous).
+    pub fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        user: Option<(i64, &str)>,
+    ) -> reqwest::RequestBuilder {
+        let mut req = self
+            .client
+            .request(method, format!("{}{path}", self.address));
+        if let Some((id, role)) = user {
+            req = req
+                .header("X-User-Id", id.to_string())
+                .header("X-User-Role", role);
+        }
+        req
+    }
+
+    /// GET as `user`.
+    pub async fn get(&self, path: &str, user: Option<(i64, &str)>) -> Response {
+        self.request(reqwest::Method::GET, path, user)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Creates a product as the seller; returns its id.
+    pub async fn create_product(&self, stock: i64) -> i64 {
+        let res = self
+            .request(reqwest::Method::POST, "/products", Some((SELLER, "seller")))
+            .json(&json!({"name": "Limited sneaker", "stockQuantity": stock}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::CREATED);
+        body(res).await["productId"].as_i64().unwrap()
+    }
+
+    /// POST /limited-drops as the seller.
+    pub async fn post_drop(&self, body: &Value) -> Response {
+        self.request(
+            reqwest::Method::POST,
+            "/limited-drops",
+            Some((SELLER, "seller")),
+        )
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+    }
+
+    /// A drop on a new product with `stock`, open from `open_in` to `close_in` from now.
+    pub async fn drop_with(
+        &self,
+        stock: i64,
+        limited: i64,
+        per_user: i64,
+        open_in: time::Duration,
+        close_in: time::Duration,
+    ) -> (i64, i64) {
+        let product = self.create_product(stock).await;
+        let now = OffsetDateTime::now_utc();
+        let res = self
+            .post_drop(&json!({
+                "productId": product,
+                "openAt": at(now + open_in),
+                "closeAt": at(now + close_in),
+                "limitedQuantity": limited,
+                "perUserLimit": per_user,
+            }))
+            .await;
+        assert_eq!(res.status(), StatusCode::CREATED);
+        (product, body(res).await["dropId"].as_i64().unwrap())
+    }
+
+    /// An open drop (opened a second ago, closing in an hour) on a product of `stock`.
+    pub async fn open_drop(&self, stock: i64, limited: i64, per_user: i64) -> (i64, i64) {
+        self.drop_with(
+            stock,
+            limited,
+            per_user,
+            time::Duration::seconds(-1),
+            time::Duration::hours(1),
+        )
+        .await
+    }
+
+    /// POST /limited-drops/{drop}/orders as buyer `user` with `key`.
+    pub async fn purchase(&self, drop: i64, user: i64, key: &str, quantity: i64) -> Response {
+        self.request(
+            reqwest::Method::POST,
+            &format!("/limited-drops/{drop}/orders"),
+            Some((user, "buyer")),
+        )
+        .header("Idempotency-Key", key)
+        .json(&json!({ "quantity": quantity }))
+        .send()
+        .await
+        .unwrap()
+    }
+
+    /// GET as the seller, expecting 200; the JSON body.
+    pub async fn seller_json(&self, path: &str) -> Value {
+        let res = self.get(path, Some((SELLER, "seller"))).await;
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        body(res).await
+    }
+
+    /// The product's stock.
+    pub async fn stock(&self, product: i64) -> i64 {
+        self.seller_json(&format!("/products/{product}")).await["stockQuantity"]
+            .as_i64()
+            .unwrap()
+    }
+
+    /// The drop's `remaining`.
+    pub async fn remaining(&self, drop: i64) -> i64 {
+        body(self.get(&format!("/limited-drops/{drop}"), None).await).await["remaining"]
+            .as_i64()
+            .unwrap()
+    }
+
+    /// Polls `/metrics` until the buffer has exactly `free` write slots left (purchases hold
+    /// the others).
+    pub async fn until_write_slots_available(&self, free: usize) {
+        let line = format!("db_write_slots_available {free}");
+        for _ in 0..500 {
+            let text = self.get("/metrics", None).await.text().await.unwrap();
+            if text.lines().any(|l| l == line) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("write slots never came down to {free} within 5 s");
+    }
+
+    /// Polls until a purchase is in flight: admitted by the gate (remaining went down to
+    /// `remaining_once_admitted`) or, with no gate, holding the write slot.
+    pub async fn until_in_flight(&self, drop: i64, remaining_once_admitted: i64) {
+        if gate_on() {
+            self.until_remaining(drop, remaining_once_admitted).await;
+        } else {
+            // The test server's buffer has DATABASE_POOL_SIZE = 8 slots.
+            self.until_write_slots_available(7).await;
+        }
+    }
+
+    /// Polls until the drop's remaining units are `expected`.
+    pub async fn until_remaining(&self, drop: i64, expected: i64) {
+        for _ in 0..500 {
+            if self.remaining(drop).await == expected {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("remaining never became {expected}");
+    }
+
+    /// Holds the database's write lock for the drop (SQLite: the whole file; MySQL: the drop
+    /// row) until the returned guard's `release`, so a purchase can be caught mid-flight.
+    pub async fn lock_drop(&self, drop: i64) -> DbLock {
+        DbLock::take(&self.backend, drop).await
+    }
+}
+
+/// A held database lock; see [`TestApp::lock_drop`].
+pub struct DbLock {
+    release: tokio::sync::oneshot::Sender<()>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl DbLock {
+    async fn take(backend: &Backend, drop: i64) -> Self {
+        let (release, wait) = tokio::sync::oneshot::channel::<()>();
+        let (locked, is_locked) = tokio::sync::oneshot::channel::<()>();
+        let done = match backend.clone() {
+            Backend::Sqlite(path) => tokio::task::spawn_blocking(move || {
+                use diesel::Connection;
+                use diesel::connection::SimpleConnection;
+                let mut conn = diesel::SqliteConnection::establish(path.to_str().unwrap()).unwrap();
+                conn.batch_execute("BEGIN EXCLUSIVE").unwrap();
+                locked.send(()).unwrap();
+                let _ = wait.blocking_recv();
+                conn.batch_execute("COMMIT").unwrap();
+            }),
+            Backend::Mysql { url } => tokio::spawn(async move {
+                let mut conn = AsyncMysqlConnection::establish(&url).await.unwrap();
+                conn.batch_execute(&format!(
+                    "BEGIN; SELECT id FROM limited_drops WHERE id = {drop} FOR UPDATE;"
+                ))
+                .await
+                .unwrap();
+                locked.send(()).unwrap();
+                let _ = wait.await;
+                conn.batch_execute("COMMIT").await.unwrap();
+            }),
+        };
+        is_locked.await.unwrap();
+        Self { release, done }
+    }
+
+    /// Releases the lock.
+    pub async fn release(self) {
+        let _ = self.release.send(());
+        self.done.await.unwrap();
+    }
+}
+
+/// An instant as the API writes it.
+pub fn at(when: OffsetDateTime) -> String {
+    when.format(&Rfc3339).unwrap()
+}
+
+/// The JSON body.
+pub async fn body(res: Response) -> Value {
+    res.json().await.unwrap()
+}
+
+/// Asserts a problem+json answer with `status` and `code`; returns the body.
+pub async fn problem(res: Response, status: u16, code: &str) -> Value {
+    assert_eq!(res.status().as_u16(), status, "expected {status} {code}");
+    assert_eq!(
+        res.headers()["content-type"].to_str().unwrap(),
+        "application/problem+json"
+    );
+    let body = body(res).await;
+    assert_eq!(body["code"], code, "{body}");
+    assert_eq!(body["status"], status);
+    assert!(body["type"].is_string() && body["title"].is_string() && body["detail"].is_string());
+    body
+}

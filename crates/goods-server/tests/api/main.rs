@@ -1,0 +1,17 @@
+//! End-to-end tests: the real server on port 0, called over HTTP.
+//!
+//! The backend comes from the environment so CI runs this one suite in every mode:
+//! `E2E_DATABASE_URL` unset runs the embedded SQLite file (a fresh directory per test);
+//! `E2E_DATABASE_URL=mysql://user@host:port` creates a fresh database per test on that server.
+//! `E2E_GATE` is `memory` (default) or `off`.
+
+mod helpers;
+
+mod auth;
+mod concurrency;
+mod drops;
+mod ops;
+mod orders;
+mod products;
+mod purchase;
+mod restart;

@@ -1,0 +1,88 @@
+use crate::helpers::{SELLER, TestApp, body, gate_on, problem};
+use reqwest::StatusCode;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_metrics_answer() {
+    let app = TestApp::spawn().await;
+    assert_eq!(
+        body(app.get("/health/live", None).await).await["status"],
+        "up"
+    );
+    let ready = body(app.get("/health/ready", None).await).await;
+    assert_eq!(ready["status"], "up");
+    assert_eq!(ready["database"], "up");
+    assert_eq!(
+        ready["gate"]["status"],
+        if gate_on() { "up" } else { "off" }
+    );
+    let metrics = app.get("/metrics", None).await;
+    assert_eq!(metrics.status(), StatusCode::OK);
+    let text = metrics.text().await.unwrap();
+    assert!(
+        text.contains(
+            "http_requests_total{method=\"GET\",route=\"/health/live\",status=\"200\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("db_write_slots_available 8"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_response_carries_a_request_id_echoed_or_generated() {
+    let app = TestApp::spawn().await;
+    let echoed = app
+        .client
+        .get(format!("{}/health/live", app.address))
+        .header("X-Request-Id", "abc-123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(echoed.headers()["X-Request-Id"], "abc-123");
+    let generated = app.get("/nowhere", None).await;
+    assert_eq!(generated.headers()["X-Request-Id"].len(), 36);
+    problem(generated, 404, "NOT_FOUND").await;
+    let wrong_method = app
+        .client
+        .delete(format!("{}/limited-drops/1", app.address))
+        .send()
+        .await
+        .unwrap();
+    problem(wrong_method, 405, "METHOD_NOT_ALLOWED").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_and_reconciliation_are_for_sellers() {
+    let app = TestApp::spawn().await;
+    let (_, drop) = app.open_drop(10, 10, 1).await;
+    for path in [
+        format!("/limited-drops/{drop}/stats"),
+        format!("/limited-drops/{drop}/reconciliation"),
+    ] {
+        problem(app.get(&path, Some((7, "buyer"))).await, 403, "FORBIDDEN").await;
+        problem(app.get(&path, None).await, 401, "UNAUTHENTICATED").await;
+        assert_eq!(
+            app.get(&path, Some((SELLER, "seller"))).await.status(),
+            StatusCode::OK
+        );
+    }
+    problem(
+        app.get("/limited-drops/777/stats", Some((SELLER, "seller")))
+            .await,
+        404,
+        "DROP_NOT_FOUND",
+    )
+    .await;
+    let recon = app
+        .seller_json(&format!("/limited-drops/{drop}/reconciliation"))
+        .await;
+    assert_eq!(recon["limitedQuantity"], 10);
+    assert_eq!(recon["oversold"], false);
+    if gate_on() {
+        assert_eq!(
+            (recon["gateRemaining"].as_i64(), recon["drift"].as_i64()),
+            (Some(10), Some(0))
+        );
+    } else {
+        assert!(recon["gateRemaining"].is_null() && recon["drift"].is_null());
+    }
+}

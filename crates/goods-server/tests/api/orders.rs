@@ -1,0 +1,80 @@
+use crate::helpers::{SELLER, TestApp, body, problem};
+use reqwest::{Method, StatusCode};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_is_readable_by_its_buyer_and_sellers_only() {
+    let app = TestApp::spawn().await;
+    let (_, drop) = app.open_drop(10, 10, 1).await;
+    let order = body(app.purchase(drop, 7, "k", 1).await).await;
+    let path = format!("/orders/{}", order["orderId"]);
+    assert_eq!(body(app.get(&path, Some((7, "buyer"))).await).await, order);
+    assert_eq!(
+        app.get(&path, Some((SELLER, "seller"))).await.status(),
+        StatusCode::OK
+    );
+    problem(app.get(&path, Some((8, "buyer"))).await, 403, "FORBIDDEN").await;
+    problem(app.get(&path, None).await, 401, "UNAUTHENTICATED").await;
+    problem(
+        app.get("/orders/999999", Some((7, "buyer"))).await,
+        404,
+        "ORDER_NOT_FOUND",
+    )
+    .await;
+    problem(
+        app.get("/orders/zero", Some((7, "buyer"))).await,
+        404,
+        "ORDER_NOT_FOUND",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_gives_the_unit_back_to_stock_drop_and_buyer_exactly_once() {
+    let app = TestApp::spawn().await;
+    let (product, drop) = app.open_drop(5, 1, 1).await;
+    let order = body(app.purchase(drop, 7, "k", 1).await).await;
+    problem(app.purchase(drop, 8, "k", 1).await, 409, "SOLD_OUT").await;
+    let cancel = format!("/orders/{}/cancel", order["orderId"]);
+    problem(
+        app.request(Method::POST, &cancel, Some((8, "buyer")))
+            .send()
+            .await
+            .unwrap(),
+        403,
+        "FORBIDDEN",
+    )
+    .await;
+    for _ in 0..2 {
+        let res = app
+            .request(Method::POST, &cancel, Some((7, "buyer")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        let cancelled = body(res).await;
+        assert_eq!(cancelled["status"], "CANCELLED");
+        assert_eq!(cancelled["orderId"], order["orderId"]);
+    }
+    assert_eq!(app.stock(product).await, 5, "one unit back, not two");
+    assert_eq!(app.remaining(drop).await, 1);
+    let recon = app
+        .seller_json(&format!("/limited-drops/{drop}/reconciliation"))
+        .await;
+    assert_eq!(recon["soldQuantity"], 0);
+    // The buyer's count went back too: the same buyer may buy again (with a new key).
+    assert_eq!(
+        app.purchase(drop, 7, "k2", 1).await.status(),
+        StatusCode::ACCEPTED
+    );
+    problem(app.purchase(drop, 8, "k3", 1).await, 409, "SOLD_OUT").await;
+    assert_eq!(app.stock(product).await, 4);
+    problem(
+        app.request(Method::POST, "/orders/424242/cancel", Some((7, "buyer")))
+            .send()
+            .await
+            .unwrap(),
+        404,
+        "ORDER_NOT_FOUND",
+    )
+    .await;
+}
