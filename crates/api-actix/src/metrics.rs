@@ -11,11 +11,14 @@ struct Series {
     seconds: f64,
 }
 
+/// (method, route pattern, status).
+type SeriesKey = (String, String, u16);
+
 /// Per (method, route, status) request counts and latency sums. Routes are patterns
 /// (`/limited-drops/{dropId}`), never raw paths, so the label set stays small.
 #[derive(Debug, Clone, Default)]
 pub struct Metrics {
-    series: Arc<Mutex<BTreeMap<(String, String, u16), Series>>>,
+    series: Arc<Mutex<BTreeMap<SeriesKey, Series>>>,
 }
 
 impl Metrics {

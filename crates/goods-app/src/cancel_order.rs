@@ -49,15 +49,14 @@ impl GoodsApp {
             })?;
         match cancelled {
             Cancelled::Now(order) => {
-                if let Some(gate) = &self.ports.gate {
-                    if let Err(error) = gate
+                if let Some(gate) = &self.ports.gate
+                    && let Err(error) = gate
                         .release(order.drop_id, order.user_id, order.quantity)
                         .await
-                    {
-                        // The database gave the units back; a gate that missed it under-sells
-                        // until reconciliation re-seeds it.
-                        tracing::warn!(error = %error, "gate did not take the cancelled units back");
-                    }
+                {
+                    // The database gave the units back; a gate that missed it under-sells
+                    // until reconciliation re-seeds it.
+                    tracing::warn!(error = %error, "gate did not take the cancelled units back");
                 }
                 Ok(order)
             }

@@ -111,10 +111,10 @@ impl GoodsApp {
             Ok(_) => None,
             Err(error) => error.outcome(),
         };
-        if let Some(outcome) = outcome {
-            if let Err(error) = self.ports.stats.record(cmd.drop_id, outcome).await {
-                tracing::warn!(error = %error, "purchase outcome not counted");
-            }
+        if let Some(outcome) = outcome
+            && let Err(error) = self.ports.stats.record(cmd.drop_id, outcome).await
+        {
+            tracing::warn!(error = %error, "purchase outcome not counted");
         }
         result
     }

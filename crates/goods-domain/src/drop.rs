@@ -240,13 +240,13 @@ impl NewLimitedDrop {
         let per_user = Quantity::parse("perUserLimit", input.per_user_limit)
             .map_err(|e| errors.push(e))
             .ok();
-        if let (Some(limited), Some(per_user)) = (limited, per_user) {
-            if per_user > limited {
-                errors.push(ValidationError::new(
-                    "perUserLimit",
-                    "must not exceed limitedQuantity",
-                ));
-            }
+        if let (Some(limited), Some(per_user)) = (limited, per_user)
+            && per_user > limited
+        {
+            errors.push(ValidationError::new(
+                "perUserLimit",
+                "must not exceed limitedQuantity",
+            ));
         }
         match (product_id, window, limited, per_user) {
             (Some(product_id), Some(window), Some(limited_quantity), Some(per_user_limit))

@@ -79,14 +79,14 @@ fn bad(var: &'static str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
-fn number<T: std::str::FromStr>(
+fn number<T>(
     get: &impl Fn(&str) -> Option<String>,
     var: &'static str,
     default: T,
     min: T,
 ) -> Result<T, ConfigError>
 where
-    T: PartialOrd + std::fmt::Display + Copy,
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
 {
     match get(var) {
         None => Ok(default),

@@ -19,10 +19,10 @@ impl Telemetry {
     /// Flushes and stops the exporter. Blocks for up to about a second, so call it off the
     /// async workers.
     pub fn shutdown(self) {
-        if let Some(provider) = self.provider {
-            if let Err(error) = provider.shutdown() {
-                eprintln!("telemetry shutdown: {error}");
-            }
+        if let Some(provider) = self.provider
+            && let Err(error) = provider.shutdown()
+        {
+            eprintln!("telemetry shutdown: {error}");
         }
     }
 }

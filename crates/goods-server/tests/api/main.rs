@@ -5,6 +5,8 @@
 //! `E2E_DATABASE_URL=mysql://user@host:port` creates a fresh database per test on that server.
 //! `E2E_GATE` is `memory` (default) or `off`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers panic on purpose
+
 mod helpers;
 
 mod auth;

@@ -1,0 +1,27 @@
+# Recipes run the same commands as CI (.ci/run); nothing here is hidden from it.
+
+# Start the service on the embedded default (SQLite file under ./data, in-process gate).
+run:
+    cargo run -p goods-server --release
+
+# Format the code.
+fmt:
+    cargo fmt --all
+
+# Formatting check, clippy with warnings as errors, dependency direction.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+    scripts/check-deps
+
+# The whole test suite (needs MariaDB; see README).
+test:
+    scripts/test
+
+# Criterion benchmarks.
+bench:
+    cargo bench -p goods-bench
+
+# Everything CI runs.
+ci:
+    .ci/run
