@@ -6,6 +6,7 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use std::io::IsTerminal as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, fmt};
@@ -57,7 +58,7 @@ pub fn init(filter: &str, otlp_endpoint: Option<&str>) -> anyhow::Result<Telemet
         .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("goods-server")));
     tracing_subscriber::registry()
         .with(filter)
-        .with(fmt::layer())
+        .with(fmt::layer().with_ansi(std::io::stdout().is_terminal()))
         .with(otel)
         .try_init()
         .context("installing the tracing subscriber")?;

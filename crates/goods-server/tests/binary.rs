@@ -1,0 +1,149 @@
+//! The real `goods-server` binary: started with no configuration, stopped with SIGTERM.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn start(dir: &std::path::Path, vars: &[(&str, &str)]) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+        .current_dir(dir)
+        .env_clear()
+        .env("BIND_ADDR", "127.0.0.1:0")
+        .envs(vars.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first
+        .split("listening on ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("first log line was {first:?}"))
+        .trim()
+        .to_owned();
+    (child, format!("http://{addr}"))
+}
+
+fn sigterm(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, base) = start(dir.path(), &[("DB_WRITE_WAIT_MS", "60000")]);
+    assert!(
+        dir.path().join("data/goods.db").exists(),
+        "the embedded default keeps its file under ./data"
+    );
+    let client = reqwest::Client::new();
+    let seller =
+        |req: reqwest::RequestBuilder| req.header("X-User-Id", "1").header("X-User-Role", "seller");
+    let product: serde_json::Value = seller(client.post(format!("{base}/products")))
+        .json(&json!({"name": "P", "stockQuantity": 5}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let fmt = &time::format_description::well_known::Rfc3339;
+    let drop: serde_json::Value = seller(client.post(format!("{base}/limited-drops")))
+        .json(&json!({"productId": product["productId"], "openAt": (now - time::Duration::seconds(1)).format(fmt).unwrap(),
+                      "closeAt": (now + time::Duration::hours(1)).format(fmt).unwrap(), "limitedQuantity": 5}))
+        .send().await.unwrap().json().await.unwrap();
+
+    // Hold the database so the purchase is caught in flight.
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let db = dir.path().join("data/goods.db");
+    let locker = std::thread::spawn(move || {
+        use diesel::Connection;
+        use diesel::connection::SimpleConnection;
+        let mut conn = diesel::SqliteConnection::establish(db.to_str().unwrap()).unwrap();
+        conn.batch_execute("BEGIN EXCLUSIVE").unwrap();
+        released.recv().unwrap();
+        conn.batch_execute("COMMIT").unwrap();
+    });
+    let purchase = tokio::spawn(
+        client
+            .post(format!("{base}/limited-drops/{}/orders", drop["dropId"]))
+            .header("X-User-Id", "7")
+            .header("Idempotency-Key", "k")
+            .json(&json!({"quantity": 1}))
+            .send(),
+    );
+    for attempt in 0.. {
+        let metrics = client
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if metrics.contains("db_write_slots_available 15") {
+            break;
+        }
+        assert!(attempt < 500, "the purchase never reached the database");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    sigterm(&child);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the server waits for the request in flight"
+    );
+    release.send(()).unwrap();
+    locker.join().unwrap();
+    let res = purchase.await.unwrap().unwrap();
+    assert_eq!(res.status().as_u16(), 202);
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+
+    // The order survived the restart.
+    let (mut child, base) = start(dir.path(), &[]);
+    let order: serde_json::Value = client
+        .get(format!("{base}/limited-drops/{}", drop["dropId"]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(order["remaining"], 4);
+    sigterm(&child);
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn a_bad_variable_stops_the_server_with_one_line_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+        .current_dir(dir.path())
+        .env_clear()
+        .env("DB_WRITE_WAIT_MS", "soon")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("invalid configuration: DB_WRITE_WAIT_MS:"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("data").exists(), "nothing was created");
+}
