@@ -125,7 +125,9 @@ async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
         .unwrap();
     assert_eq!(order["remaining"], 4);
     sigterm(&child);
-    let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
     assert_eq!(status.code(), Some(0));
 }
 

@@ -64,67 +64,57 @@ async fn bad_requests_are_400_in_the_contracts_order_and_change_nothing() {
             }
             req.send()
         };
-    problem(
-        post(None, Some("k"), "{\"quantity\":1}").await.unwrap(),
-        401,
-        "UNAUTHENTICATED",
-    )
-    .await;
-    problem(
-        post(Some((SELLER, "seller")), Some("k"), "{\"quantity\":1}")
-            .await
-            .unwrap(),
-        403,
-        "FORBIDDEN",
-    )
-    .await;
-    problem(
-        post(Some((7, "buyer")), Some("k"), "{\"quantity\":")
-            .await
-            .unwrap(),
-        400,
-        "MALFORMED_REQUEST",
-    )
-    .await;
-    problem(
-        post(Some((7, "buyer")), Some("k"), "{\"quantity\":0}")
-            .await
-            .unwrap(),
-        400,
-        "MALFORMED_REQUEST",
-    )
-    .await;
-    problem(
-        post(Some((7, "buyer")), Some("k"), "{\"quantity\":1.5}")
-            .await
-            .unwrap(),
-        400,
-        "MALFORMED_REQUEST",
-    )
-    .await;
-    problem(
-        post(Some((7, "buyer")), Some("k"), "[]").await.unwrap(),
-        400,
-        "MALFORMED_REQUEST",
-    )
-    .await;
-    problem(
-        post(Some((7, "buyer")), None, "{\"quantity\":1}")
-            .await
-            .unwrap(),
-        400,
-        "IDEMPOTENCY_KEY_REQUIRED",
-    )
-    .await;
     let long: &'static str = Box::leak("k".repeat(256).into_boxed_str());
-    problem(
-        post(Some((7, "buyer")), Some(long), "{\"quantity\":1}")
-            .await
-            .unwrap(),
-        400,
-        "IDEMPOTENCY_KEY_REQUIRED",
-    )
-    .await;
+    let buyer = Some((7, "buyer"));
+    let cases: [(
+        Option<(i64, &'static str)>,
+        Option<&'static str>,
+        &'static str,
+        u16,
+        &str,
+    ); 8] = [
+        (None, Some("k"), "{\"quantity\":1}", 401, "UNAUTHENTICATED"),
+        (
+            Some((SELLER, "seller")),
+            Some("k"),
+            "{\"quantity\":1}",
+            403,
+            "FORBIDDEN",
+        ),
+        (buyer, Some("k"), "{\"quantity\":", 400, "MALFORMED_REQUEST"),
+        (
+            buyer,
+            Some("k"),
+            "{\"quantity\":0}",
+            400,
+            "MALFORMED_REQUEST",
+        ),
+        (
+            buyer,
+            Some("k"),
+            "{\"quantity\":1.5}",
+            400,
+            "MALFORMED_REQUEST",
+        ),
+        (buyer, Some("k"), "[]", 400, "MALFORMED_REQUEST"),
+        (
+            buyer,
+            None,
+            "{\"quantity\":1}",
+            400,
+            "IDEMPOTENCY_KEY_REQUIRED",
+        ),
+        (
+            buyer,
+            Some(long),
+            "{\"quantity\":1}",
+            400,
+            "IDEMPOTENCY_KEY_REQUIRED",
+        ),
+    ];
+    for (user, key, body, status, code) in cases {
+        problem(post(user, key, body).await.unwrap(), status, code).await;
+    }
     problem(
         app.purchase(drop + 1000, 7, "k", 1).await,
         404,
