@@ -55,6 +55,17 @@ where
     }
 }
 
+/// Applies pending migrations to the configured database and returns (`goods-server migrate`).
+///
+/// # Errors
+/// When the database cannot be opened or a migration fails.
+pub async fn migrate(config: &Config) -> anyhow::Result<()> {
+    match &config.database {
+        Database::Sqlite(url) => SqliteStore::open(url, true).await.map(drop),
+        Database::Mysql(url) => adapters_mysql::migrate_database(url).await,
+    }
+}
+
 impl Application {
     /// Opens the database (migrating it unless disabled), picks the gate, binds the listener.
     ///

@@ -149,3 +149,28 @@ fn a_bad_variable_stops_the_server_with_one_line_naming_it() {
     );
     assert!(!dir.path().join("data").exists(), "nothing was created");
 }
+
+#[test]
+fn migrate_applies_the_migrations_and_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+        .arg("migrate")
+        .current_dir(dir.path())
+        .env_clear()
+        .env("DATABASE_URL", "sqlite://migrated/goods.db")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("migrations applied"));
+    let db = dir.path().join("migrated/goods.db");
+    use diesel::Connection;
+    use diesel::connection::SimpleConnection;
+    let mut conn = diesel::SqliteConnection::establish(db.to_str().unwrap()).unwrap();
+    conn.batch_execute("SELECT id, sold_quantity FROM limited_drops")
+        .unwrap();
+}

@@ -1,0 +1,447 @@
+//! The contract of the SQL source of truth: what every backend's ports must do, including under
+//! races. Each case is a function over any store; [`sql_contract_tests!`](crate::sql_contract_tests)
+//! turns the list into one `#[tokio::test]` per case for a backend.
+
+use futures::future::join_all;
+use goods_domain::ports::{
+    CancelOrderError, Cancelled, CreateDropError, DropRepository, OrderRepository, PlaceOrder,
+    PlaceOrderError, Placed, ProductRepository, PurchaseLedger,
+};
+use goods_domain::{
+    DropInput, GoodsOrder, IdempotencyKey, LimitedDrop, NewLimitedDrop, NewProduct, OrderStatus,
+    Product, ProductId, Quantity, UserId,
+};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use time::{Duration, OffsetDateTime};
+
+/// Everything a SQL store implements.
+pub trait SqlStore:
+    ProductRepository + DropRepository + OrderRepository + PurchaseLedger + Clone
+{
+}
+impl<T> SqlStore for T where
+    T: ProductRepository + DropRepository + OrderRepository + PurchaseLedger + Clone
+{
+}
+
+/// Generates one test per contract case, each on a fresh store built by `$make` (an expression
+/// evaluating to a future of the store).
+#[macro_export]
+macro_rules! sql_contract_tests {
+    ($make:expr) => {
+        $crate::sql_contract_tests!(@cases $make;
+            products_round_trip,
+            drop_creation_checks_its_product,
+            drops_round_trip_and_unclosed_ones_are_listed,
+            a_purchase_commits_the_order_and_takes_the_stock,
+            the_same_key_replays_and_a_different_request_is_refused,
+            sold_out_is_refused_with_what_remains_and_changes_nothing,
+            the_per_user_limit_counts_earlier_orders,
+            cancelling_gives_the_units_back_exactly_once,
+            the_gate_seed_reflects_the_database,
+            racing_purchases_never_oversell,
+            racing_retries_of_one_key_create_one_order,
+            racing_purchases_of_one_buyer_respect_the_limit
+        );
+    };
+    (@cases $make:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                $crate::contract::$case($make.await).await;
+            }
+        )*
+    };
+}
+
+fn now() -> OffsetDateTime {
+    // Whole seconds, so instants compare equal after a round trip at any precision.
+    let now = OffsetDateTime::now_utc();
+    now.replace_nanosecond(0).unwrap_or(now)
+}
+
+fn qty(n: i64) -> Quantity {
+    Quantity::parse("quantity", n).unwrap()
+}
+
+fn user(n: i64) -> UserId {
+    UserId::parse(n).unwrap()
+}
+
+fn key(k: &str) -> IdempotencyKey {
+    IdempotencyKey::parse(k).unwrap()
+}
+
+async fn product<S: SqlStore>(store: &S, stock: i64) -> Product {
+    ProductRepository::create(store, &NewProduct::parse("Sneaker", stock).unwrap())
+        .await
+        .unwrap()
+}
+
+fn new_drop(product: ProductId, limited: i64, per_user: i64, at: OffsetDateTime) -> NewLimitedDrop {
+    NewLimitedDrop::parse(
+        DropInput {
+            product_id: product.get(),
+            open_at: at - Duration::seconds(1),
+            close_at: at + Duration::hours(1),
+            limited_quantity: limited,
+            per_user_limit: per_user,
+        },
+        at,
+    )
+    .unwrap()
+}
+
+async fn open_drop<S: SqlStore>(store: &S, stock: i64, limited: i64, per_user: i64) -> LimitedDrop {
+    let product = product(store, stock).await;
+    let at = now();
+    DropRepository::create(store, &new_drop(product.id, limited, per_user, at), at)
+        .await
+        .unwrap()
+}
+
+fn order(drop: &LimitedDrop, buyer: i64, k: &str, quantity: i64) -> PlaceOrder {
+    PlaceOrder {
+        drop_id: drop.id,
+        product_id: drop.product_id,
+        limited_quantity: drop.limited_quantity,
+        per_user_limit: drop.per_user_limit,
+        user_id: user(buyer),
+        quantity: qty(quantity),
+        key: key(k),
+        now: now(),
+    }
+}
+
+async fn stock<S: SqlStore>(store: &S, drop: &LimitedDrop) -> u32 {
+    ProductRepository::get(store, drop.product_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .stock
+        .quantity()
+}
+
+async fn created<S: SqlStore>(store: &S, o: &PlaceOrder) -> GoodsOrder {
+    match store.place_order(o).await {
+        Ok(Placed::Created(order)) => order,
+        other => panic!("expected a new order, got {other:?}"),
+    }
+}
+
+pub async fn products_round_trip<S: SqlStore>(store: S) {
+    let created = product(&store, 7).await;
+    assert_eq!(created.stock.quantity(), 7);
+    let read = ProductRepository::get(&store, created.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read, created);
+    let missing = ProductId::parse(created.id.get() + 1000).unwrap();
+    assert!(
+        ProductRepository::get(&store, missing)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub async fn drop_creation_checks_its_product<S: SqlStore>(store: S) {
+    let at = now();
+    let missing = ProductId::parse(424_242).unwrap();
+    let err = DropRepository::create(&store, &new_drop(missing, 5, 1, at), at)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CreateDropError::ProductNotFound), "{err:?}");
+
+    let p = product(&store, 5).await;
+    let err = DropRepository::create(&store, &new_drop(p.id, 6, 1, at), at)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CreateDropError::InsufficientStock { stock: 5 }),
+        "{err:?}"
+    );
+
+    let first = DropRepository::create(&store, &new_drop(p.id, 5, 1, at), at)
+        .await
+        .unwrap();
+    let err = DropRepository::create(&store, &new_drop(p.id, 5, 1, at), at)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CreateDropError::DropAlreadyActive), "{err:?}");
+
+    // From the first drop's closeAt on, the product may get a new one.
+    let later = first.window.close_at();
+    let second = DropRepository::create(&store, &new_drop(p.id, 5, 1, later), later)
+        .await
+        .unwrap();
+    assert_ne!(second.id, first.id);
+}
+
+pub async fn drops_round_trip_and_unclosed_ones_are_listed<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 10, 2).await;
+    assert_eq!(
+        DropRepository::get(&store, drop.id).await.unwrap(),
+        Some(drop)
+    );
+    let unclosed = store.list_unclosed(now()).await.unwrap();
+    assert!(unclosed.contains(&drop));
+    let after = store.list_unclosed(drop.window.close_at()).await.unwrap();
+    assert!(!after.contains(&drop));
+}
+
+pub async fn a_purchase_commits_the_order_and_takes_the_stock<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 5, 3).await;
+    let before = ProductRepository::get(&store, drop.product_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .stock;
+    let o = created(&store, &order(&drop, 7, "k", 2)).await;
+    assert_eq!(
+        (o.drop_id, o.product_id, o.user_id),
+        (drop.id, drop.product_id, user(7))
+    );
+    assert_eq!((o.quantity, o.status), (qty(2), OrderStatus::Pending));
+    let after = ProductRepository::get(&store, drop.product_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .stock;
+    assert_eq!(after.quantity(), before.quantity() - 2);
+    assert_eq!(after.version(), before.version() + 1);
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 2);
+    assert_eq!(
+        OrderRepository::get(&store, o.id).await.unwrap(),
+        Some(o.clone())
+    );
+    assert_eq!(
+        store.find_by_key(user(7), &key("k")).await.unwrap(),
+        Some(o)
+    );
+}
+
+pub async fn the_same_key_replays_and_a_different_request_is_refused<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 10, 3).await;
+    let first = created(&store, &order(&drop, 7, "k", 1)).await;
+    match store.place_order(&order(&drop, 7, "k", 1)).await {
+        Ok(Placed::Replayed(again)) => assert_eq!(again, first),
+        other => panic!("expected a replay, got {other:?}"),
+    }
+    let reused = store.place_order(&order(&drop, 7, "k", 2)).await;
+    assert!(
+        matches!(reused, Err(PlaceOrderError::KeyReused)),
+        "{reused:?}"
+    );
+    let other_drop = open_drop(&store, 10, 10, 3).await;
+    let elsewhere = store.place_order(&order(&other_drop, 7, "k", 1)).await;
+    assert!(
+        matches!(elsewhere, Err(PlaceOrderError::KeyReused)),
+        "{elsewhere:?}"
+    );
+    created(&store, &order(&drop, 8, "k", 1)).await;
+    assert_eq!(stock(&store, &drop).await, 8);
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 2);
+    assert_eq!(store.sold_quantity(other_drop.id).await.unwrap(), 0);
+}
+
+pub async fn sold_out_is_refused_with_what_remains_and_changes_nothing<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 3, 3).await;
+    created(&store, &order(&drop, 1, "a", 2)).await;
+    let refused = store.place_order(&order(&drop, 2, "b", 2)).await;
+    assert!(
+        matches!(refused, Err(PlaceOrderError::SoldOut { remaining: 1 })),
+        "{refused:?}"
+    );
+    assert_eq!(stock(&store, &drop).await, 8);
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 2);
+    assert!(
+        store
+            .find_by_key(user(2), &key("b"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    created(&store, &order(&drop, 2, "c", 1)).await;
+    let none = store.place_order(&order(&drop, 3, "d", 1)).await;
+    assert!(
+        matches!(none, Err(PlaceOrderError::SoldOut { remaining: 0 })),
+        "{none:?}"
+    );
+}
+
+pub async fn the_per_user_limit_counts_earlier_orders<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 10, 2).await;
+    created(&store, &order(&drop, 7, "a", 1)).await;
+    let over = store.place_order(&order(&drop, 7, "b", 2)).await;
+    assert!(
+        matches!(
+            over,
+            Err(PlaceOrderError::PerUserLimitExceeded { limit: 2 })
+        ),
+        "{over:?}"
+    );
+    created(&store, &order(&drop, 7, "c", 1)).await;
+    let at_limit = store.place_order(&order(&drop, 7, "d", 1)).await;
+    assert!(
+        matches!(at_limit, Err(PlaceOrderError::PerUserLimitExceeded { .. })),
+        "{at_limit:?}"
+    );
+    assert_eq!(stock(&store, &drop).await, 8);
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 2);
+}
+
+pub async fn cancelling_gives_the_units_back_exactly_once<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 5, 1, 1).await;
+    let o = created(&store, &order(&drop, 7, "k", 1)).await;
+    let refused = store.place_order(&order(&drop, 8, "k", 1)).await;
+    assert!(matches!(refused, Err(PlaceOrderError::SoldOut { .. })));
+    assert!(matches!(
+        store.cancel_order(o.id, user(8)).await,
+        Err(CancelOrderError::NotOwner)
+    ));
+    match store.cancel_order(o.id, user(7)).await {
+        Ok(Cancelled::Now(c)) => assert_eq!((c.id, c.status), (o.id, OrderStatus::Cancelled)),
+        other => panic!("expected a cancellation, got {other:?}"),
+    }
+    assert!(matches!(
+        store.cancel_order(o.id, user(7)).await,
+        Ok(Cancelled::Already(_))
+    ));
+    assert_eq!(stock(&store, &drop).await, 5);
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 0);
+    let read = OrderRepository::get(&store, o.id).await.unwrap().unwrap();
+    assert_eq!(read.status, OrderStatus::Cancelled);
+    // Drop and buyer counts went back: the same buyer may buy the unit again.
+    created(&store, &order(&drop, 7, "k2", 1)).await;
+    assert_eq!(stock(&store, &drop).await, 4);
+    let missing = goods_domain::OrderId::parse(o.id.get() + 1000).unwrap();
+    assert!(matches!(
+        store.cancel_order(missing, user(7)).await,
+        Err(CancelOrderError::NotFound)
+    ));
+}
+
+pub async fn the_gate_seed_reflects_the_database<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 5, 2).await;
+    let kept = created(&store, &order(&drop, 1, "a", 2)).await;
+    let gone = created(&store, &order(&drop, 2, "b", 1)).await;
+    store.cancel_order(gone.id, user(2)).await.unwrap();
+    let seed = store.gate_seed(&drop).await.unwrap();
+    assert_eq!(seed.drop_id, drop.id);
+    assert_eq!(seed.remaining, 3);
+    assert_eq!(seed.expires_at, drop.window.close_at());
+    let mut flags: Vec<_> = seed
+        .orders
+        .iter()
+        .map(|o| (o.order_id, o.live, o.quantity))
+        .collect();
+    flags.sort_by_key(|f| f.0);
+    assert_eq!(flags, [(kept.id, true, qty(2)), (gone.id, false, qty(1))]);
+}
+
+/// The race: 64 tasks share 500 purchases of one unit each, from 500 buyers, on a drop
+/// of 100.
+pub async fn racing_purchases_never_oversell<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 300, 100, 1).await;
+    let next = Arc::new(AtomicI64::new(1));
+    let tasks = (0..64).map(|_| {
+        let (store, next) = (store.clone(), Arc::clone(&next));
+        tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            loop {
+                let buyer = next.fetch_add(1, Ordering::Relaxed);
+                if buyer > 500 {
+                    return outcomes;
+                }
+                outcomes.push(store.place_order(&order(&drop, buyer, "race", 1)).await);
+            }
+        })
+    });
+    let outcomes: Vec<_> = join_all(tasks)
+        .await
+        .into_iter()
+        .flat_map(Result::unwrap)
+        .collect();
+    assert_eq!(outcomes.len(), 500);
+    let created = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok(Placed::Created(_))))
+        .count();
+    let sold_out = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(PlaceOrderError::SoldOut { remaining: 0 })))
+        .count();
+    let unexpected: Vec<_> = outcomes
+        .iter()
+        .filter(|o| {
+            !matches!(
+                o,
+                Ok(Placed::Created(_)) | Err(PlaceOrderError::SoldOut { remaining: 0 })
+            )
+        })
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "no deadlock or other error may reach a caller: {unexpected:?}"
+    );
+    assert_eq!((created, sold_out), (100, 400));
+    assert_eq!(stock(&store, &drop).await, 200);
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 100);
+}
+
+pub async fn racing_retries_of_one_key_create_one_order<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 10, 1).await;
+    let tries = (0..32).map(|_| {
+        let store = store.clone();
+        tokio::spawn(async move { store.place_order(&order(&drop, 7, "once", 1)).await })
+    });
+    let outcomes: Vec<_> = join_all(tries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let ids: Vec<_> = outcomes
+        .iter()
+        .map(|o| match o {
+            Ok(Placed::Created(order) | Placed::Replayed(order)) => order.id,
+            other => panic!("every retry gets the one order, got {other:?}"),
+        })
+        .collect();
+    let created = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok(Placed::Created(_))))
+        .count();
+    assert_eq!(created, 1);
+    assert!(ids.iter().all(|id| *id == ids[0]));
+    assert_eq!(stock(&store, &drop).await, 9);
+}
+
+pub async fn racing_purchases_of_one_buyer_respect_the_limit<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 100, 100, 3).await;
+    let tries = (0..40).map(|i| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .place_order(&order(&drop, 7, &format!("k{i}"), 1))
+                .await
+        })
+    });
+    let outcomes: Vec<_> = join_all(tries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let created = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok(Placed::Created(_))))
+        .count();
+    let limited = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(PlaceOrderError::PerUserLimitExceeded { limit: 3 })))
+        .count();
+    assert_eq!((created, limited), (3, 37), "{outcomes:?}");
+    assert_eq!(stock(&store, &drop).await, 97);
+}

@@ -1,0 +1,89 @@
+//! Real MySQL/MariaDB servers for tests.
+
+use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
+use std::sync::OnceLock;
+
+/// The server URL (no database): `TEST_MYSQL_URL`, else a MySQL 8 container when Docker
+/// answers, else a panic that says how to provide one.
+pub fn server_url() -> String {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        if let Some(url) = std::env::var("TEST_MYSQL_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        {
+            return url.trim_end_matches('/').to_owned();
+        }
+        if docker_answers() {
+            return start_container();
+        }
+        panic!(
+            "no MySQL for the adapter tests: set TEST_MYSQL_URL (e.g. mysql://root@127.0.0.1:3306, \
+             a user that may CREATE DATABASE) or start a Docker engine for testcontainers"
+        )
+    })
+    .clone()
+}
+
+/// Creates a fresh, empty database and returns its URL, so tests run in parallel.
+pub async fn fresh_database() -> String {
+    let server = server_url();
+    let name = format!("adapter_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = AsyncMysqlConnection::establish(&server)
+        .await
+        .unwrap_or_else(|e| panic!("TEST_MYSQL_URL={server} is unreachable: {e}"));
+    conn.batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    format!("{server}/{name}")
+}
+
+fn docker_answers() -> bool {
+    std::process::Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+/// Starts MySQL 8 in a container on a runtime of its own that lives as long as the process, so
+/// every test's runtime can use it.
+fn start_container() -> String {
+    use testcontainers_modules::mysql::Mysql;
+    use testcontainers_modules::testcontainers::ImageExt;
+    use testcontainers_modules::testcontainers::runners::AsyncRunner;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async move {
+            let container = Mysql::default().with_tag("8.1").start().await.unwrap();
+            let port = container.get_host_port_ipv4(3306).await.unwrap();
+            tx.send(format!("mysql://root@127.0.0.1:{port}")).unwrap();
+            std::future::pending::<()>().await;
+            drop(container);
+        });
+    });
+    rx.recv().expect("the MySQL container did not start")
+}
+
+/// The names of the indexes of `table` in the database at `url`.
+pub async fn index_names(url: &str, table: &str) -> Vec<String> {
+    use diesel::sql_types::Text;
+    use diesel_async::RunQueryDsl;
+    #[derive(diesel::QueryableByName)]
+    struct Index {
+        #[diesel(sql_type = Text)]
+        name: String,
+    }
+    let mut conn = AsyncMysqlConnection::establish(url).await.unwrap();
+    diesel::sql_query(
+        "SELECT DISTINCT index_name AS name FROM information_schema.statistics \
+         WHERE table_schema = DATABASE() AND table_name = ?",
+    )
+    .bind::<Text, _>(table)
+    .load::<Index>(&mut conn)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|i| i.name)
+    .collect()
+}
