@@ -1,6 +1,8 @@
 //! The SQL source-of-truth contract against a real MySQL/MariaDB server, one fresh database per
 //! test (`TEST_MYSQL_URL`, or a container where Docker answers).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures panic on purpose
+
 use adapters_mysql::MysqlStore;
 
 /// Enough connections to make the 64-task races contend for real, few enough that parallel

@@ -1,5 +1,7 @@
 //! The SQL source-of-truth contract against the embedded SQLite file, one file per test.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures panic on purpose
+
 use adapters_sqlite::SqliteStore;
 
 async fn store() -> SqliteStore {
