@@ -48,6 +48,8 @@ async fn the_same_key_twice_replays_one_order_and_a_different_body_is_refused() 
     assert_eq!(app.stock(product).await, 8);
 }
 
+type Identity = Option<(i64, &'static str)>;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_400_in_the_contracts_order_and_change_nothing() {
     let app = TestApp::spawn().await;
@@ -66,13 +68,15 @@ async fn bad_requests_are_400_in_the_contracts_order_and_change_nothing() {
         };
     let long: &'static str = Box::leak("k".repeat(256).into_boxed_str());
     let buyer = Some((7, "buyer"));
-    let cases: [(
-        Option<(i64, &'static str)>,
+    // (identity, Idempotency-Key, body, status, code)
+    type Case = (
+        Identity,
         Option<&'static str>,
         &'static str,
         u16,
-        &str,
-    ); 8] = [
+        &'static str,
+    );
+    let cases: [Case; 8] = [
         (None, Some("k"), "{\"quantity\":1}", 401, "UNAUTHENTICATED"),
         (
             Some((SELLER, "seller")),
