@@ -96,5 +96,9 @@ pub async fn migrate_database(url: &str) -> anyhow::Result<()> {
 impl_goods_store!(
     MysqlStore,
     AsyncMysqlConnection,
-    last_insert_id = "LAST_INSERT_ID()"
+    last_insert_id = "LAST_INSERT_ID()",
+    locking_read = " LOCK IN SHARE MODE",
+    ensure_holding = "INSERT INTO drop_holdings (drop_id, user_id, quantity) VALUES (?, ?, 0) \
+                      ON DUPLICATE KEY UPDATE quantity = quantity",
+    begin_write = ""
 );

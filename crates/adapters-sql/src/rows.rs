@@ -153,6 +153,14 @@ pub struct NewOrderRow {
     pub created_at: PrimitiveDateTime,
 }
 
+/// Units left, as read by a raw locking query.
+#[derive(Debug, QueryableByName)]
+pub struct Remaining {
+    /// Units left.
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub remaining: i32,
+}
+
 /// Converts domain units to an INT column value (quantities are bounded by `i32::MAX`).
 pub fn column(units: u32) -> i32 {
     i32::try_from(units).unwrap_or(i32::MAX)

@@ -6,17 +6,29 @@
 /// `$store` must provide `async fn conn(&self) -> Result<impl DerefMut<Target = $conn> + Send,
 /// InfraError>` and `fn retryable(&diesel::result::Error) -> bool` (deadlocks, lock wait
 /// timeouts, busy databases: what a fresh transaction may cure). `last_insert_id` is the SQL
-/// expression for the id the connection's last INSERT generated.
+/// expression for the id the connection's last INSERT generated; `locking_read` the suffix that
+/// makes a SELECT read the latest committed row (empty where transactions are serial);
+/// `ensure_holding` an INSERT of `(drop_id, user_id, 0)` into `drop_holdings` that leaves an
+/// existing row alone, taking an exclusive lock on it where the backend has row locks;
+/// `begin_write` a statement that takes the database's write lock before a write transaction
+/// reads anything (empty where row locks make that unnecessary).
 #[macro_export]
 macro_rules! impl_goods_store {
-    ($store:ty, $conn:ty, last_insert_id = $last_id:literal) => {
+    (
+        $store:ty,
+        $conn:ty,
+        last_insert_id = $last_id:literal,
+        locking_read = $lock:literal,
+        ensure_holding = $ensure_holding:literal,
+        begin_write = $begin_write:literal $(,)?
+    ) => {
         const _: () = {
             use $crate::__private::async_trait;
             use $crate::__private::diesel::dsl::sql;
             use $crate::__private::diesel::prelude::*;
             use $crate::__private::diesel::result::Error as DbError;
             use $crate::__private::diesel::sql_types::BigInt;
-            use $crate::__private::diesel::{self, insert_into, insert_or_ignore_into, update};
+            use $crate::__private::diesel::{self, insert_into, update};
             use $crate::__private::diesel_async::{AsyncConnection, RunQueryDsl};
             use $crate::__private::goods_domain::ports::{
                 self, CancelOrderError, Cancelled, CreateDropError, GateSeed, HeldOrder,
@@ -37,6 +49,29 @@ macro_rules! impl_goods_store {
             enum Rollback {
                 Replay(GoodsOrder),
                 Refuse(PlaceOrderError),
+            }
+
+            const DROP_LEFT: &str = "SELECT limited_quantity - sold_quantity AS remaining FROM limited_drops WHERE id = ?";
+            const STOCK_LEFT: &str = "SELECT quantity AS remaining FROM stocks WHERE product_id = ?";
+
+            /// Units left, read with the backend's locking read: a plain read would answer from
+            /// the transaction's snapshot, older than the row the refused update just saw.
+            async fn locked_remaining(c: &mut $conn, query: &str, id: i64) -> Result<u32, TxError<Rollback>> {
+                let row: $crate::rows::Remaining = diesel::sql_query(format!("{query}{}", $lock))
+                    .bind::<BigInt, _>(id)
+                    .get_result(c)
+                    .await?;
+                Ok(units(row.remaining.max(0), "remaining")?)
+            }
+
+            /// SQLite runs no busy handler for a transaction that read before it writes (it could
+            /// deadlock), so another writer on the file would fail it at once; taking the write
+            /// lock first makes it wait up to `busy_timeout` instead.
+            async fn begin_write(c: &mut $conn) -> QueryResult<()> {
+                if !$begin_write.is_empty() {
+                    diesel::sql_query($begin_write).execute(c).await?;
+                }
+                Ok(())
             }
 
             async fn last_insert_id(c: &mut $conn) -> QueryResult<i64> {
@@ -317,20 +352,10 @@ macro_rules! impl_goods_store {
                     let result = with_retries(retryable, || async {
                         let mut conn = self.conn().await?;
                         conn.transaction::<_, TxError<Rollback>, _>(async |c| {
-                            // The drop row first: every purchase of a drop locks it before
-                            // anything else (then holding, then stock), so they serialise
-                            // without deadlocks. Taking it before the idempotency read matters
-                            // on MySQL: that read starts the REPEATABLE READ snapshot, which
-                            // must include an order that a concurrent request with the same key
-                            // committed while this one waited for the lock.
-                            let taken = update(
-                                limited_drops::table
-                                    .find(drop)
-                                    .filter((limited_drops::sold_quantity + q).le(limited)),
-                            )
-                            .set(limited_drops::sold_quantity.eq(limited_drops::sold_quantity + q))
-                            .execute(c)
-                            .await?;
+                            begin_write(c).await?;
+                            // Cold work first, the two hot rows (stock, then drop) last: a hot
+                            // row's lock is held from its update to COMMIT, so every statement
+                            // after it would lengthen the queue of every buyer of the drop.
                             let existing: Option<OrderRow> = orders::table
                                 .filter(orders::user_id.eq(user))
                                 .filter(orders::idempotency_key.eq(&new_row.idempotency_key))
@@ -348,23 +373,31 @@ macro_rules! impl_goods_store {
                                     },
                                 ));
                             }
-                            if taken == 0 {
-                                let sold: i32 = limited_drops::table
-                                    .find(drop)
-                                    .select(limited_drops::sold_quantity)
-                                    .first(c)
-                                    .await?;
+                            // A refusal from the committed state as of now, without a lock:
+                            // after a sell-out, refusals cost one read and no write.
+                            let sold: i32 = limited_drops::table
+                                .find(drop)
+                                .select(limited_drops::sold_quantity)
+                                .first(c)
+                                .await?;
+                            if sold.saturating_add(q) > limited {
                                 let remaining = units(limited.saturating_sub(sold).max(0), "sold")?;
                                 return Err(TxError::Refused(Rollback::Refuse(
                                     PlaceOrderError::SoldOut { remaining },
                                 )));
                             }
-                            insert_or_ignore_into(drop_holdings::table)
-                                .values((
-                                    drop_holdings::drop_id.eq(drop),
-                                    drop_holdings::user_id.eq(user),
-                                    drop_holdings::quantity.eq(0),
-                                ))
+                            // The unique (user, key) index: a concurrent request with the same
+                            // key blocks here until the first commits, then fails as a
+                            // duplicate; its retry is a new transaction that replays the order.
+                            insert_into(orders::table).values(&new_row).execute(c).await?;
+                            let id = last_insert_id(c).await?;
+                            // Makes sure the holding row exists, locking it exclusively on
+                            // MySQL: a shared lock here (as INSERT IGNORE takes on a duplicate)
+                            // would deadlock with the same buyer's concurrent purchase when both
+                            // upgrade to update it.
+                            diesel::sql_query($ensure_holding)
+                                .bind::<BigInt, _>(drop)
+                                .bind::<BigInt, _>(user)
                                 .execute(c)
                                 .await?;
                             let held = update(
@@ -394,25 +427,29 @@ macro_rules! impl_goods_store {
                             .execute(c)
                             .await?;
                             if deducted == 0 {
-                                let stock: i32 = stocks::table
-                                    .find(order.product_id.get())
-                                    .select(stocks::quantity)
-                                    .first(c)
-                                    .await?;
+                                let remaining = locked_remaining(c, STOCK_LEFT, order.product_id.get()).await?;
                                 return Err(TxError::Refused(Rollback::Refuse(
-                                    PlaceOrderError::SoldOut {
-                                        remaining: units(stock.max(0), "stock")?,
-                                    },
+                                    PlaceOrderError::SoldOut { remaining },
                                 )));
                             }
-                            insert_into(orders::table)
-                                .values(&new_row)
-                                .execute(c)
-                                .await?;
-                            let id = last_insert_id(c).await?;
+                            // The decisive conditional update: evaluated on the latest committed
+                            // row under its exclusive lock, so the last unit goes to one buyer.
+                            let taken = update(
+                                limited_drops::table
+                                    .find(drop)
+                                    .filter((limited_drops::sold_quantity + q).le(limited)),
+                            )
+                            .set(limited_drops::sold_quantity.eq(limited_drops::sold_quantity + q))
+                            .execute(c)
+                            .await?;
+                            if taken == 0 {
+                                let remaining = locked_remaining(c, DROP_LEFT, drop).await?;
+                                return Err(TxError::Refused(Rollback::Refuse(
+                                    PlaceOrderError::SoldOut { remaining },
+                                )));
+                            }
                             Ok(GoodsOrder {
-                                id: OrderId::parse(id)
-                                    .map_err(|e| InfraError::new("order id", e))?,
+                                id: OrderId::parse(id).map_err(|e| InfraError::new("order id", e))?,
                                 drop_id: order.drop_id,
                                 product_id: order.product_id,
                                 user_id: order.user_id,
@@ -444,6 +481,7 @@ macro_rules! impl_goods_store {
                     with_retries(<$store>::retryable, || async {
                         let mut conn = self.conn().await?;
                         conn.transaction::<_, TxError<CancelOrderError>, _>(async |c| {
+                            begin_write(c).await?;
                             let row: Option<OrderRow> = orders::table
                                 .find(id.get())
                                 .select(OrderRow::as_select())
@@ -479,14 +517,9 @@ macro_rules! impl_goods_store {
                             if flipped == 0 {
                                 return Ok(Cancelled::Already(order));
                             }
+                            // The same lock order as a purchase (holding, stock, drop), so a
+                            // cancellation and a purchase cannot deadlock on the hot rows.
                             let q = column(order.quantity.get());
-                            update(limited_drops::table.find(order.drop_id.get()))
-                                .set(
-                                    limited_drops::sold_quantity
-                                        .eq(limited_drops::sold_quantity - q),
-                                )
-                                .execute(c)
-                                .await?;
                             update(drop_holdings::table.find((order.drop_id.get(), by.get())))
                                 .set(drop_holdings::quantity.eq(drop_holdings::quantity - q))
                                 .execute(c)
@@ -496,6 +529,13 @@ macro_rules! impl_goods_store {
                                     stocks::quantity.eq(stocks::quantity + q),
                                     stocks::version.eq(stocks::version + 1),
                                 ))
+                                .execute(c)
+                                .await?;
+                            update(limited_drops::table.find(order.drop_id.get()))
+                                .set(
+                                    limited_drops::sold_quantity
+                                        .eq(limited_drops::sold_quantity - q),
+                                )
                                 .execute(c)
                                 .await?;
                             Ok(Cancelled::Now(order))

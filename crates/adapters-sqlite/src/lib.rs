@@ -103,4 +103,12 @@ async fn establish(path: impl AsRef<str>) -> diesel::ConnectionResult<Conn> {
     Ok(conn)
 }
 
-impl_goods_store!(SqliteStore, Conn, last_insert_id = "last_insert_rowid()");
+impl_goods_store!(
+    SqliteStore,
+    Conn,
+    last_insert_id = "last_insert_rowid()",
+    locking_read = "",
+    ensure_holding =
+        "INSERT OR IGNORE INTO drop_holdings (drop_id, user_id, quantity) VALUES (?, ?, 0)",
+    begin_write = "UPDATE stocks SET version = version WHERE 0"
+);

@@ -1,6 +1,10 @@
 -- The production source of truth (MySQL 8 / MariaDB 10.11, InnoDB, utf8mb4).
 -- CHECK constraints repeat the invariants that the purchase transaction's conditional updates
 -- keep; they are a last line of defence, never the mechanism.
+-- No foreign key points at limited_drops: InnoDB checks one by taking a shared lock on the
+-- parent row, and a purchase later takes that hot row exclusively, so concurrent purchases
+-- would deadlock on the upgrade. Drops are never deleted; orders and holdings are only written
+-- by the purchase transaction, which names an existing drop.
 CREATE TABLE products (
     id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     name VARCHAR(200) NOT NULL
@@ -36,7 +40,6 @@ CREATE TABLE drop_holdings (
     user_id BIGINT NOT NULL,
     quantity INT NOT NULL,
     PRIMARY KEY (drop_id, user_id),
-    CONSTRAINT drop_holdings_drop FOREIGN KEY (drop_id) REFERENCES limited_drops (id),
     CONSTRAINT drop_holdings_quantity CHECK (quantity >= 0)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
 
@@ -49,7 +52,6 @@ CREATE TABLE orders (
     status VARCHAR(16) NOT NULL,
     idempotency_key VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
     created_at DATETIME(6) NOT NULL,
-    CONSTRAINT orders_drop FOREIGN KEY (drop_id) REFERENCES limited_drops (id),
     CONSTRAINT orders_product FOREIGN KEY (product_id) REFERENCES products (id),
     CONSTRAINT orders_quantity CHECK (quantity > 0),
     CONSTRAINT orders_status CHECK (status IN ('PENDING', 'PAID', 'CANCELLED')),

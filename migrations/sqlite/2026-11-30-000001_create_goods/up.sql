@@ -1,5 +1,6 @@
 -- The embedded source of truth. Same shapes as migrations/mysql; CHECK constraints repeat the
--- invariants the conditional updates keep, as a last line of defence.
+-- invariants the conditional updates keep, as a last line of defence. Like the MySQL schema, no
+-- foreign key points at limited_drops (see migrations/mysql for why).
 CREATE TABLE products (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     name TEXT NOT NULL
@@ -25,7 +26,7 @@ CREATE INDEX limited_drops_product_id ON limited_drops (product_id);
 CREATE INDEX limited_drops_open_at ON limited_drops (open_at);
 
 CREATE TABLE drop_holdings (
-    drop_id INTEGER NOT NULL REFERENCES limited_drops (id),
+    drop_id INTEGER NOT NULL,
     user_id INTEGER NOT NULL,
     quantity INTEGER NOT NULL CHECK (quantity >= 0),
     PRIMARY KEY (drop_id, user_id)
@@ -33,7 +34,7 @@ CREATE TABLE drop_holdings (
 
 CREATE TABLE orders (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
-    drop_id INTEGER NOT NULL REFERENCES limited_drops (id),
+    drop_id INTEGER NOT NULL,
     product_id INTEGER NOT NULL REFERENCES products (id),
     user_id INTEGER NOT NULL,
     quantity INTEGER NOT NULL CHECK (quantity > 0),

@@ -1,0 +1,71 @@
+//! Orders committed per second on one hot drop with no gate (`GATE=off`, strategy B): every
+//! purchase is one transaction on the drop's row, through the real purchase use case (write
+//! buffer included, HTTP excluded), at 1, 16 and 64 concurrent buyers.
+//!
+//! `cargo bench -p goods-bench --bench ledger_hot_drop`; MySQL from `BENCH_MYSQL_URL` (default
+//! `TEST_MYSQL_URL`, then `mysql://root@127.0.0.1:3306`). Each level runs on a fresh database,
+//! dropped afterwards; `BENCH_SECONDS` sets the measured window (default 5 s, after 1 s warm-up).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use adapters_mysql::MysqlStore;
+use adapters_sqlite::SqliteStore;
+use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
+use goods_bench::{Run, app_with_drop, closed_loop};
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+use std::time::Duration;
+
+fn report(backend: &str, buyers: usize, run: &Run) {
+    println!(
+        "| {backend} | {buyers} | {:.0} | {:.1} | {:.1} | {:.1} | {} |",
+        run.per_second(),
+        run.quantile(0.5).as_secs_f64() * 1e3,
+        run.quantile(0.95).as_secs_f64() * 1e3,
+        run.quantile(0.99).as_secs_f64() * 1e3,
+        run.committed,
+    );
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let server = std::env::var("BENCH_MYSQL_URL")
+        .or_else(|_| std::env::var("TEST_MYSQL_URL"))
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into());
+    let window = Duration::from_secs(
+        std::env::var("BENCH_SECONDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(5),
+    );
+    let users = AtomicI64::new(1);
+    println!("| backend | buyers | orders/s | p50 ms | p95 ms | p99 ms | orders |");
+    println!("|---|---|---|---|---|---|---|");
+    for buyers in [1_usize, 16, 64] {
+        let name = format!("bench_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = AsyncMysqlConnection::establish(&server).await?;
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await?;
+        let store = Arc::new(MysqlStore::connect(&format!("{server}/{name}"), buyers, true).await?);
+        let (app, drop_id) = app_with_drop(store, None, buyers, 10_000_000).await?;
+        closed_loop(&app, drop_id, buyers, Duration::from_secs(1), &users).await?;
+        let run = closed_loop(&app, drop_id, buyers, window, &users).await?;
+        report("MariaDB, GATE=off", buyers, &run);
+        std::mem::drop(app);
+        admin
+            .batch_execute(&format!("DROP DATABASE {name}"))
+            .await?;
+    }
+    for buyers in [1_usize, 16, 64] {
+        let dir = tempfile::tempdir()?;
+        let store = Arc::new(
+            SqliteStore::open(&format!("sqlite://{}/bench.db", dir.path().display()), true).await?,
+        );
+        let (app, drop_id) = app_with_drop(store, None, buyers, 10_000_000).await?;
+        closed_loop(&app, drop_id, buyers, Duration::from_secs(1), &users).await?;
+        let run = closed_loop(&app, drop_id, buyers, window, &users).await?;
+        report("SQLite, GATE=off", buyers, &run);
+    }
+    Ok(())
+}
