@@ -2,16 +2,18 @@
 //! driver. The queries and transactions are adapters-sql's; this crate adds the pool, the
 //! migrations and the classification of server errors.
 
-use adapters_sql::impl_goods_store;
+use adapters_sql::{count_statements, impl_goods_store};
 use anyhow::Context as _;
 use diesel::result::{DatabaseErrorKind, Error as DbError};
-use diesel_async::pooled_connection::AsyncDieselConnectionManager;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
 use diesel_async::{
     AsyncConnection, AsyncMigrationHarness, AsyncMysqlConnection, SimpleAsyncConnection,
 };
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use goods_domain::InfraError;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The MySQL migrations (the repository's top-level `migrations/mysql`), embedded.
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/mysql");
@@ -20,6 +22,7 @@ pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/m
 #[derive(Clone)]
 pub struct MysqlStore {
     pool: Pool<AsyncMysqlConnection>,
+    statements: Arc<AtomicU64>,
 }
 
 impl MysqlStore {
@@ -32,12 +35,25 @@ impl MysqlStore {
         if migrate {
             migrate_database(url).await?;
         }
-        let manager = AsyncDieselConnectionManager::<AsyncMysqlConnection>::new(url);
+        let statements = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&statements);
+        let mut config = ManagerConfig::default();
+        config.custom_setup = Box::new(move |url| {
+            let counter = Arc::clone(&counter);
+            let url = url.to_owned();
+            Box::pin(async move {
+                let mut conn = AsyncMysqlConnection::establish(&url).await?;
+                conn.set_instrumentation(count_statements(counter));
+                Ok(conn)
+            })
+        });
+        let manager =
+            AsyncDieselConnectionManager::<AsyncMysqlConnection>::new_with_config(url, config);
         let pool = Pool::builder(manager)
             .max_size(pool_size)
             .build()
             .context("building the MySQL pool")?;
-        let store = Self { pool };
+        let store = Self { pool, statements };
         store.ping().await.context("connecting to MySQL")?;
         Ok(store)
     }
@@ -62,6 +78,11 @@ impl MysqlStore {
             }
             _ => false,
         }
+    }
+
+    /// Statements sent since the store was connected.
+    pub fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
     }
 
     /// Whether the server answers.

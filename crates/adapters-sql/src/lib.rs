@@ -7,11 +7,13 @@
 //! keeps one copy of each query; the backend crates only add pools, migrations and the
 //! classification of their server errors.
 
+mod instrument;
 pub mod rows;
 pub mod schema;
 mod store;
 mod tx;
 
+pub use instrument::count_statements;
 pub use tx::{MAX_ATTEMPTS, TxError, infra, with_retries};
 
 #[doc(hidden)]

@@ -6,7 +6,7 @@
 //! storms, the pool holds a single connection: every transaction runs alone, in arrival order,
 //! which is also exactly the serialisation SQLite would impose.
 
-use adapters_sql::impl_goods_store;
+use adapters_sql::{count_statements, impl_goods_store};
 use anyhow::Context as _;
 use diesel::SqliteConnection;
 use diesel_async::AsyncConnection;
@@ -17,6 +17,8 @@ use diesel_async::{AsyncMigrationHarness, SimpleAsyncConnection};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use goods_domain::InfraError;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The SQLite migrations, embedded in the binary.
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
@@ -31,6 +33,7 @@ const PRAGMAS: &str = "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRA
 #[derive(Clone)]
 pub struct SqliteStore {
     pool: Pool<Conn>,
+    statements: Arc<AtomicU64>,
 }
 
 impl SqliteStore {
@@ -61,14 +64,28 @@ impl SqliteStore {
                 .map_err(|e| anyhow::anyhow!("{e}"))
                 .context("applying SQLite migrations")?;
         }
+        let statements = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&statements);
         let mut config = ManagerConfig::default();
-        config.custom_setup = Box::new(|path| Box::pin(establish(path.to_owned())));
+        config.custom_setup = Box::new(move |path| {
+            let counter = Arc::clone(&counter);
+            Box::pin(async move {
+                let mut conn = establish(path).await?;
+                conn.set_instrumentation(count_statements(counter));
+                Ok(conn)
+            })
+        });
         let manager = AsyncDieselConnectionManager::<Conn>::new_with_config(path, config);
         let pool = Pool::builder(manager)
             .max_size(1)
             .build()
             .context("building the SQLite pool")?;
-        Ok(Self { pool })
+        Ok(Self { pool, statements })
+    }
+
+    /// Statements sent since the store was opened.
+    pub fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
     }
 
     async fn conn(&self) -> Result<Object<Conn>, InfraError> {

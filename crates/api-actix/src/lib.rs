@@ -12,7 +12,7 @@ mod request_id;
 mod routes;
 
 pub use auth::AuthMode;
-pub use metrics::Metrics;
+pub use metrics::{Counter, Metrics};
 pub use routes::ops::{Probe, Readiness};
 
 use actix_web::dev::Server;
@@ -31,6 +31,8 @@ pub struct ApiState {
     pub readiness: Readiness,
     /// Request counters for `/metrics`.
     pub metrics: Metrics,
+    /// Statements sent to the database, for `/metrics`.
+    pub db_statements: Counter,
 }
 
 /// Registers every route of the API contract on `cfg`.

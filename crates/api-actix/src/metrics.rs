@@ -11,6 +11,9 @@ struct Series {
     seconds: f64,
 }
 
+/// Reads a counter kept elsewhere (an adapter's).
+pub type Counter = Arc<dyn Fn() -> u64 + Send + Sync>;
+
 /// (method, route pattern, status).
 type SeriesKey = (String, String, u16);
 
@@ -34,11 +37,14 @@ impl Metrics {
     }
 
     /// The Prometheus exposition.
-    pub fn render(&self, write_slots_available: usize) -> String {
+    pub fn render(&self, write_slots_available: usize, db_statements: u64) -> String {
         let mut out = format!(
             "# HELP db_write_slots_available Free database write slots of this instance's buffer.\n\
              # TYPE db_write_slots_available gauge\n\
-             db_write_slots_available {write_slots_available}\n"
+             db_write_slots_available {write_slots_available}\n\
+             # HELP db_statements_total Statements this instance sent to the database.\n\
+             # TYPE db_statements_total counter\n\
+             db_statements_total {db_statements}\n"
         );
         out.push_str(
             "# HELP http_requests_total HTTP requests by method, route pattern and status.\n\

@@ -139,27 +139,31 @@ impl GoodsApp {
             };
         }
         let order = place_order(&drop, cmd, now);
-        match &self.ports.gate {
-            None => self.commit(&order).await,
-            Some(gate) => match self.reserve(gate.as_ref(), &drop, cmd).await {
-                Ok(outcome) => {
-                    self.after_reserve(gate.as_ref(), outcome, cmd, &order)
-                        .await
+        let Some(gate) = &self.ports.gate else {
+            return self.commit(&order).await;
+        };
+        let reservation = reservation(&drop, cmd);
+        match self.reserve(gate.as_ref(), &drop, &reservation).await {
+            Ok(outcome) => {
+                self.after_reserve(gate.as_ref(), outcome, &reservation, &order)
+                    .await
+            }
+            Err(error) => {
+                // Degraded: the gate's answer is unknown (a timeout may even have taken the
+                // units). The database alone keeps every invariant, so it decides.
+                tracing::warn!(error = %error, "gate_degraded: purchase falls back to the database");
+                let event = DomainEvent::GateDegraded {
+                    reason: error.to_string(),
+                };
+                if let Err(error) = self.ports.events.publish(event).await {
+                    tracing::warn!(error = %error, "gate_degraded event not published");
                 }
-                Err(error) => {
-                    // Degraded: the gate's answer is unknown (it may even have taken the
-                    // units, which only under-sells). The database alone keeps every
-                    // invariant, so fall back to it.
-                    tracing::warn!(error = %error, "gate_degraded: purchase falls back to the database");
-                    let event = DomainEvent::GateDegraded {
-                        reason: error.to_string(),
-                    };
-                    if let Err(error) = self.ports.events.publish(event).await {
-                        tracing::warn!(error = %error, "gate_degraded event not published");
-                    }
-                    self.commit(&order).await
-                }
-            },
+                let result = self.commit(&order).await;
+                // If the gate did reserve, settle it like any admitted reservation, so a
+                // retry replays the order instead of finding it in progress.
+                settle(gate.as_ref(), &reservation, &result, true).await;
+                result
+            }
         }
     }
 
@@ -168,14 +172,13 @@ impl GoodsApp {
         &self,
         gate: &dyn AdmissionGate,
         drop: &LimitedDrop,
-        cmd: &PurchaseCommand,
+        reservation: &Reservation,
     ) -> Result<ReserveOutcome, InfraError> {
-        let reservation = reservation(drop, cmd);
-        match gate.reserve(&reservation).await? {
+        match gate.reserve(reservation).await? {
             ReserveOutcome::NotSeeded => {
                 let seed = self.ports.drops.gate_seed(drop).await?;
                 gate.seed_if_absent(&seed).await?;
-                match gate.reserve(&reservation).await? {
+                match gate.reserve(reservation).await? {
                     ReserveOutcome::NotSeeded => Err(InfraError::msg("gate lost its seed twice")),
                     outcome => Ok(outcome),
                 }
@@ -188,11 +191,15 @@ impl GoodsApp {
         &self,
         gate: &dyn AdmissionGate,
         outcome: ReserveOutcome,
-        cmd: &PurchaseCommand,
+        reservation: &Reservation,
         order: &PlaceOrder,
     ) -> Result<Purchased, PurchaseError> {
         match outcome {
-            ReserveOutcome::Admitted => {}
+            ReserveOutcome::Admitted => {
+                let result = self.commit(order).await;
+                settle(gate, reservation, &result, false).await;
+                result
+            }
             ReserveOutcome::Replay(id) => {
                 let order = self
                     .ports
@@ -200,48 +207,23 @@ impl GoodsApp {
                     .get(id)
                     .await
                     .map_err(anyhow::Error::new)?;
-                return order
+                order
                     .map(|order| Purchased {
                         order,
                         replayed: true,
                     })
-                    .ok_or_else(|| anyhow::anyhow!("gate marker names missing order {id}").into());
+                    .ok_or_else(|| anyhow::anyhow!("gate marker names missing order {id}").into())
             }
-            ReserveOutcome::InProgress => return Err(PurchaseError::InProgress),
-            ReserveOutcome::KeyReused => return Err(PurchaseError::KeyReused),
-            ReserveOutcome::SoldOut { remaining } => {
-                return Err(PurchaseError::SoldOut { remaining });
-            }
+            ReserveOutcome::InProgress => Err(PurchaseError::InProgress),
+            ReserveOutcome::KeyReused => Err(PurchaseError::KeyReused),
+            ReserveOutcome::SoldOut { remaining } => Err(PurchaseError::SoldOut { remaining }),
             ReserveOutcome::PerUserLimitExceeded { limit } => {
-                return Err(PurchaseError::PerUserLimitExceeded { limit });
+                Err(PurchaseError::PerUserLimitExceeded { limit })
             }
             ReserveOutcome::NotSeeded => {
-                return Err(anyhow::anyhow!("gate not seeded after seeding").into());
+                Err(anyhow::anyhow!("gate not seeded after seeding").into())
             }
         }
-        let reservation = Reservation {
-            drop_id: cmd.drop_id,
-            user_id: cmd.user_id,
-            quantity: cmd.quantity,
-            per_user_limit: order.per_user_limit,
-            key: cmd.key.clone(),
-        };
-        let result = self.commit(order).await;
-        let settled = match &result {
-            Ok(Purchased {
-                order,
-                replayed: false,
-            }) => gate.confirm(&reservation, order.id).await,
-            // Not committed by this request (refused, failed, or an earlier order replayed
-            // because the gate had forgotten it): the units go back.
-            _ => gate.cancel(&reservation).await,
-        };
-        if let Err(error) = settled {
-            // The database is the truth and already decided; a gate that missed this only
-            // holds units back (under-sell), which reconciliation reports as drift.
-            tracing::warn!(error = %error, "gate not settled after the database decided");
-        }
-        result
     }
 
     /// Takes a write slot and runs the ledger transaction.
@@ -278,6 +260,30 @@ impl GoodsApp {
             Some(_) => Err(PurchaseError::KeyReused),
             None => Ok(None),
         }
+    }
+}
+
+/// Tells the gate what the database decided about a reservation: confirmed with its order when
+/// this request created one; otherwise given back (refused, failed, or an earlier order was
+/// replayed because the gate had forgotten it). The database already decided, so a gate that
+/// misses this only holds units back (under-sell), which reconciliation reports as drift.
+async fn settle(
+    gate: &dyn AdmissionGate,
+    reservation: &Reservation,
+    result: &Result<Purchased, PurchaseError>,
+    degraded: bool,
+) {
+    let settled = match result {
+        Ok(Purchased {
+            order,
+            replayed: false,
+        }) => gate.confirm(reservation, order.id).await,
+        _ => gate.cancel(reservation).await,
+    };
+    match settled {
+        Ok(()) => {}
+        Err(error) if degraded => tracing::debug!(error = %error, "gate still unreachable"),
+        Err(error) => tracing::warn!(error = %error, "gate not settled after the database decided"),
     }
 }
 
@@ -491,6 +497,11 @@ mod tests {
         let mut gate = MockAdmissionGate::new();
         gate.expect_reserve()
             .returning(|_| Err(InfraError::msg("connection refused")));
+        // The reserve's outcome was unknown, so the committed order is confirmed to the gate.
+        gate.expect_confirm()
+            .withf(|_, id| *id == order_id())
+            .times(1)
+            .returning(|_, _| Err(InfraError::msg("connection refused")));
         let bought = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap();
         assert!(!bought.replayed);
     }

@@ -46,6 +46,8 @@ pub struct Config {
     pub pool_size: usize,
     /// Admission gate (`GATE`, `REDIS_URL`).
     pub gate: Gate,
+    /// Prefix of every Redis key and channel (`REDIS_KEY_PREFIX`).
+    pub redis_prefix: String,
     /// Concurrent database writes for admitted purchases (`DB_WRITE_PERMITS`).
     pub write_permits: usize,
     /// Wait for a write slot before 429 (`DB_WRITE_WAIT_MS`).
@@ -155,6 +157,10 @@ impl Config {
                 ));
             }
         };
+        let redis_prefix = get("REDIS_KEY_PREFIX").unwrap_or_else(|| "goods:".into());
+        if redis_prefix.contains(['{', '}', ' ']) {
+            return Err(bad("REDIS_KEY_PREFIX", "must not contain braces or spaces"));
+        }
         let write_permits = number(&get, "DB_WRITE_PERMITS", pool_size, 1)?;
         let write_wait = Duration::from_millis(number(&get, "DB_WRITE_WAIT_MS", 2000_u64, 0)?);
         let loopback = bind_addr.ip().is_loopback();
@@ -192,6 +198,7 @@ impl Config {
             migrate,
             pool_size,
             gate,
+            redis_prefix,
             write_permits,
             write_wait,
             auth,
@@ -287,6 +294,7 @@ mod tests {
             (&[("GATE", "redis")], "GATE"),
             (&[("GATE", "fast")], "GATE"),
             (&[("REDIS_URL", "localhost:6379")], "REDIS_URL"),
+            (&[("REDIS_KEY_PREFIX", "a{b}")], "REDIS_KEY_PREFIX"),
             (&[("DB_WRITE_PERMITS", "-1")], "DB_WRITE_PERMITS"),
             (&[("DB_WRITE_WAIT_MS", "soon")], "DB_WRITE_WAIT_MS"),
             (&[("AUTH_MODE", "jwt")], "AUTH_JWT_SECRET"),

@@ -4,14 +4,16 @@
 use crate::config::{Auth, Config, Database, Gate};
 use adapters_memory::{LogEventPublisher, MemoryGate, MemoryStats};
 use adapters_mysql::MysqlStore;
+use adapters_redis::{RedisConfig, RedisConnection, RedisGate, RedisStats};
 use adapters_sqlite::SqliteStore;
 use anyhow::Context as _;
-use api_actix::{ApiState, AuthMode, Metrics, Probe, Readiness};
+use api_actix::{ApiState, AuthMode, Counter, Metrics, Probe, Readiness};
 use futures::FutureExt as _;
 use goods_app::{GoodsApp, Ports, WriteBuffer};
 use goods_domain::InfraError;
 use goods_domain::ports::{
-    AdmissionGate, DropRepository, OrderRepository, ProductRepository, PurchaseLedger, SystemClock,
+    AdmissionGate, DropRepository, OrderRepository, ProductRepository, PurchaseLedger,
+    StatsRecorder, SystemClock,
 };
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
@@ -26,22 +28,24 @@ pub struct Application {
     reconcile_interval: Option<Duration>,
 }
 
-/// The SQL ports of one store, plus its health check.
+/// The SQL ports of one store, plus its health check and statement counter.
 struct SqlPorts {
     products: Arc<dyn ProductRepository>,
     drops: Arc<dyn DropRepository>,
     orders: Arc<dyn OrderRepository>,
     ledger: Arc<dyn PurchaseLedger>,
     probe: Probe,
+    statements: Counter,
 }
 
-fn sql_ports<S, F>(store: S, ping: fn(S) -> F) -> SqlPorts
+fn sql_ports<S, F>(store: S, ping: fn(S) -> F, statements: fn(&S) -> u64) -> SqlPorts
 where
     S: ProductRepository + DropRepository + OrderRepository + PurchaseLedger + Clone,
     F: Future<Output = Result<(), InfraError>> + Send + 'static,
 {
     let probe_store = store.clone();
     let store = Arc::new(store);
+    let counted = Arc::clone(&store);
     SqlPorts {
         products: store.clone(),
         drops: store.clone(),
@@ -52,8 +56,57 @@ where
                 .map(|r| r.map_err(|e| e.to_string()))
                 .boxed()
         }),
+        statements: Arc::new(move || statements(&counted)),
     }
 }
+
+/// The gate, the outcome counters that go with it, and the gate's health check.
+struct GatePorts {
+    gate: Option<Arc<dyn AdmissionGate>>,
+    stats: Arc<dyn StatsRecorder>,
+    probe: Option<Probe>,
+    kind: &'static str,
+}
+
+async fn gate_ports(config: &Config) -> anyhow::Result<GatePorts> {
+    Ok(match &config.gate {
+        Gate::Memory => GatePorts {
+            gate: Some(Arc::new(MemoryGate::default())),
+            stats: Arc::new(MemoryStats::default()),
+            probe: Some(Arc::new(|| async { Ok(()) }.boxed())),
+            kind: "memory",
+        },
+        Gate::Off => GatePorts {
+            gate: None,
+            stats: Arc::new(MemoryStats::default()),
+            probe: None,
+            kind: "off",
+        },
+        Gate::Redis(url) => {
+            let redis = RedisConfig {
+                url: url.clone(),
+                prefix: config.redis_prefix.clone(),
+                pool_size: 8,
+                command_timeout: Duration::from_millis(500),
+            };
+            let conn = RedisConnection::connect(&redis, Duration::from_secs(2)).await?;
+            let probe_conn = conn.clone();
+            GatePorts {
+                gate: Some(Arc::new(RedisGate::new(conn.clone(), SOLD_OUT_FLAG_TTL))),
+                stats: Arc::new(RedisStats::new(conn)),
+                probe: Some(Arc::new(move || {
+                    let conn = probe_conn.clone();
+                    async move { conn.ping().await }.boxed()
+                })),
+                kind: "redis",
+            }
+        }
+    })
+}
+
+/// How long an instance answers SOLD_OUT alone at most before asking Redis again, should a
+/// restock message be lost.
+const SOLD_OUT_FLAG_TTL: Duration = Duration::from_secs(2);
 
 /// Applies pending migrations to the configured database and returns (`goods-server migrate`).
 ///
@@ -75,34 +128,32 @@ impl Application {
         let sql = match &config.database {
             Database::Sqlite(url) => {
                 let store = SqliteStore::open(url, config.migrate).await?;
-                sql_ports(store, |s| async move { s.ping().await })
+                sql_ports(
+                    store,
+                    |s| async move { s.ping().await },
+                    SqliteStore::statements,
+                )
             }
             Database::Mysql(url) => {
                 let store = MysqlStore::connect(url, config.pool_size, config.migrate).await?;
-                sql_ports(store, |s| async move { s.ping().await })
+                sql_ports(
+                    store,
+                    |s| async move { s.ping().await },
+                    MysqlStore::statements,
+                )
             }
         };
-        let (gate, gate_probe, gate_kind): (Option<Arc<dyn AdmissionGate>>, Option<Probe>, _) =
-            match &config.gate {
-                Gate::Memory => {
-                    let probe: Probe = Arc::new(|| async { Ok(()) }.boxed());
-                    (Some(Arc::new(MemoryGate::default())), Some(probe), "memory")
-                }
-                Gate::Off => (None, None, "off"),
-                Gate::Redis(_) => anyhow::bail!(
-                    "invalid configuration: GATE: the redis gate is not part of this build yet; use GATE=memory or GATE=off"
-                ),
-            };
+        let gate = gate_ports(&config).await?;
         let app = GoodsApp::new(
             Ports {
                 products: sql.products,
                 drops: sql.drops,
                 orders: sql.orders,
                 ledger: sql.ledger,
-                gate,
+                gate: gate.gate,
                 clock: Arc::new(SystemClock),
                 events: Arc::new(LogEventPublisher),
-                stats: Arc::new(MemoryStats::default()),
+                stats: gate.stats,
             },
             WriteBuffer::new(config.write_permits, config.write_wait),
         );
@@ -115,10 +166,11 @@ impl Application {
             auth,
             readiness: Readiness {
                 database: sql.probe,
-                gate: gate_probe,
-                gate_kind,
+                gate: gate.probe,
+                gate_kind: gate.kind,
             },
             metrics: Metrics::default(),
+            db_statements: sql.statements,
         };
         let listener = TcpListener::bind(config.bind_addr)
             .with_context(|| format!("binding {}", config.bind_addr))?;

@@ -3,6 +3,8 @@
 //! - [`mysql`]: a fresh database per test on a real MySQL/MariaDB server, from `TEST_MYSQL_URL`,
 //!   or a MySQL 8 container where a Docker engine answers; with neither, the test fails and says
 //!   how to provide one. Nothing is ever skipped silently.
+//! - [`redis`]: the same for Redis 7 (`TEST_REDIS_URL`), a key prefix per test, and private
+//!   `redis-server` processes for tests that flush or kill their server.
 //! - [`contract`]: the SQL source-of-truth contract, one suite run against every backend through
 //!   [`sql_contract_tests!`].
 
@@ -10,3 +12,4 @@
 
 pub mod contract;
 pub mod mysql;
+pub mod redis;

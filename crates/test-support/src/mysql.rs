@@ -38,7 +38,7 @@ pub async fn fresh_database() -> String {
     format!("{server}/{name}")
 }
 
-fn docker_answers() -> bool {
+pub(crate) fn docker_answers() -> bool {
     std::process::Command::new("docker")
         .args(["info", "--format", "{{.ServerVersion}}"])
         .output()

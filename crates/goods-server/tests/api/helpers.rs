@@ -1,4 +1,6 @@
 //! A typed test client around a real server (zero-to-production's `spawn_app`).
+//!
+//! `E2E_GATE=redis` also needs `E2E_REDIS_URL`; each test then uses its own key prefix.
 
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
 use goods_server::{Application, Config};
@@ -90,10 +92,18 @@ impl TestApp {
     pub async fn spawn_with(vars: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let backend = Backend::fresh(&dir).await;
-        let vars = vars
+        let mut vars: Vec<(String, String)> = vars
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
+        if gate() == "redis" {
+            let url = std::env::var("E2E_REDIS_URL")
+                .expect("E2E_GATE=redis needs E2E_REDIS_URL (e.g. redis://127.0.0.1:6379)");
+            vars.push(("REDIS_URL".into(), url));
+            // Every test gets its own keys; a restart keeps them, as a redeploy would.
+            let prefix = format!("e2e:{}:", uuid::Uuid::new_v4().simple());
+            vars.push(("REDIS_KEY_PREFIX".into(), prefix));
+        }
         Self::start(dir, backend, vars).await
     }
 
@@ -251,6 +261,14 @@ impl TestApp {
         body(self.get(&format!("/limited-drops/{drop}"), None).await).await["remaining"]
             .as_i64()
             .unwrap()
+    }
+
+    /// `db_statements_total` from `/metrics`.
+    pub async fn db_statements(&self) -> u64 {
+        let text = self.get("/metrics", None).await.text().await.unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("db_statements_total ")?.parse().ok())
+            .expect("db_statements_total in /metrics")
     }
 
     /// Polls `/metrics` until the buffer has exactly `free` write slots left (purchases hold

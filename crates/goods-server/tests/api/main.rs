@@ -3,7 +3,7 @@
 //! The backend comes from the environment so CI runs this one suite in every mode:
 //! `E2E_DATABASE_URL` unset runs the embedded SQLite file (a fresh directory per test);
 //! `E2E_DATABASE_URL=mysql://user@host:port` creates a fresh database per test on that server.
-//! `E2E_GATE` is `memory` (default) or `off`.
+//! `E2E_GATE` is `memory` (default), `off`, or `redis` (with `E2E_REDIS_URL`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers panic on purpose
 

@@ -343,3 +343,27 @@ async fn a_retry_while_the_first_request_is_in_flight_is_409_in_progress() {
     }
     assert_eq!(app.stock(product).await, 9);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_sell_out_refusals_send_no_database_statement_unless_there_is_no_gate() {
+    let app = TestApp::spawn().await;
+    let (_, drop) = app.open_drop(10, 2, 1).await;
+    for user in 1..=2 {
+        assert_eq!(
+            app.purchase(drop, user, "k", 1).await.status(),
+            StatusCode::ACCEPTED
+        );
+    }
+    problem(app.purchase(drop, 3, "k", 1).await, 409, "SOLD_OUT").await;
+    let before = app.db_statements().await;
+    for user in 10..60 {
+        problem(app.purchase(drop, user, "k", 1).await, 409, "SOLD_OUT").await;
+    }
+    let sent = app.db_statements().await - before;
+    if gate_on() {
+        assert_eq!(sent, 0, "the gate answered every refusal");
+    } else {
+        // Strategy B: the database decides every purchase, refusals included.
+        assert!(sent >= 50, "{sent}");
+    }
+}

@@ -1,0 +1,31 @@
+-- cancel.lua: give back an admitted reservation that did not become an order: its units, the
+-- buyer's count and its marker. Only an in-progress marker holds units, and removing it is what
+-- makes a second cancel change nothing.
+--
+-- KEYS[1]  drop:{id}:remaining
+-- KEYS[2]  drop:{id}:held
+-- KEYS[3]  drop:{id}:idem
+-- ARGV[1]  user id
+-- ARGV[2]  marker field "user|key"
+-- ARGV[3]  restock channel
+-- ARGV[4]  drop id (the message)
+--
+-- Returns 1 when units were given back, 0 when there was nothing to give back.
+local marker = redis.call('HGET', KEYS[3], ARGV[2])
+if not marker then
+  return 0
+end
+local qty = string.match(marker, '^P|(%d+)$')
+if not qty then
+  return 0
+end
+redis.call('HDEL', KEYS[3], ARGV[2])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('INCRBY', KEYS[1], qty)
+  local held = tonumber(redis.call('HINCRBY', KEYS[2], ARGV[1], -tonumber(qty)))
+  if held <= 0 then
+    redis.call('HDEL', KEYS[2], ARGV[1])
+  end
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+end
+return 1

@@ -1,0 +1,85 @@
+//! The connection: a pool for commands, a subscriber for restock messages.
+
+use anyhow::Context as _;
+use fred::clients::SubscriberClient;
+use fred::prelude::*;
+use fred::types::config::{Config as FredConfig, ReconnectPolicy};
+use std::time::Duration;
+
+/// How to reach Redis.
+#[derive(Debug, Clone)]
+pub struct RedisConfig {
+    /// `redis://host:port/db`.
+    pub url: String,
+    /// Prefix of every key and channel (one per deployment, or per test).
+    pub prefix: String,
+    /// Connections in the pool.
+    pub pool_size: usize,
+    /// How long one command may take before its outcome is treated as unknown.
+    pub command_timeout: Duration,
+}
+
+/// A connected pool and subscriber.
+#[derive(Clone)]
+pub struct RedisConnection {
+    pub(crate) pool: Pool,
+    pub(crate) subscriber: SubscriberClient,
+    pub(crate) prefix: String,
+}
+
+impl RedisConnection {
+    /// Builds the clients and starts connecting. Waits up to `wait` for the first connection;
+    /// when Redis does not answer by then the clients keep reconnecting in the background and
+    /// every call fails fast until it does (the application falls back to the database).
+    ///
+    /// # Errors
+    /// When the URL is invalid.
+    pub async fn connect(config: &RedisConfig, wait: Duration) -> anyhow::Result<Self> {
+        let fred_config = FredConfig::from_url(&config.url).context("REDIS_URL")?;
+        let mut builder = Builder::from_config(fred_config);
+        builder
+            .with_performance_config(|p| p.default_command_timeout = config.command_timeout)
+            .with_connection_config(|c| {
+                c.connection_timeout = Duration::from_secs(1);
+                // A command resent after a dropped connection could run a script twice; one
+                // attempt, and an error is an unknown outcome the caller settles.
+                c.max_command_attempts = 1;
+            })
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2));
+        let pool = builder
+            .build_pool(config.pool_size)
+            .context("building the Redis pool")?;
+        let subscriber = builder
+            .build_subscriber_client()
+            .context("building the Redis subscriber")?;
+        // Each returns the handle of a task that is already running (connection, reconnection,
+        // re-subscription); dropping a handle detaches the task, which lives with the clients.
+        drop(pool.connect());
+        drop(subscriber.connect());
+        drop(subscriber.manage_subscriptions());
+        if tokio::time::timeout(wait, pool.wait_for_connect())
+            .await
+            .is_err()
+        {
+            tracing::warn!(url = %config.url, "gate_degraded: Redis does not answer yet; purchases use the database until it does");
+        }
+        Ok(Self {
+            pool,
+            subscriber,
+            prefix: config.prefix.clone(),
+        })
+    }
+
+    /// Whether Redis answers a PING.
+    ///
+    /// # Errors
+    /// When it does not.
+    pub async fn ping(&self) -> Result<(), String> {
+        self.pool
+            .next()
+            .ping::<String>(None)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,261 @@
+//! The Redis admission gate (the design document's DropReservationStore).
+
+use crate::connection::RedisConnection;
+use crate::keys::{DropKeys, marker_field, restock_channel};
+use crate::scripts::{self, CANCEL, CONFIRM, RELEASE, REMAINING, RESERVE, SEED};
+use crate::sold_out::{Marker, SoldOutFlags};
+use async_trait::async_trait;
+use fred::prelude::*;
+use goods_domain::ports::{AdmissionGate, GateSeed, Reservation, ReserveOutcome};
+use goods_domain::{DropId, InfraError, OrderId, Quantity, UserId};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long after `closeAt` a drop's gate keys live (purchases in flight at close settle).
+const GRACE: time::Duration = time::Duration::hours(1);
+
+/// The gate.
+#[derive(Clone)]
+pub struct RedisGate {
+    conn: RedisConnection,
+    flags: Arc<SoldOutFlags>,
+}
+
+fn infra(context: &'static str) -> impl FnOnce(Error) -> InfraError {
+    move |e| InfraError::new(context, e)
+}
+
+impl RedisGate {
+    /// A gate on `conn`, with sold-out flags that expire after `flag_ttl` at the latest, and
+    /// a task that drops them when a restock message arrives.
+    pub fn new(conn: RedisConnection, flag_ttl: Duration) -> Self {
+        let flags = Arc::new(SoldOutFlags::new(flag_ttl));
+        let gate = Self { conn, flags };
+        gate.listen_for_restocks();
+        gate
+    }
+
+    fn listen_for_restocks(&self) {
+        let subscriber = self.conn.subscriber.clone();
+        let channel = restock_channel(&self.conn.prefix);
+        let flags = Arc::clone(&self.flags);
+        let mut messages = subscriber.message_rx();
+        tokio::spawn(async move {
+            while let Ok(message) = messages.recv().await {
+                if let Some(drop) = message.value.as_i64().and_then(|id| DropId::parse(id).ok()) {
+                    flags.clear(drop);
+                }
+            }
+        });
+        // Subscribing fails while Redis is unreachable; keep trying until it succeeds, after
+        // which the client re-subscribes by itself on every reconnect.
+        let subscriber = self.conn.subscriber.clone();
+        tokio::spawn(async move {
+            while let Err(error) = subscriber.subscribe(channel.clone()).await {
+                tracing::debug!(error = %error, "restock subscription pending");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+    }
+
+    fn keys(&self, drop: DropId) -> DropKeys {
+        DropKeys::new(&self.conn.prefix, drop)
+    }
+
+    /// Loads the marker snapshot behind a sold-out flag, in the background.
+    fn raise_sold_out_flag(&self, drop: DropId) {
+        let Some(epoch) = self.flags.begin_loading(drop) else {
+            return;
+        };
+        let (pool, flags, idem) = (
+            self.conn.pool.clone(),
+            Arc::clone(&self.flags),
+            self.keys(drop).idem,
+        );
+        tokio::spawn(async move {
+            match pool
+                .next()
+                .hgetall::<HashMap<String, String>, _>(idem)
+                .await
+            {
+                Ok(raw) => {
+                    let markers = raw
+                        .into_iter()
+                        .filter_map(|(field, value)| Marker::parse(&value).map(|m| (field, m)))
+                        .collect();
+                    flags.install(drop, epoch, markers);
+                }
+                Err(error) => {
+                    tracing::debug!(error = %error, "sold-out snapshot not loaded");
+                    flags.clear(drop);
+                }
+            }
+        });
+    }
+}
+
+fn reply_status(reply: &[Value]) -> Result<String, InfraError> {
+    reply
+        .first()
+        .and_then(Value::as_string)
+        .ok_or_else(|| InfraError::msg(format!("unexpected reserve reply {reply:?}")))
+}
+
+fn reply_number(reply: &[Value]) -> Result<i64, InfraError> {
+    reply
+        .get(1)
+        .and_then(Value::as_i64)
+        .ok_or_else(|| InfraError::msg(format!("unexpected reserve reply {reply:?}")))
+}
+
+fn units(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+#[async_trait]
+impl AdmissionGate for RedisGate {
+    async fn seed_if_absent(&self, seed: &GateSeed) -> Result<(), InfraError> {
+        let keys = self.keys(seed.drop_id);
+        let mut held: HashMap<UserId, u32> = HashMap::new();
+        for order in seed.orders.iter().filter(|o| o.live) {
+            *held.entry(order.user_id).or_default() += order.quantity.get();
+        }
+        let expires = (seed.expires_at + GRACE).unix_timestamp();
+        let mut args: Vec<Value> = vec![
+            i64::from(seed.remaining).into(),
+            expires.into(),
+            restock_channel(&self.conn.prefix).into(),
+            seed.drop_id.get().into(),
+            i64::try_from(held.len()).unwrap_or(i64::MAX).into(),
+        ];
+        for (user, units) in held {
+            args.push(user.get().into());
+            args.push(i64::from(units).into());
+        }
+        for order in &seed.orders {
+            args.push(marker_field(order.user_id, &order.key).into());
+            args.push(format!("D|{}|{}", order.quantity.get(), order.order_id).into());
+        }
+        let keys = vec![keys.remaining, keys.held, keys.idem];
+        let _: i64 = scripts::run(&self.conn.pool, &SEED, keys, args)
+            .await
+            .map_err(infra("redis seed"))?;
+        Ok(())
+    }
+
+    async fn reserve(&self, r: &Reservation) -> Result<ReserveOutcome, InfraError> {
+        let field = marker_field(r.user_id, &r.key);
+        if let Some(answer) = self.flags.answer(r.drop_id, &field, r.quantity) {
+            return Ok(answer);
+        }
+        let keys = self.keys(r.drop_id);
+        let args: Vec<Value> = vec![
+            r.user_id.get().into(),
+            field.into(),
+            i64::from(r.quantity.get()).into(),
+            i64::from(r.per_user_limit.get()).into(),
+        ];
+        let reply: Vec<Value> = scripts::run(
+            &self.conn.pool,
+            &RESERVE,
+            vec![keys.remaining, keys.held, keys.idem],
+            args,
+        )
+        .await
+        .map_err(infra("redis reserve"))?;
+        let outcome = match reply_status(&reply)?.as_str() {
+            "ADMITTED" => ReserveOutcome::Admitted,
+            "REPLAY" => ReserveOutcome::Replay(
+                OrderId::parse(reply_number(&reply)?)
+                    .map_err(|e| InfraError::new("replay marker", e))?,
+            ),
+            "IN_PROGRESS" => ReserveOutcome::InProgress,
+            "KEY_REUSED" => ReserveOutcome::KeyReused,
+            "SOLD_OUT" => ReserveOutcome::SoldOut {
+                remaining: units(reply_number(&reply)?),
+            },
+            "PER_USER_LIMIT" => ReserveOutcome::PerUserLimitExceeded {
+                limit: r.per_user_limit.get(),
+            },
+            "NOT_SEEDED" => ReserveOutcome::NotSeeded,
+            other => return Err(InfraError::msg(format!("unknown reserve reply {other}"))),
+        };
+        if outcome == (ReserveOutcome::SoldOut { remaining: 0 }) {
+            self.raise_sold_out_flag(r.drop_id);
+        }
+        Ok(outcome)
+    }
+
+    async fn confirm(&self, r: &Reservation, order: OrderId) -> Result<(), InfraError> {
+        let args: Vec<Value> = vec![
+            marker_field(r.user_id, &r.key).into(),
+            i64::from(r.quantity.get()).into(),
+            order.get().into(),
+        ];
+        let _: i64 = scripts::run(
+            &self.conn.pool,
+            &CONFIRM,
+            vec![self.keys(r.drop_id).idem],
+            args,
+        )
+        .await
+        .map_err(infra("redis confirm"))?;
+        Ok(())
+    }
+
+    async fn cancel(&self, r: &Reservation) -> Result<(), InfraError> {
+        let keys = self.keys(r.drop_id);
+        let args: Vec<Value> = vec![
+            r.user_id.get().into(),
+            marker_field(r.user_id, &r.key).into(),
+            restock_channel(&self.conn.prefix).into(),
+            r.drop_id.get().into(),
+        ];
+        let _: i64 = scripts::run(
+            &self.conn.pool,
+            &CANCEL,
+            vec![keys.remaining, keys.held, keys.idem],
+            args,
+        )
+        .await
+        .map_err(infra("redis cancel"))?;
+        Ok(())
+    }
+
+    async fn release(
+        &self,
+        drop_id: DropId,
+        user_id: UserId,
+        quantity: Quantity,
+    ) -> Result<(), InfraError> {
+        let keys = self.keys(drop_id);
+        let args: Vec<Value> = vec![
+            user_id.get().into(),
+            i64::from(quantity.get()).into(),
+            restock_channel(&self.conn.prefix).into(),
+            drop_id.get().into(),
+        ];
+        let _: i64 = scripts::run(
+            &self.conn.pool,
+            &RELEASE,
+            vec![keys.remaining, keys.held],
+            args,
+        )
+        .await
+        .map_err(infra("redis release"))?;
+        Ok(())
+    }
+
+    async fn remaining(&self, drop_id: DropId) -> Result<Option<u32>, InfraError> {
+        let left: i64 = scripts::run(
+            &self.conn.pool,
+            &REMAINING,
+            vec![self.keys(drop_id).remaining],
+            Vec::<Value>::new(),
+        )
+        .await
+        .map_err(infra("redis remaining"))?;
+        Ok((left >= 0).then(|| units(left)))
+    }
+}

@@ -1,0 +1,19 @@
+//! The production admission gate and outcome counters, on Redis through fred.
+//!
+//! Redis is shared by every instance, so the gate and the counters are global; it is never the
+//! source of truth. Every key of a drop carries the drop's hash tag (`drop:{42}:...`), so each
+//! script touches one slot and runs on Redis Cluster too. Every key expires (the gate's an hour
+//! after the drop's `closeAt`, the counters 30 days after their last change).
+//!
+//! The scripts are in `lua/`, one file each, with a header naming KEYS, ARGV and replies.
+
+mod connection;
+mod gate;
+mod keys;
+mod scripts;
+mod sold_out;
+mod stats;
+
+pub use connection::{RedisConfig, RedisConnection};
+pub use gate::RedisGate;
+pub use stats::RedisStats;

@@ -1,0 +1,31 @@
+//! The Lua scripts, embedded, run with EVALSHA and reloaded on NOSCRIPT.
+
+use fred::prelude::*;
+use fred::types::scripts::Script;
+use fred::types::{MultipleKeys, MultipleValues};
+use std::sync::LazyLock;
+
+pub static SEED: LazyLock<Script> =
+    LazyLock::new(|| Script::from_lua(include_str!("../lua/seed.lua")));
+pub static RESERVE: LazyLock<Script> =
+    LazyLock::new(|| Script::from_lua(include_str!("../lua/reserve.lua")));
+pub static CONFIRM: LazyLock<Script> =
+    LazyLock::new(|| Script::from_lua(include_str!("../lua/confirm.lua")));
+pub static CANCEL: LazyLock<Script> =
+    LazyLock::new(|| Script::from_lua(include_str!("../lua/cancel.lua")));
+pub static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::from_lua(include_str!("../lua/release.lua")));
+pub static REMAINING: LazyLock<Script> =
+    LazyLock::new(|| Script::from_lua(include_str!("../lua/remaining.lua")));
+
+/// Runs `script` on one of the pool's clients: EVALSHA, and on NOSCRIPT (a restarted or flushed
+/// Redis) SCRIPT LOAD and EVALSHA again.
+pub async fn run<R, K, V>(pool: &Pool, script: &Script, keys: K, args: V) -> Result<R, Error>
+where
+    R: FromValue,
+    K: Into<MultipleKeys> + Send,
+    V: TryInto<MultipleValues> + Send,
+    V::Error: Into<Error> + Send,
+{
+    script.evalsha_with_reload(pool.next(), keys, args).await
+}

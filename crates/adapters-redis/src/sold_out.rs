@@ -1,0 +1,202 @@
+//! The per-instance sold-out flag: once the gate says a drop has no unit left, this instance
+//! answers SOLD_OUT itself, without a Redis round trip, until units come back.
+//!
+//! A replay must still win over SOLD_OUT, so raising the flag takes one snapshot of the drop's
+//! idempotency markers: a done marker is replayed locally; an in-progress marker (a purchase
+//! admitted before the sell-out and not settled yet) still asks Redis; any other request is
+//! SOLD_OUT. Every purchase that was admitted was admitted before the sell-out, so it is in the
+//! snapshot. The flag is dropped when a restock message arrives (a cancel, a release or a new
+//! seed gave units back) and after a short expiry in case a message was missed.
+
+use goods_domain::ports::ReserveOutcome;
+use goods_domain::{DropId, OrderId, Quantity};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A stored marker, parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marker {
+    /// `P|qty`.
+    InProgress { quantity: u32 },
+    /// `D|qty|order`.
+    Done { quantity: u32, order: OrderId },
+}
+
+impl Marker {
+    /// Parses a stored marker value.
+    pub fn parse(raw: &str) -> Option<Self> {
+        let mut parts = raw.split('|');
+        let state = parts.next()?;
+        let quantity = parts.next()?.parse().ok()?;
+        match (state, parts.next()) {
+            ("P", None) => Some(Self::InProgress { quantity }),
+            ("D", Some(order)) => Some(Self::Done {
+                quantity,
+                order: OrderId::parse(order.parse().ok()?).ok()?,
+            }),
+            _ => None,
+        }
+    }
+}
+
+enum Flag {
+    Loading,
+    Ready {
+        until: Instant,
+        markers: HashMap<String, Marker>,
+    },
+}
+
+/// The flags of every drop this instance has seen sell out.
+pub struct SoldOutFlags {
+    flags: Mutex<HashMap<DropId, Flag>>,
+    /// Bumped by every clear, so a snapshot that started before a restock is not installed
+    /// after it.
+    epoch: AtomicU64,
+    ttl: Duration,
+}
+
+impl SoldOutFlags {
+    /// Flags that expire after `ttl` at the latest.
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            flags: Mutex::default(),
+            epoch: AtomicU64::new(0),
+            ttl,
+        }
+    }
+
+    /// The local answer for this request, or `None` when Redis must be asked.
+    pub fn answer(&self, drop: DropId, field: &str, quantity: Quantity) -> Option<ReserveOutcome> {
+        let flags = self.flags.lock().ok()?;
+        let Some(Flag::Ready { until, markers }) = flags.get(&drop) else {
+            return None;
+        };
+        if *until <= Instant::now() {
+            return None;
+        }
+        match markers.get(field) {
+            None => Some(ReserveOutcome::SoldOut { remaining: 0 }),
+            Some(Marker::Done { quantity: q, order }) if *q == quantity.get() => {
+                Some(ReserveOutcome::Replay(*order))
+            }
+            Some(Marker::Done { .. }) => Some(ReserveOutcome::KeyReused),
+            Some(Marker::InProgress { .. }) => None,
+        }
+    }
+
+    /// Claims the loading of a snapshot for `drop`; `Some(epoch)` when the caller should load
+    /// one (nobody else is, and no fresh flag is up).
+    pub fn begin_loading(&self, drop: DropId) -> Option<u64> {
+        let mut flags = self.flags.lock().ok()?;
+        let fresh = match flags.get(&drop) {
+            Some(Flag::Loading) => true,
+            Some(Flag::Ready { until, .. }) => *until > Instant::now(),
+            None => false,
+        };
+        if fresh {
+            return None;
+        }
+        flags.insert(drop, Flag::Loading);
+        Some(self.epoch.load(Ordering::SeqCst))
+    }
+
+    /// Raises the flag with a snapshot, unless a restock came since the loading began.
+    pub fn install(&self, drop: DropId, epoch: u64, markers: HashMap<String, Marker>) {
+        if let Ok(mut flags) = self.flags.lock() {
+            if self.epoch.load(Ordering::SeqCst) == epoch {
+                let until = Instant::now() + self.ttl;
+                flags.insert(drop, Flag::Ready { until, markers });
+            } else {
+                flags.remove(&drop);
+            }
+        }
+    }
+
+    /// Drops the flag (a loading that failed, or units came back).
+    pub fn clear(&self, drop: DropId) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut flags) = self.flags.lock() {
+            flags.remove(&drop);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drop_id() -> DropId {
+        DropId::parse(1).unwrap()
+    }
+
+    fn one() -> Quantity {
+        Quantity::parse("quantity", 1).unwrap()
+    }
+
+    #[test]
+    fn markers_parse_from_their_stored_form() {
+        assert_eq!(
+            Marker::parse("P|2"),
+            Some(Marker::InProgress { quantity: 2 })
+        );
+        assert_eq!(
+            Marker::parse("D|1|77"),
+            Some(Marker::Done {
+                quantity: 1,
+                order: OrderId::parse(77).unwrap()
+            })
+        );
+        assert_eq!(Marker::parse("0"), None);
+        assert_eq!(Marker::parse("X|1"), None);
+    }
+
+    #[test]
+    fn a_raised_flag_answers_sold_out_replays_done_markers_and_defers_in_progress_ones() {
+        let flags = SoldOutFlags::new(Duration::from_secs(60));
+        assert_eq!(flags.answer(drop_id(), "7|a", one()), None);
+        let epoch = flags.begin_loading(drop_id()).unwrap();
+        assert_eq!(flags.begin_loading(drop_id()), None, "one loader at a time");
+        let markers = HashMap::from([
+            (
+                "7|a".to_owned(),
+                Marker::Done {
+                    quantity: 1,
+                    order: OrderId::parse(5).unwrap(),
+                },
+            ),
+            ("8|b".to_owned(), Marker::InProgress { quantity: 1 }),
+        ]);
+        flags.install(drop_id(), epoch, markers);
+        assert_eq!(
+            flags.answer(drop_id(), "9|c", one()),
+            Some(ReserveOutcome::SoldOut { remaining: 0 })
+        );
+        assert_eq!(
+            flags.answer(drop_id(), "7|a", one()),
+            Some(ReserveOutcome::Replay(OrderId::parse(5).unwrap()))
+        );
+        assert_eq!(flags.answer(drop_id(), "8|b", one()), None);
+        flags.clear(drop_id());
+        assert_eq!(flags.answer(drop_id(), "9|c", one()), None);
+    }
+
+    #[test]
+    fn a_snapshot_begun_before_a_restock_is_not_installed() {
+        let flags = SoldOutFlags::new(Duration::from_secs(60));
+        let epoch = flags.begin_loading(drop_id()).unwrap();
+        flags.clear(drop_id());
+        flags.install(drop_id(), epoch, HashMap::new());
+        assert_eq!(flags.answer(drop_id(), "9|c", one()), None);
+    }
+
+    #[test]
+    fn a_flag_expires() {
+        let flags = SoldOutFlags::new(Duration::ZERO);
+        let epoch = flags.begin_loading(drop_id()).unwrap();
+        flags.install(drop_id(), epoch, HashMap::new());
+        assert_eq!(flags.answer(drop_id(), "9|c", one()), None);
+    }
+}

@@ -1,0 +1,124 @@
+//! Outcome counters in Redis, global across instances.
+//!
+//! Counting must not add a Redis round trip to every rejection (that is what the sold-out flag
+//! saves), so each instance adds up locally and flushes every 200 ms in one pipeline; a read
+//! flushes this instance first, so it sees its own counts exactly and others' at most one flush
+//! late.
+
+use crate::connection::RedisConnection;
+use crate::keys::DropKeys;
+use async_trait::async_trait;
+use fred::prelude::*;
+use goods_domain::ports::{OutcomeCounts, PurchaseOutcome, StatsRecorder};
+use goods_domain::{DropId, InfraError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Counters keep for 30 days after their last change.
+const TTL_SECONDS: i64 = 30 * 24 * 3600;
+
+fn field(outcome: PurchaseOutcome) -> &'static str {
+    match outcome {
+        PurchaseOutcome::Success => "success",
+        PurchaseOutcome::SoldOut => "sold_out",
+        PurchaseOutcome::TooEarly => "too_early",
+        PurchaseOutcome::Closed => "closed",
+        PurchaseOutcome::PerUserLimit => "per_user_limit",
+        PurchaseOutcome::Throttled => "throttled",
+    }
+}
+
+type Pending = HashMap<(DropId, &'static str), i64>;
+
+/// The counters.
+#[derive(Clone)]
+pub struct RedisStats {
+    conn: RedisConnection,
+    pending: Arc<Mutex<Pending>>,
+}
+
+impl RedisStats {
+    /// Counters on `conn`, flushed by a background task every 200 ms.
+    pub fn new(conn: RedisConnection) -> Self {
+        let stats = Self {
+            conn,
+            pending: Arc::default(),
+        };
+        let flusher = stats.clone();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(Duration::from_millis(200));
+            loop {
+                ticker.tick().await;
+                if let Err(error) = flusher.flush().await {
+                    tracing::debug!(error = %error, "stats flush deferred");
+                }
+            }
+        });
+        stats
+    }
+
+    async fn flush(&self) -> Result<(), InfraError> {
+        let batch: Pending = match self.pending.lock() {
+            Ok(mut pending) => std::mem::take(&mut *pending),
+            Err(_) => return Err(InfraError::msg("stats lock poisoned")),
+        };
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let pipeline = self.conn.pool.next().pipeline();
+        for ((drop, field), n) in &batch {
+            let key = DropKeys::new(&self.conn.prefix, *drop).stats;
+            let _: () = pipeline
+                .hincrby(&key, *field, *n)
+                .await
+                .map_err(|e| InfraError::new("stats", e))?;
+            let _: () = pipeline
+                .expire(&key, TTL_SECONDS, None)
+                .await
+                .map_err(|e| InfraError::new("stats", e))?;
+        }
+        if let Err(error) = pipeline.all::<Vec<Value>>().await {
+            // Not counted yet: put the batch back for the next flush.
+            if let Ok(mut pending) = self.pending.lock() {
+                for (k, n) in batch {
+                    *pending.entry(k).or_default() += n;
+                }
+            }
+            return Err(InfraError::new("stats flush", error));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl StatsRecorder for RedisStats {
+    async fn record(&self, drop_id: DropId, outcome: PurchaseOutcome) -> Result<(), InfraError> {
+        let mut pending = self
+            .pending
+            .lock()
+            .map_err(|_| InfraError::msg("stats lock poisoned"))?;
+        *pending.entry((drop_id, field(outcome))).or_default() += 1;
+        Ok(())
+    }
+
+    async fn counts(&self, drop_id: DropId) -> Result<OutcomeCounts, InfraError> {
+        self.flush().await?;
+        let raw: HashMap<String, u64> = self
+            .conn
+            .pool
+            .next()
+            .hgetall(DropKeys::new(&self.conn.prefix, drop_id).stats)
+            .await
+            .map_err(|e| InfraError::new("stats read", e))?;
+        let get = |outcome| raw.get(field(outcome)).copied().unwrap_or(0);
+        Ok(OutcomeCounts {
+            success: get(PurchaseOutcome::Success),
+            sold_out: get(PurchaseOutcome::SoldOut),
+            too_early: get(PurchaseOutcome::TooEarly),
+            closed: get(PurchaseOutcome::Closed),
+            per_user_limit: get(PurchaseOutcome::PerUserLimit),
+            throttled: get(PurchaseOutcome::Throttled),
+        })
+    }
+}

@@ -1,0 +1,379 @@
+//! The Redis gate against real Redis: the shared server (`TEST_REDIS_URL`) under a fresh key
+//! prefix per test, or a private `redis-server` for tests that flush or kill it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures panic on purpose
+
+use adapters_redis::{RedisConfig, RedisConnection, RedisGate};
+use futures::future::join_all;
+use goods_domain::ports::{AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome};
+use goods_domain::{DropId, IdempotencyKey, OrderId, Quantity, UserId};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use test_support::redis::{PrivateRedis, fresh_prefix, server_url};
+use time::OffsetDateTime;
+
+const DROP: i64 = 42;
+
+async fn gate_on(url: &str, prefix: &str) -> RedisGate {
+    let config = RedisConfig {
+        url: url.to_owned(),
+        prefix: prefix.to_owned(),
+        pool_size: 4,
+        command_timeout: Duration::from_millis(500),
+    };
+    let conn = RedisConnection::connect(&config, Duration::from_secs(2))
+        .await
+        .unwrap();
+    RedisGate::new(conn, Duration::from_secs(30))
+}
+
+async fn gate() -> (RedisGate, String) {
+    let prefix = fresh_prefix();
+    (gate_on(&server_url(), &prefix).await, prefix)
+}
+
+fn seed(remaining: u32) -> GateSeed {
+    GateSeed {
+        drop_id: DropId::parse(DROP).unwrap(),
+        remaining,
+        expires_at: OffsetDateTime::now_utc() + time::Duration::hours(2),
+        orders: Vec::new(),
+    }
+}
+
+fn res(user: i64, key: &str, quantity: i64, limit: i64) -> Reservation {
+    Reservation {
+        drop_id: DropId::parse(DROP).unwrap(),
+        user_id: UserId::parse(user).unwrap(),
+        quantity: Quantity::parse("quantity", quantity).unwrap(),
+        per_user_limit: Quantity::parse("perUserLimit", limit).unwrap(),
+        key: IdempotencyKey::parse(key).unwrap(),
+    }
+}
+
+async fn remaining(gate: &RedisGate) -> Option<u32> {
+    gate.remaining(DropId::parse(DROP).unwrap()).await.unwrap()
+}
+
+fn cli(url: &str, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-u", url])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn evalsha_calls(redis: &PrivateRedis) -> u64 {
+    redis
+        .cli(&["INFO", "commandstats"])
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("cmdstat_evalsha:calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_reserves_admit_exactly_the_seeded_units() {
+    let (gate, _) = gate().await;
+    gate.seed_if_absent(&seed(100)).await.unwrap();
+    let tries = (1..=500).map(|user| {
+        let gate = gate.clone();
+        tokio::spawn(async move { gate.reserve(&res(user, "k", 1, 1)).await.unwrap() })
+    });
+    let outcomes: Vec<_> = join_all(tries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let admitted = outcomes
+        .iter()
+        .filter(|o| **o == ReserveOutcome::Admitted)
+        .count();
+    let sold_out = outcomes
+        .iter()
+        .filter(|o| matches!(o, ReserveOutcome::SoldOut { .. }))
+        .count();
+    assert_eq!((admitted, sold_out), (100, 400));
+    assert_eq!(remaining(&gate).await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_user_limit_holds_under_races() {
+    let (gate, _) = gate().await;
+    gate.seed_if_absent(&seed(100)).await.unwrap();
+    let tries = (0..40).map(|i| {
+        let gate = gate.clone();
+        tokio::spawn(async move { gate.reserve(&res(7, &format!("k{i}"), 1, 3)).await.unwrap() })
+    });
+    let outcomes: Vec<_> = join_all(tries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let admitted = outcomes
+        .iter()
+        .filter(|o| **o == ReserveOutcome::Admitted)
+        .count();
+    let limited = outcomes
+        .iter()
+        .filter(|o| **o == ReserveOutcome::PerUserLimitExceeded { limit: 3 })
+        .count();
+    assert_eq!((admitted, limited), (3, 37));
+    assert_eq!(remaining(&gate).await, Some(97));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markers_go_from_in_progress_to_done_and_a_different_body_is_a_reuse() {
+    let (gate, _) = gate().await;
+    gate.seed_if_absent(&seed(5)).await.unwrap();
+    let first = res(1, "k|with|bars", 1, 2);
+    assert_eq!(
+        gate.reserve(&first).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    assert_eq!(
+        gate.reserve(&first).await.unwrap(),
+        ReserveOutcome::InProgress
+    );
+    assert_eq!(
+        gate.reserve(&res(1, "k|with|bars", 2, 2)).await.unwrap(),
+        ReserveOutcome::KeyReused
+    );
+    let order = OrderId::parse(9_007_199_254).unwrap();
+    gate.confirm(&first, order).await.unwrap();
+    assert_eq!(
+        gate.reserve(&first).await.unwrap(),
+        ReserveOutcome::Replay(order)
+    );
+    assert_eq!(remaining(&gate).await, Some(4), "a replay takes nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_twice_gives_units_and_the_buyer_count_back_once() {
+    let (gate, _) = gate().await;
+    gate.seed_if_absent(&seed(5)).await.unwrap();
+    let r = res(1, "k", 2, 2);
+    assert_eq!(gate.reserve(&r).await.unwrap(), ReserveOutcome::Admitted);
+    gate.cancel(&r).await.unwrap();
+    gate.cancel(&r).await.unwrap();
+    assert_eq!(remaining(&gate).await, Some(5));
+    assert_eq!(
+        gate.reserve(&res(1, "other", 2, 2)).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    // A confirmed reservation is an order: cancel gives nothing back.
+    gate.confirm(&res(1, "other", 2, 2), OrderId::parse(3).unwrap())
+        .await
+        .unwrap();
+    gate.cancel(&res(1, "other", 2, 2)).await.unwrap();
+    assert_eq!(remaining(&gate).await, Some(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releasing_a_cancelled_order_gives_its_units_back_and_keeps_its_replay() {
+    let (gate, _) = gate().await;
+    gate.seed_if_absent(&seed(1)).await.unwrap();
+    let r = res(1, "k", 1, 1);
+    gate.reserve(&r).await.unwrap();
+    gate.confirm(&r, OrderId::parse(5).unwrap()).await.unwrap();
+    gate.release(r.drop_id, r.user_id, r.quantity)
+        .await
+        .unwrap();
+    assert_eq!(remaining(&gate).await, Some(1));
+    assert_eq!(
+        gate.reserve(&r).await.unwrap(),
+        ReserveOutcome::Replay(OrderId::parse(5).unwrap())
+    );
+    assert_eq!(
+        gate.reserve(&res(1, "k2", 1, 1)).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seeding_again_changes_nothing_and_a_seed_restores_counts_and_markers() {
+    let (gate, prefix) = gate().await;
+    assert_eq!(remaining(&gate).await, None);
+    assert_eq!(
+        gate.reserve(&res(1, "k", 1, 1)).await.unwrap(),
+        ReserveOutcome::NotSeeded
+    );
+    let mut s = seed(4);
+    s.orders = vec![
+        HeldOrder {
+            order_id: OrderId::parse(3).unwrap(),
+            user_id: UserId::parse(1).unwrap(),
+            key: IdempotencyKey::parse("k").unwrap(),
+            quantity: Quantity::parse("quantity", 1).unwrap(),
+            live: true,
+        },
+        HeldOrder {
+            order_id: OrderId::parse(4).unwrap(),
+            user_id: UserId::parse(2).unwrap(),
+            key: IdempotencyKey::parse("gone").unwrap(),
+            quantity: Quantity::parse("quantity", 1).unwrap(),
+            live: false,
+        },
+    ];
+    gate.seed_if_absent(&s).await.unwrap();
+    gate.seed_if_absent(&seed(100)).await.unwrap();
+    assert_eq!(remaining(&gate).await, Some(4));
+    assert_eq!(
+        gate.reserve(&res(1, "k", 1, 1)).await.unwrap(),
+        ReserveOutcome::Replay(OrderId::parse(3).unwrap())
+    );
+    assert_eq!(
+        gate.reserve(&res(1, "new", 1, 1)).await.unwrap(),
+        ReserveOutcome::PerUserLimitExceeded { limit: 1 }
+    );
+    assert_eq!(
+        gate.reserve(&res(2, "new", 1, 1)).await.unwrap(),
+        ReserveOutcome::Admitted,
+        "a cancelled order holds nothing"
+    );
+    // Every key expires with the drop, also after writes.
+    for suffix in ["remaining", "held", "idem"] {
+        let ttl: i64 = cli(
+            &server_url(),
+            &["TTL", &format!("{prefix}drop:{{{DROP}}}:{suffix}")],
+        )
+        .trim()
+        .parse()
+        .unwrap();
+        assert!((7_000..=10_800).contains(&ttl), "{suffix}: {ttl}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_reloaded_after_a_script_flush() {
+    let redis = PrivateRedis::start();
+    let gate = gate_on(&redis.url(), "noscript:").await;
+    gate.seed_if_absent(&seed(2)).await.unwrap();
+    assert_eq!(
+        gate.reserve(&res(1, "a", 1, 1)).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    assert_eq!(redis.cli(&["SCRIPT", "FLUSH"]).unwrap().trim(), "OK");
+    assert_eq!(
+        gate.reserve(&res(2, "b", 1, 1)).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    assert_eq!(remaining(&gate).await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_sold_out_an_instance_answers_locally_until_units_come_back() {
+    let redis = PrivateRedis::start();
+    let a = gate_on(&redis.url(), "flag:").await;
+    let b = gate_on(&redis.url(), "flag:").await;
+    a.seed_if_absent(&seed(2)).await.unwrap();
+    let in_flight = res(1, "x", 1, 1);
+    let done = res(2, "y", 1, 1);
+    assert_eq!(
+        a.reserve(&in_flight).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    assert_eq!(a.reserve(&done).await.unwrap(), ReserveOutcome::Admitted);
+    a.confirm(&done, OrderId::parse(11).unwrap()).await.unwrap();
+    assert_eq!(
+        a.reserve(&res(3, "z", 1, 1)).await.unwrap(),
+        ReserveOutcome::SoldOut { remaining: 0 }
+    );
+
+    // The flag goes up once its snapshot is loaded: from then on no call reaches Redis.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let before = evalsha_calls(&redis);
+        assert_eq!(
+            a.reserve(&res(4, "w", 1, 1)).await.unwrap(),
+            ReserveOutcome::SoldOut { remaining: 0 }
+        );
+        if evalsha_calls(&redis) == before {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the sold-out flag never went up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before = evalsha_calls(&redis);
+    for user in 100..200 {
+        assert_eq!(
+            a.reserve(&res(user, "w", 1, 1)).await.unwrap(),
+            ReserveOutcome::SoldOut { remaining: 0 }
+        );
+    }
+    assert_eq!(
+        a.reserve(&done).await.unwrap(),
+        ReserveOutcome::Replay(OrderId::parse(11).unwrap())
+    );
+    assert_eq!(
+        a.reserve(&res(2, "y", 2, 2)).await.unwrap(),
+        ReserveOutcome::KeyReused
+    );
+    assert_eq!(
+        evalsha_calls(&redis),
+        before,
+        "rejections and replays were answered locally"
+    );
+    // A purchase admitted before the sell-out and not settled is not answered locally.
+    assert_eq!(
+        a.reserve(&in_flight).await.unwrap(),
+        ReserveOutcome::InProgress
+    );
+    assert_eq!(evalsha_calls(&redis), before + 1);
+
+    // Another instance gives the in-flight unit back: the restock message drops A's flag.
+    b.cancel(&in_flight).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match a.reserve(&res(5, "v", 1, 1)).await.unwrap() {
+            ReserveOutcome::Admitted => break,
+            ReserveOutcome::SoldOut { .. } => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(Instant::now() < deadline, "the flag never came down");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_gone_a_raised_flag_still_answers_and_everything_else_fails_fast() {
+    let mut redis = PrivateRedis::start();
+    let gate = gate_on(&redis.url(), "gone:").await;
+    gate.seed_if_absent(&seed(1)).await.unwrap();
+    assert_eq!(
+        gate.reserve(&res(1, "a", 1, 1)).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    gate.confirm(&res(1, "a", 1, 1), OrderId::parse(1).unwrap())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let before = evalsha_calls(&redis);
+        gate.reserve(&res(2, "b", 1, 1)).await.unwrap();
+        if evalsha_calls(&redis) == before {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the sold-out flag never went up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    redis.kill();
+    assert_eq!(
+        gate.reserve(&res(3, "c", 1, 1)).await.unwrap(),
+        ReserveOutcome::SoldOut { remaining: 0 }
+    );
+    let started = Instant::now();
+    assert!(gate.remaining(DropId::parse(DROP).unwrap()).await.is_err());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "an unreachable Redis fails fast"
+    );
+}

@@ -1,0 +1,124 @@
+//! Real Redis servers for tests.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The shared server's URL: `TEST_REDIS_URL`, else a Redis 7 container when Docker answers, else
+/// a panic that says how to provide one. Tests share it through distinct key prefixes.
+pub fn server_url() -> String {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        if let Some(url) = std::env::var("TEST_REDIS_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        {
+            return url;
+        }
+        if crate::mysql::docker_answers() {
+            return start_container();
+        }
+        panic!(
+            "no Redis for the gate tests: set TEST_REDIS_URL (e.g. redis://127.0.0.1:6379) or \
+             start a Docker engine for testcontainers"
+        )
+    })
+    .clone()
+}
+
+/// A key prefix no other test uses.
+pub fn fresh_prefix() -> String {
+    format!("test:{}:", uuid::Uuid::new_v4().simple())
+}
+
+fn start_container() -> String {
+    use testcontainers_modules::redis::Redis;
+    use testcontainers_modules::testcontainers::ImageExt;
+    use testcontainers_modules::testcontainers::runners::AsyncRunner;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async move {
+            // Redis 5 (the module's default) has no PEXPIRETIME nor FUNCTION; pin 7.
+            let container = Redis::default().with_tag("7.2").start().await.unwrap();
+            let port = container.get_host_port_ipv4(6379).await.unwrap();
+            tx.send(format!("redis://127.0.0.1:{port}")).unwrap();
+            std::future::pending::<()>().await;
+            drop(container);
+        });
+    });
+    rx.recv().expect("the Redis container did not start")
+}
+
+/// A `redis-server` of the test's own on a free loopback port, for tests that flush or kill
+/// their server; never the shared one. Killed on drop.
+pub struct PrivateRedis {
+    child: Child,
+    port: u16,
+}
+
+impl PrivateRedis {
+    /// Starts one and waits until it answers.
+    pub fn start() -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed for fault-injection tests");
+        let server = Self { child, port };
+        for _ in 0..200 {
+            if server
+                .cli(&["PING"])
+                .is_some_and(|out| out.trim() == "PONG")
+            {
+                return server;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("private redis-server on port {port} did not start");
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs `redis-cli` against it; the output, or `None` when it did not answer.
+    pub fn cli(&self, args: &[&str]) -> Option<String> {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Kills the server (fault injection).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
