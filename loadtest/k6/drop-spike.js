@@ -1,0 +1,120 @@
+// A limited drop's opening second: a spike of buyers on one drop, classified as SLIs
+// (seeds/003): good / bad / domain rejection (excluded) / input error (excluded) / test-data
+// error (invalidates the run). Latency SLOs use valid events only; consistency must be 100%.
+//
+//   k6 run -e BASE=http://127.0.0.1:8080 -e RATE=1500 -e DURATION=20s -e LIMITED=500 loadtest/k6/drop-spike.js
+//
+// The server must trust identity headers (AUTH_MODE=trusted-header, the loopback default).
+// Every request carries X-Load-Test-Run-Id so server traces and logs can be matched to the run.
+import http from 'k6/http';
+import { check } from 'k6';
+import { Counter, Rate, Trend } from 'k6/metrics';
+
+const BASE = __ENV.BASE || 'http://127.0.0.1:8080';
+const RATE = Number(__ENV.RATE || 1000);
+const DURATION = __ENV.DURATION || '20s';
+const LIMITED = Number(__ENV.LIMITED || 500);
+const OPEN_IN_SECONDS = Number(__ENV.OPEN_IN || 2);
+const RUN_ID = __ENV.RUN_ID || `drop-spike-${Date.now()}`;
+
+// Classification by the body's `code`, not the status alone (409 is both SOLD_OUT and busy).
+const DOMAIN_REJECTIONS = new Set([
+  'SOLD_OUT', 'CLOSED', 'TOO_EARLY', 'PER_USER_LIMIT_EXCEEDED',
+  'IDEMPOTENCY_KEY_IN_PROGRESS', 'IDEMPOTENCY_KEY_REUSED',
+]);
+const INPUT_ERRORS = new Set(['MALFORMED_REQUEST', 'IDEMPOTENCY_KEY_REQUIRED', 'VALIDATION_FAILED']);
+const TEST_DATA_ERRORS = new Set(['UNAUTHENTICATED', 'FORBIDDEN', 'DROP_NOT_FOUND', 'NOT_FOUND']);
+
+const availability = new Rate('sli_availability');          // good / (good + bad)
+const apiDuration = new Trend('api_duration', true);         // valid events only
+const rejectionDuration = new Trend('rejection_duration', true);
+const domainRejections = new Counter('business_rejections');
+const inputErrors = new Counter('input_errors');
+const testDataErrors = new Counter('test_data_errors');
+const consistency = new Rate('consistency');
+
+export const options = {
+  discardResponseBodies: false,
+  scenarios: {
+    spike: {
+      executor: 'constant-arrival-rate',
+      rate: RATE,
+      timeUnit: '1s',
+      duration: DURATION,
+      preAllocatedVUs: Math.min(RATE, 400),
+      maxVUs: Math.min(RATE * 2, 1000),
+    },
+  },
+  thresholds: {
+    sli_availability: ['rate>=0.999'],
+    api_duration: ['p(95)<800', 'p(99)<1500'],
+    rejection_duration: ['p(95)<200'],
+    test_data_errors: ['count==0'],
+    consistency: ['rate==1'],
+  },
+};
+
+const SELLER = { 'X-User-Id': '1', 'X-User-Role': 'seller', 'Content-Type': 'application/json', 'X-Load-Test-Run-Id': RUN_ID };
+
+export function setup() {
+  const product = http.post(`${BASE}/products`, JSON.stringify({ name: 'k6 drop', stockQuantity: LIMITED }), { headers: SELLER });
+  check(product, { 'product created': (r) => r.status === 201 });
+  const openAt = new Date(Date.now() + OPEN_IN_SECONDS * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+  const closeAt = new Date(Date.now() + 3600 * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+  const drop = http.post(`${BASE}/limited-drops`, JSON.stringify({
+    productId: product.json('productId'), openAt, closeAt, limitedQuantity: LIMITED, perUserLimit: 1,
+  }), { headers: SELLER });
+  check(drop, { 'drop created': (r) => r.status === 201 });
+  return { dropId: drop.json('dropId'), productId: product.json('productId') };
+}
+
+export default function (data) {
+  const user = 1000000 + (__VU * 100000) + __ITER;
+  const res = http.post(`${BASE}/limited-drops/${data.dropId}/orders`, JSON.stringify({ quantity: 1 }), {
+    headers: {
+      'X-User-Id': String(user),
+      'Idempotency-Key': `k6-${RUN_ID}-${user}`,
+      'Content-Type': 'application/json',
+      'X-Load-Test-Run-Id': RUN_ID,
+    },
+    tags: { name: '/limited-drops/{dropId}/orders' },
+  });
+  const code = res.status >= 400 && res.status < 500 ? safeCode(res) : null;
+  if (res.status === 202) {
+    availability.add(true);
+    apiDuration.add(res.timings.duration);
+  } else if (code && DOMAIN_REJECTIONS.has(code)) {
+    domainRejections.add(1, { code });
+    rejectionDuration.add(res.timings.duration);
+  } else if (code && INPUT_ERRORS.has(code)) {
+    inputErrors.add(1, { code });
+  } else if (code && TEST_DATA_ERRORS.has(code)) {
+    testDataErrors.add(1, { code });
+  } else {
+    // 5xx, timeouts (status 0), THROTTLED and anything unclassified count against the SLO.
+    availability.add(false);
+    apiDuration.add(res.timings.duration);
+  }
+}
+
+function safeCode(res) {
+  try {
+    return res.json('code');
+  } catch (_) {
+    return null;
+  }
+}
+
+export function teardown(data) {
+  const recon = http.get(`${BASE}/limited-drops/${data.dropId}/reconciliation`, { headers: SELLER });
+  const stats = http.get(`${BASE}/limited-drops/${data.dropId}/stats`, { headers: SELLER });
+  const product = http.get(`${BASE}/products/${data.productId}`, { headers: SELLER });
+  const r = recon.json();
+  const s = stats.json();
+  const sold = r.soldQuantity;
+  consistency.add(r.oversold === false, { check: 'not oversold' });
+  consistency.add(sold <= LIMITED, { check: 'sold within limit' });
+  consistency.add(product.json('stockQuantity') + sold === LIMITED, { check: 'stock + sold constant' });
+  console.log(`reconciliation ${JSON.stringify(r)}`);
+  console.log(`stats ${JSON.stringify(s)}`);
+}

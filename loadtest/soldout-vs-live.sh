@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# How fast the service turns buyers away once a drop is sold out, against the cheapest route it
+# has (GET /health/live), with the same load generator (wrk) against the same server in one run.
+# Goal (issue 4): sold-out purchases at >= 80% of /health/live's throughput.
+#
+#   loadtest/soldout-vs-live.sh                # GATE=redis on MariaDB (production mode)
+#   GATE=off loadtest/soldout-vs-live.sh       # the database-only baseline
+#
+# Needs wrk, a release build (cargo build --release -p goods-server), MariaDB and Redis on
+# loopback. Loopback only; every run stops by itself after 2 x DURATION.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GATE="${GATE:-redis}"
+DURATION="${DURATION:-10s}"
+CONNECTIONS="${CONNECTIONS:-64}"
+THREADS="${THREADS:-2}"
+MYSQL="${TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
+REDIS="${TEST_REDIS_URL:-redis://127.0.0.1:6379}"
+DB="loadtest_$(date +%s)"
+PORT="${PORT:-18080}"
+BASE="http://127.0.0.1:$PORT"
+SELLER=(-H 'X-User-Id: 1' -H 'X-User-Role: seller' -H 'Content-Type: application/json')
+
+hostport="${MYSQL#mysql://}"; hostport="${hostport#*@}"; hostport="${hostport%%/*}"
+mariadb -h "${hostport%%:*}" -P "${hostport##*:}" -u root -e "CREATE DATABASE $DB"
+trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true;
+      mariadb -h "${hostport%%:*}" -P "${hostport##*:}" -u root -e "DROP DATABASE IF EXISTS $DB"' EXIT
+
+BIND_ADDR="127.0.0.1:$PORT" DATABASE_URL="$MYSQL/$DB" GATE="$GATE" REDIS_URL="$REDIS" \
+  REDIS_KEY_PREFIX="loadtest:$DB:" RECONCILE_INTERVAL_MS=0 RUST_LOG=warn \
+  target/release/goods-server &
+SERVER=$!
+for _ in $(seq 1 100); do curl -sf "$BASE/health/ready" >/dev/null && break; sleep 0.1; done
+
+product=$(curl -sf -X POST "$BASE/products" "${SELLER[@]}" -d '{"name":"load","stockQuantity":10}' | sed 's/.*"productId":\([0-9]*\).*/\1/')
+open=$(date -u -d '-1 sec' +%Y-%m-%dT%H:%M:%SZ); close=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
+drop=$(curl -sf -X POST "$BASE/limited-drops" "${SELLER[@]}" \
+  -d "{\"productId\":$product,\"openAt\":\"$open\",\"closeAt\":\"$close\",\"limitedQuantity\":1}" | sed 's/.*"dropId":\([0-9]*\).*/\1/')
+curl -sf -X POST "$BASE/limited-drops/$drop/orders" -H 'X-User-Id: 2' -H 'Idempotency-Key: first' -d '{"quantity":1}' >/dev/null
+
+echo "== GATE=$GATE, $THREADS threads, $CONNECTIONS connections, $DURATION each"
+live=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "$BASE/health/live")
+echo "$live" | sed 's/^/  live: /'
+before=$(curl -sf "$BASE/limited-drops/$drop/stats" "${SELLER[@]}" | sed 's/.*"soldOutRejectCount":\([0-9]*\).*/\1/')
+sold=$(DROP_ID="$drop" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s loadtest/wrk/purchase.lua "$BASE")
+echo "$sold" | sed 's/^/  sold-out: /'
+after=$(curl -sf "$BASE/limited-drops/$drop/stats" "${SELLER[@]}")
+recon=$(curl -sf "$BASE/limited-drops/$drop/reconciliation" "${SELLER[@]}")
+
+rps() { echo "$1" | awk '/Requests\/sec/ {print $2}'; }
+requests() { echo "$1" | awk '/requests in/ {print $1}'; }
+refused=$(( $(echo "$after" | sed 's/.*"soldOutRejectCount":\([0-9]*\).*/\1/') - before ))
+echo "== summary"
+echo "  /health/live            $(rps "$live") req/s"
+echo "  sold-out purchases      $(rps "$sold") req/s  ($(awk -v a="$(rps "$sold")" -v b="$(rps "$live")" 'BEGIN {printf "%.0f", 100*a/b}')% of live)"
+echo "  SOLD_OUT answers        $refused of $(requests "$sold") requests (the rest were in flight when wrk stopped)"
+echo "  stats                   $after"
+echo "  reconciliation          $recon"

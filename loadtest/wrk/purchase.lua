@@ -1,0 +1,26 @@
+-- wrk script: POST /limited-drops/{DROP_ID}/orders with a new buyer and key per request.
+-- DROP_ID comes from the environment; every thread numbers its buyers from its own range so no
+-- two requests share a buyer.
+local drop = os.getenv("DROP_ID") or "1"
+local threads = 0
+local counter = 0
+local base = 0
+
+function setup(thread)
+  threads = threads + 1
+  thread:set("base", threads * 100000000)
+end
+
+function init(args)
+  base = base + 1
+end
+
+request = function()
+  counter = counter + 1
+  local user = base + counter
+  return wrk.format("POST", "/limited-drops/" .. drop .. "/orders", {
+    ["X-User-Id"] = tostring(user),
+    ["Idempotency-Key"] = "wrk-" .. tostring(user),
+    ["Content-Type"] = "application/json",
+  }, '{"quantity":1}')
+end
