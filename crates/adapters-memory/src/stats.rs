@@ -14,7 +14,7 @@ pub struct MemoryStats {
 
 #[async_trait]
 impl StatsRecorder for MemoryStats {
-    async fn record(&self, drop_id: DropId, outcome: PurchaseOutcome) -> Result<(), InfraError> {
+    fn record(&self, drop_id: DropId, outcome: PurchaseOutcome) -> Result<(), InfraError> {
         let mut all = self
             .counts
             .lock()

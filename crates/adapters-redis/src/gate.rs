@@ -3,7 +3,7 @@
 use crate::connection::RedisConnection;
 use crate::keys::{DropKeys, marker_field, restock_channel};
 use crate::scripts::{self, CANCEL, CONFIRM, RELEASE, REMAINING, RESERVE, SEED};
-use crate::sold_out::{Marker, SoldOutFlags};
+use crate::sold_out::{Marker, Markers, SoldOutFlags};
 use async_trait::async_trait;
 use fred::prelude::*;
 use goods_domain::ports::{AdmissionGate, GateSeed, Reservation, ReserveOutcome};
@@ -80,10 +80,22 @@ impl RedisGate {
                 .await
             {
                 Ok(raw) => {
-                    let markers = raw
-                        .into_iter()
-                        .filter_map(|(field, value)| Marker::parse(&value).map(|m| (field, m)))
-                        .collect();
+                    let mut markers: Markers = HashMap::new();
+                    for (field, value) in raw {
+                        let (Some((user, key)), Some(marker)) =
+                            (field.split_once('|'), Marker::parse(&value))
+                        else {
+                            continue;
+                        };
+                        let Some(user) = user.parse().ok().and_then(|id| UserId::parse(id).ok())
+                        else {
+                            continue;
+                        };
+                        markers
+                            .entry(user)
+                            .or_default()
+                            .insert(key.to_owned(), marker);
+                    }
                     flags.install(drop, epoch, markers);
                 }
                 Err(error) => {
@@ -145,10 +157,10 @@ impl AdmissionGate for RedisGate {
     }
 
     async fn reserve(&self, r: &Reservation) -> Result<ReserveOutcome, InfraError> {
-        let field = marker_field(r.user_id, &r.key);
-        if let Some(answer) = self.flags.answer(r.drop_id, &field, r.quantity) {
+        if let Some(answer) = self.flags.answer(r.drop_id, r.user_id, &r.key, r.quantity) {
             return Ok(answer);
         }
+        let field = marker_field(r.user_id, &r.key);
         let keys = self.keys(r.drop_id);
         let args: Vec<Value> = vec![
             r.user_id.get().into(),

@@ -9,9 +9,9 @@
 //! seed gave units back) and after a short expiry in case a message was missed.
 
 use goods_domain::ports::ReserveOutcome;
-use goods_domain::{DropId, OrderId, Quantity};
+use goods_domain::{DropId, IdempotencyKey, OrderId, Quantity, UserId};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -41,17 +41,17 @@ impl Marker {
     }
 }
 
+/// Markers by buyer, then by key: looked up with borrowed ids, no string built per request.
+pub type Markers = HashMap<UserId, HashMap<String, Marker>>;
+
 enum Flag {
     Loading,
-    Ready {
-        until: Instant,
-        markers: HashMap<String, Marker>,
-    },
+    Ready { until: Instant, markers: Markers },
 }
 
 /// The flags of every drop this instance has seen sell out.
 pub struct SoldOutFlags {
-    flags: Mutex<HashMap<DropId, Flag>>,
+    flags: RwLock<HashMap<DropId, Flag>>,
     /// Bumped by every clear, so a snapshot that started before a restock is not installed
     /// after it.
     epoch: AtomicU64,
@@ -62,22 +62,28 @@ impl SoldOutFlags {
     /// Flags that expire after `ttl` at the latest.
     pub fn new(ttl: Duration) -> Self {
         Self {
-            flags: Mutex::default(),
+            flags: RwLock::default(),
             epoch: AtomicU64::new(0),
             ttl,
         }
     }
 
     /// The local answer for this request, or `None` when Redis must be asked.
-    pub fn answer(&self, drop: DropId, field: &str, quantity: Quantity) -> Option<ReserveOutcome> {
-        let flags = self.flags.lock().ok()?;
+    pub fn answer(
+        &self,
+        drop: DropId,
+        user: UserId,
+        key: &IdempotencyKey,
+        quantity: Quantity,
+    ) -> Option<ReserveOutcome> {
+        let flags = self.flags.read().ok()?;
         let Some(Flag::Ready { until, markers }) = flags.get(&drop) else {
             return None;
         };
         if *until <= Instant::now() {
             return None;
         }
-        match markers.get(field) {
+        match markers.get(&user).and_then(|keys| keys.get(key.as_str())) {
             None => Some(ReserveOutcome::SoldOut { remaining: 0 }),
             Some(Marker::Done { quantity: q, order }) if *q == quantity.get() => {
                 Some(ReserveOutcome::Replay(*order))
@@ -90,7 +96,7 @@ impl SoldOutFlags {
     /// Claims the loading of a snapshot for `drop`; `Some(epoch)` when the caller should load
     /// one (nobody else is, and no fresh flag is up).
     pub fn begin_loading(&self, drop: DropId) -> Option<u64> {
-        let mut flags = self.flags.lock().ok()?;
+        let mut flags = self.flags.write().ok()?;
         let fresh = match flags.get(&drop) {
             Some(Flag::Loading) => true,
             Some(Flag::Ready { until, .. }) => *until > Instant::now(),
@@ -104,8 +110,8 @@ impl SoldOutFlags {
     }
 
     /// Raises the flag with a snapshot, unless a restock came since the loading began.
-    pub fn install(&self, drop: DropId, epoch: u64, markers: HashMap<String, Marker>) {
-        if let Ok(mut flags) = self.flags.lock() {
+    pub fn install(&self, drop: DropId, epoch: u64, markers: Markers) {
+        if let Ok(mut flags) = self.flags.write() {
             if self.epoch.load(Ordering::SeqCst) == epoch {
                 let until = Instant::now() + self.ttl;
                 flags.insert(drop, Flag::Ready { until, markers });
@@ -118,7 +124,7 @@ impl SoldOutFlags {
     /// Drops the flag (a loading that failed, or units came back).
     pub fn clear(&self, drop: DropId) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
-        if let Ok(mut flags) = self.flags.lock() {
+        if let Ok(mut flags) = self.flags.write() {
             flags.remove(&drop);
         }
     }
@@ -130,6 +136,14 @@ mod tests {
 
     fn drop_id() -> DropId {
         DropId::parse(1).unwrap()
+    }
+
+    fn user(id: i64) -> UserId {
+        UserId::parse(id).unwrap()
+    }
+
+    fn key(k: &str) -> IdempotencyKey {
+        IdempotencyKey::parse(k).unwrap()
     }
 
     fn one() -> Quantity {
@@ -156,31 +170,32 @@ mod tests {
     #[test]
     fn a_raised_flag_answers_sold_out_replays_done_markers_and_defers_in_progress_ones() {
         let flags = SoldOutFlags::new(Duration::from_secs(60));
-        assert_eq!(flags.answer(drop_id(), "7|a", one()), None);
+        assert_eq!(flags.answer(drop_id(), user(7), &key("a"), one()), None);
         let epoch = flags.begin_loading(drop_id()).unwrap();
         assert_eq!(flags.begin_loading(drop_id()), None, "one loader at a time");
+        let done = Marker::Done {
+            quantity: 1,
+            order: OrderId::parse(5).unwrap(),
+        };
         let markers = HashMap::from([
+            (user(7), HashMap::from([("a".to_owned(), done)])),
             (
-                "7|a".to_owned(),
-                Marker::Done {
-                    quantity: 1,
-                    order: OrderId::parse(5).unwrap(),
-                },
+                user(8),
+                HashMap::from([("b".to_owned(), Marker::InProgress { quantity: 1 })]),
             ),
-            ("8|b".to_owned(), Marker::InProgress { quantity: 1 }),
         ]);
         flags.install(drop_id(), epoch, markers);
         assert_eq!(
-            flags.answer(drop_id(), "9|c", one()),
+            flags.answer(drop_id(), user(9), &key("c"), one()),
             Some(ReserveOutcome::SoldOut { remaining: 0 })
         );
         assert_eq!(
-            flags.answer(drop_id(), "7|a", one()),
+            flags.answer(drop_id(), user(7), &key("a"), one()),
             Some(ReserveOutcome::Replay(OrderId::parse(5).unwrap()))
         );
-        assert_eq!(flags.answer(drop_id(), "8|b", one()), None);
+        assert_eq!(flags.answer(drop_id(), user(8), &key("b"), one()), None);
         flags.clear(drop_id());
-        assert_eq!(flags.answer(drop_id(), "9|c", one()), None);
+        assert_eq!(flags.answer(drop_id(), user(9), &key("c"), one()), None);
     }
 
     #[test]
@@ -189,7 +204,7 @@ mod tests {
         let epoch = flags.begin_loading(drop_id()).unwrap();
         flags.clear(drop_id());
         flags.install(drop_id(), epoch, HashMap::new());
-        assert_eq!(flags.answer(drop_id(), "9|c", one()), None);
+        assert_eq!(flags.answer(drop_id(), user(9), &key("c"), one()), None);
     }
 
     #[test]
@@ -197,6 +212,6 @@ mod tests {
         let flags = SoldOutFlags::new(Duration::ZERO);
         let epoch = flags.begin_loading(drop_id()).unwrap();
         flags.install(drop_id(), epoch, HashMap::new());
-        assert_eq!(flags.answer(drop_id(), "9|c", one()), None);
+        assert_eq!(flags.answer(drop_id(), user(9), &key("c"), one()), None);
     }
 }

@@ -12,7 +12,8 @@ use fred::prelude::*;
 use goods_domain::ports::{OutcomeCounts, PurchaseOutcome, StatsRecorder};
 use goods_domain::{DropId, InfraError};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// Counters keep for 30 days after their last change.
@@ -29,13 +30,15 @@ fn field(outcome: PurchaseOutcome) -> &'static str {
     }
 }
 
-type Pending = HashMap<(DropId, &'static str), i64>;
+/// Counts not flushed yet. Counting takes a read lock and an atomic add (a write lock only the
+/// first time a drop and outcome are seen), so concurrent workers do not queue on every request.
+type Pending = RwLock<HashMap<(DropId, &'static str), AtomicI64>>;
 
 /// The counters.
 #[derive(Clone)]
 pub struct RedisStats {
     conn: RedisConnection,
-    pending: Arc<Mutex<Pending>>,
+    pending: Arc<Pending>,
 }
 
 impl RedisStats {
@@ -58,11 +61,30 @@ impl RedisStats {
         stats
     }
 
+    fn add(&self, key: (DropId, &'static str), n: i64) -> Result<(), InfraError> {
+        let poisoned = || InfraError::msg("stats lock poisoned");
+        if let Some(count) = self.pending.read().map_err(|_| poisoned())?.get(&key) {
+            count.fetch_add(n, Ordering::Relaxed);
+            return Ok(());
+        }
+        self.pending
+            .write()
+            .map_err(|_| poisoned())?
+            .entry(key)
+            .or_default()
+            .fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
     async fn flush(&self) -> Result<(), InfraError> {
-        let batch: Pending = match self.pending.lock() {
-            Ok(mut pending) => std::mem::take(&mut *pending),
-            Err(_) => return Err(InfraError::msg("stats lock poisoned")),
-        };
+        let batch: Vec<((DropId, &'static str), i64)> = self
+            .pending
+            .read()
+            .map_err(|_| InfraError::msg("stats lock poisoned"))?
+            .iter()
+            .map(|(k, count)| (*k, count.swap(0, Ordering::Relaxed)))
+            .filter(|(_, n)| *n != 0)
+            .collect();
         if batch.is_empty() {
             return Ok(());
         }
@@ -80,10 +102,8 @@ impl RedisStats {
         }
         if let Err(error) = pipeline.all::<Vec<Value>>().await {
             // Not counted yet: put the batch back for the next flush.
-            if let Ok(mut pending) = self.pending.lock() {
-                for (k, n) in batch {
-                    *pending.entry(k).or_default() += n;
-                }
+            for (k, n) in batch {
+                self.add(k, n)?;
             }
             return Err(InfraError::new("stats flush", error));
         }
@@ -93,13 +113,8 @@ impl RedisStats {
 
 #[async_trait]
 impl StatsRecorder for RedisStats {
-    async fn record(&self, drop_id: DropId, outcome: PurchaseOutcome) -> Result<(), InfraError> {
-        let mut pending = self
-            .pending
-            .lock()
-            .map_err(|_| InfraError::msg("stats lock poisoned"))?;
-        *pending.entry((drop_id, field(outcome))).or_default() += 1;
-        Ok(())
+    fn record(&self, drop_id: DropId, outcome: PurchaseOutcome) -> Result<(), InfraError> {
+        self.add((drop_id, field(outcome)), 1)
     }
 
     async fn counts(&self, drop_id: DropId) -> Result<OutcomeCounts, InfraError> {

@@ -1,6 +1,7 @@
 //! Request counters and latency sums in the Prometheus text format.
 
-use std::collections::BTreeMap;
+use actix_web::http::Method;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,23 +15,21 @@ struct Series {
 /// Reads a counter kept elsewhere (an adapter's).
 pub type Counter = Arc<dyn Fn() -> u64 + Send + Sync>;
 
-/// (method, route pattern, status).
-type SeriesKey = (String, String, u16);
+/// (method, route pattern, status). Routes are static labels, so counting allocates nothing.
+type SeriesKey = (Method, &'static str, u16);
 
 /// Per (method, route, status) request counts and latency sums. Routes are patterns
 /// (`/limited-drops/{dropId}`), never raw paths, so the label set stays small.
 #[derive(Debug, Clone, Default)]
 pub struct Metrics {
-    series: Arc<Mutex<BTreeMap<SeriesKey, Series>>>,
+    series: Arc<Mutex<HashMap<SeriesKey, Series>>>,
 }
 
 impl Metrics {
     /// Counts one request.
-    pub fn observe(&self, method: &str, route: &str, status: u16, took: Duration) {
+    pub fn observe(&self, method: &Method, route: &'static str, status: u16, took: Duration) {
         if let Ok(mut series) = self.series.lock() {
-            let s = series
-                .entry((method.to_owned(), route.to_owned(), status))
-                .or_default();
+            let s = series.entry((method.clone(), route, status)).or_default();
             s.count += 1;
             s.seconds += took.as_secs_f64();
         }
@@ -50,7 +49,12 @@ impl Metrics {
             "# HELP http_requests_total HTTP requests by method, route pattern and status.\n\
              # TYPE http_requests_total counter\n",
         );
-        let series = self.series.lock().map(|s| s.clone()).unwrap_or_default();
+        let mut series: Vec<(SeriesKey, Series)> = self
+            .series
+            .lock()
+            .map(|s| s.iter().map(|(k, v)| (k.clone(), *v)).collect())
+            .unwrap_or_default();
+        series.sort_by(|a, b| (a.0.0.as_str(), a.0.1, a.0.2).cmp(&(b.0.0.as_str(), b.0.1, b.0.2)));
         for ((method, route, status), s) in &series {
             let _ = writeln!(
                 out,

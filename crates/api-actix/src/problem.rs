@@ -9,7 +9,8 @@ use goods_app::{
     GetProductError, GetStatsError, PurchaseError, ReconcileError,
 };
 use goods_domain::ValidationError;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::fmt;
 use time::OffsetDateTime;
 
@@ -19,8 +20,8 @@ pub struct Problem {
     status: StatusCode,
     code: &'static str,
     title: &'static str,
-    detail: String,
-    extensions: Map<String, Value>,
+    detail: Cow<'static, str>,
+    extensions: Vec<(&'static str, Value)>,
     retry_after: Option<u64>,
 }
 
@@ -30,21 +31,21 @@ impl Problem {
         status: StatusCode,
         code: &'static str,
         title: &'static str,
-        detail: impl Into<String>,
+        detail: impl Into<Cow<'static, str>>,
     ) -> Self {
         Self {
             status,
             code,
             title,
             detail: detail.into(),
-            extensions: Map::new(),
+            extensions: Vec::new(),
             retry_after: None,
         }
     }
 
     /// Adds an extension member.
-    pub fn with(mut self, key: &str, value: Value) -> Self {
-        self.extensions.insert(key.to_owned(), value);
+    pub fn with(mut self, key: &'static str, value: Value) -> Self {
+        self.extensions.push((key, value));
         self
     }
 
@@ -55,7 +56,7 @@ impl Problem {
     }
 
     /// 400 MALFORMED_REQUEST.
-    pub fn malformed(detail: impl Into<String>) -> Self {
+    pub fn malformed(detail: impl Into<Cow<'static, str>>) -> Self {
         Self::new(
             StatusCode::BAD_REQUEST,
             "MALFORMED_REQUEST",
@@ -65,7 +66,7 @@ impl Problem {
     }
 
     /// 401 UNAUTHENTICATED.
-    pub fn unauthenticated(detail: impl Into<String>) -> Self {
+    pub fn unauthenticated(detail: impl Into<Cow<'static, str>>) -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
             "UNAUTHENTICATED",
@@ -75,12 +76,12 @@ impl Problem {
     }
 
     /// 403 FORBIDDEN.
-    pub fn forbidden(detail: impl Into<String>) -> Self {
+    pub fn forbidden(detail: impl Into<Cow<'static, str>>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "FORBIDDEN", "Forbidden", detail)
     }
 
     /// 404 with a resource-specific code.
-    pub fn not_found(code: &'static str, detail: impl Into<String>) -> Self {
+    pub fn not_found(code: &'static str, detail: impl Into<Cow<'static, str>>) -> Self {
         Self::new(StatusCode::NOT_FOUND, code, "Not found", detail)
     }
 
@@ -127,30 +128,64 @@ impl ResponseError for Problem {
     }
 
     fn error_response(&self) -> HttpResponse {
-        let mut body = Map::new();
-        body.insert(
-            "type".into(),
-            Value::String(format!(
-                "/problems/{}",
-                self.code.to_lowercase().replace('_', "-")
-            )),
-        );
-        body.insert("title".into(), Value::String(self.title.into()));
-        body.insert("status".into(), json!(self.status.as_u16()));
-        body.insert("detail".into(), Value::String(self.detail.clone()));
-        body.insert("code".into(), Value::String(self.code.into()));
-        body.extend(self.extensions.clone());
         let mut response = HttpResponse::build(self.status);
         response.content_type("application/problem+json");
         if let Some(seconds) = self.retry_after {
             response.insert_header((RETRY_AFTER, HeaderValue::from(seconds)));
         }
-        let mut response = response.body(Value::Object(body).to_string());
+        let mut response =
+            response.body(serde_json::to_string(&ProblemBody(self)).unwrap_or_default());
         if self.status.as_u16() == 425 {
             // The http crate has no reason phrase for 425; RFC 8470 names it.
             response.head_mut().reason = Some("Too Early");
         }
         response
+    }
+}
+
+/// The serialised form: the RFC 9457 members, `code`, then the extensions.
+struct ProblemBody<'a>(&'a Problem);
+
+impl serde::Serialize for ProblemBody<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let p = self.0;
+        let mut map = serializer.serialize_map(Some(5 + p.extensions.len()))?;
+        map.serialize_entry("type", &ProblemType(p.code))?;
+        map.serialize_entry("title", p.title)?;
+        map.serialize_entry("status", &p.status.as_u16())?;
+        map.serialize_entry("detail", &p.detail)?;
+        map.serialize_entry("code", p.code)?;
+        for (key, value) in &p.extensions {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
+/// `/problems/sold-out` for `SOLD_OUT`, written without an intermediate string.
+struct ProblemType(&'static str);
+
+impl serde::Serialize for ProblemType {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl fmt::Display for ProblemType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("/problems/")?;
+        for c in self.0.chars() {
+            fmt::Write::write_char(
+                f,
+                if c == '_' {
+                    '-'
+                } else {
+                    c.to_ascii_lowercase()
+                },
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -2,6 +2,7 @@
 //! the request id and the load-test run id, and request counting for `/metrics`.
 
 use crate::ApiState;
+use crate::routes::RouteLabel;
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
@@ -49,15 +50,19 @@ pub async fn middleware(
     let metrics = req
         .app_data::<web::Data<ApiState>>()
         .map(|s| s.metrics.clone());
-    let method = req.method().to_string();
-    let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
-    span.record("http.route", route.as_str());
+    let method = req.method().clone();
     let started = Instant::now();
     let mut response = next.call(req).instrument(span.clone()).await?;
+    // Routing attached the route's label to the request; unmatched paths have none.
+    let route = response
+        .request()
+        .app_data::<RouteLabel>()
+        .map_or("unmatched", |label| label.0);
     let status = response.status().as_u16();
+    span.record("http.route", route);
     span.record("http.status", status);
     if let Some(metrics) = metrics {
-        metrics.observe(&method, &route, status, started.elapsed());
+        metrics.observe(&method, route, status, started.elapsed());
     }
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);

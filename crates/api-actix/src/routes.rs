@@ -9,56 +9,84 @@ use crate::problem::Problem;
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 
+/// A route's pattern, attached to its resource so metrics and traces label requests by it
+/// without matching the path a second time.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteLabel(pub &'static str);
+
 /// Registers every route; anything else is a problem+json 404 (or 405 on a known path).
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    // actix tries routes in registration order, matching path parameters with a regex; the
+    // purchase route takes nearly all the traffic of a drop, so it is tried first.
     cfg.service(
-        web::resource("/products")
-            .post(products::create)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/products/{productId}")
-            .get(products::get)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/limited-drops")
-            .post(drops::create)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/limited-drops/{dropId}")
-            .get(drops::get)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
         web::resource("/limited-drops/{dropId}/orders")
+            .app_data(RouteLabel("/limited-drops/{dropId}/orders"))
             .post(drops::purchase)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
+        web::resource("/health/live")
+            .app_data(RouteLabel("/health/live"))
+            .get(ops::live),
+    )
+    .service(
+        web::resource("/limited-drops/{dropId}")
+            .app_data(RouteLabel("/limited-drops/{dropId}"))
+            .get(drops::get)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/limited-drops")
+            .app_data(RouteLabel("/limited-drops"))
+            .post(drops::create)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
         web::resource("/limited-drops/{dropId}/stats")
+            .app_data(RouteLabel("/limited-drops/{dropId}/stats"))
             .get(drops::stats)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/limited-drops/{dropId}/reconciliation")
+            .app_data(RouteLabel("/limited-drops/{dropId}/reconciliation"))
             .get(drops::reconciliation)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
+        web::resource("/products")
+            .app_data(RouteLabel("/products"))
+            .post(products::create)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/products/{productId}")
+            .app_data(RouteLabel("/products/{productId}"))
+            .get(products::get)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
         web::resource("/orders/{orderId}")
+            .app_data(RouteLabel("/orders/{orderId}"))
             .get(orders::get)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/orders/{orderId}/cancel")
+            .app_data(RouteLabel("/orders/{orderId}/cancel"))
             .post(orders::cancel)
             .default_service(web::to(method_not_allowed)),
     )
-    .service(web::resource("/health/live").get(ops::live))
-    .service(web::resource("/health/ready").get(ops::ready))
-    .service(web::resource("/metrics").get(ops::metrics))
+    .service(
+        web::resource("/health/ready")
+            .app_data(RouteLabel("/health/ready"))
+            .get(ops::ready),
+    )
+    .service(
+        web::resource("/metrics")
+            .app_data(RouteLabel("/metrics"))
+            .get(ops::metrics),
+    )
     .default_service(web::to(not_found));
 }
 

@@ -102,7 +102,8 @@ impl GoodsApp {
     /// # Errors
     /// [`PurchaseError`] naming why no order was created.
     #[tracing::instrument(skip_all, fields(drop.id = %cmd.drop_id, user.id = %cmd.user_id))]
-    pub async fn purchase(&self, cmd: &PurchaseCommand) -> Result<Purchased, PurchaseError> {
+    pub async fn purchase(&self, cmd: PurchaseCommand) -> Result<Purchased, PurchaseError> {
+        let drop_id = cmd.drop_id;
         let result = self.purchase_inner(cmd).await;
         let outcome = match &result {
             Ok(Purchased {
@@ -112,14 +113,14 @@ impl GoodsApp {
             Err(error) => error.outcome(),
         };
         if let Some(outcome) = outcome
-            && let Err(error) = self.ports.stats.record(cmd.drop_id, outcome).await
+            && let Err(error) = self.ports.stats.record(drop_id, outcome)
         {
             tracing::warn!(error = %error, "purchase outcome not counted");
         }
         result
     }
 
-    async fn purchase_inner(&self, cmd: &PurchaseCommand) -> Result<Purchased, PurchaseError> {
+    async fn purchase_inner(&self, cmd: PurchaseCommand) -> Result<Purchased, PurchaseError> {
         let drop = self
             .load_drop(cmd.drop_id)
             .await
@@ -133,19 +134,19 @@ impl GoodsApp {
             })?;
         if drop.window.is_closed(now) {
             // A replay still wins over CLOSED; only closed drops pay for this lookup.
-            return match self.find_replay(cmd).await? {
+            return match self.find_replay(&cmd).await? {
                 Some(replay) => Ok(replay),
                 None => Err(PurchaseError::Closed),
             };
         }
-        let order = place_order(&drop, cmd, now);
         let Some(gate) = &self.ports.gate else {
-            return self.commit(&order).await;
+            return self.commit(&place_order(&drop, &cmd, now)).await;
         };
         let reservation = reservation(&drop, cmd);
         match self.reserve(gate.as_ref(), &drop, &reservation).await {
             Ok(outcome) => {
-                self.after_reserve(gate.as_ref(), outcome, &reservation, &order)
+                let order = || place_order_for(&drop, &reservation, now);
+                self.after_reserve(gate.as_ref(), outcome, &reservation, order)
                     .await
             }
             Err(error) => {
@@ -158,7 +159,9 @@ impl GoodsApp {
                 if let Err(error) = self.ports.events.publish(event).await {
                     tracing::warn!(error = %error, "gate_degraded event not published");
                 }
-                let result = self.commit(&order).await;
+                let result = self
+                    .commit(&place_order_for(&drop, &reservation, now))
+                    .await;
                 // If the gate did reserve, settle it like any admitted reservation, so a
                 // retry replays the order instead of finding it in progress.
                 settle(gate.as_ref(), &reservation, &result, true).await;
@@ -192,11 +195,13 @@ impl GoodsApp {
         gate: &dyn AdmissionGate,
         outcome: ReserveOutcome,
         reservation: &Reservation,
-        order: &PlaceOrder,
+        order: impl FnOnce() -> PlaceOrder,
     ) -> Result<Purchased, PurchaseError> {
         match outcome {
             ReserveOutcome::Admitted => {
-                let result = self.commit(order).await;
+                // The ledger command is built only for admitted purchases: refusals, the bulk
+                // of a drop's traffic, allocate nothing for it.
+                let result = self.commit(&order()).await;
                 settle(gate, reservation, &result, false).await;
                 result
             }
@@ -287,13 +292,26 @@ async fn settle(
     }
 }
 
-fn reservation(drop: &LimitedDrop, cmd: &PurchaseCommand) -> Reservation {
+fn reservation(drop: &LimitedDrop, cmd: PurchaseCommand) -> Reservation {
     Reservation {
         drop_id: drop.id,
         user_id: cmd.user_id,
         quantity: cmd.quantity,
         per_user_limit: drop.per_user_limit,
-        key: cmd.key.clone(),
+        key: cmd.key,
+    }
+}
+
+fn place_order_for(drop: &LimitedDrop, r: &Reservation, now: OffsetDateTime) -> PlaceOrder {
+    PlaceOrder {
+        drop_id: drop.id,
+        product_id: drop.product_id,
+        limited_quantity: drop.limited_quantity,
+        per_user_limit: drop.per_user_limit,
+        user_id: r.user_id,
+        quantity: r.quantity,
+        key: r.key.clone(),
+        now,
     }
 }
 
@@ -348,7 +366,7 @@ mod tests {
             .times(1)
             .returning(|_, _| Ok(()));
         gate.expect_cancel().times(0);
-        let bought = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap();
+        let bought = m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
         assert_eq!((bought.order.id, bought.replayed), (order_id(), false));
     }
 
@@ -358,7 +376,7 @@ mod tests {
         m.ledger.expect_place_order().times(0);
         m.drops.expect_sold_quantity().times(0);
         let gate = gate_answering(ReserveOutcome::SoldOut { remaining: 0 });
-        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::SoldOut { remaining: 0 }));
     }
 
@@ -367,7 +385,7 @@ mod tests {
         let mut m = Mocks::at(OPEN);
         m.ledger.expect_place_order().times(0);
         let gate = gate_answering(ReserveOutcome::PerUserLimitExceeded { limit: 2 });
-        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(
             err,
             PurchaseError::PerUserLimitExceeded { limit: 2 }
@@ -380,7 +398,7 @@ mod tests {
         m.ledger.expect_place_order().times(0);
         let mut gate = MockAdmissionGate::new();
         gate.expect_reserve().times(0);
-        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::TooEarly { open_at } if open_at == OPEN));
     }
 
@@ -392,7 +410,7 @@ mod tests {
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(1).returning(|_| Ok(()));
         gate.expect_confirm().times(0);
-        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::Throttled));
     }
 
@@ -406,7 +424,7 @@ mod tests {
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(1).returning(|_| Ok(()));
         gate.expect_confirm().times(0);
-        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::Unexpected(_)));
     }
 
@@ -418,7 +436,7 @@ mod tests {
             .returning(|_| Err(PlaceOrderError::PerUserLimitExceeded { limit: 2 }));
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(1).returning(|_| Ok(()));
-        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(
             err,
             PurchaseError::PerUserLimitExceeded { limit: 2 }
@@ -436,7 +454,7 @@ mod tests {
         let mut gate = gate_answering(ReserveOutcome::Replay(order_id()));
         gate.expect_confirm().times(0);
         gate.expect_cancel().times(0);
-        let bought = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap();
+        let bought = m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
         assert!(bought.replayed);
     }
 
@@ -449,7 +467,7 @@ mod tests {
         m.ledger.expect_place_order().times(0);
         let err = m
             .app(Some(gate_answering(outcome)))
-            .purchase(&cmd(1))
+            .purchase(cmd(1))
             .await
             .unwrap_err();
         assert!(matches!(
@@ -478,7 +496,7 @@ mod tests {
             .times(2)
             .returning(move |_| Ok(answers.pop().unwrap()));
         gate.expect_seed_if_absent().times(1).returning(|_| Ok(()));
-        let err = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap_err();
+        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::SoldOut { .. }));
     }
 
@@ -502,7 +520,7 @@ mod tests {
             .withf(|_, id| *id == order_id())
             .times(1)
             .returning(|_, _| Err(InfraError::msg("connection refused")));
-        let bought = m.app(Some(gate)).purchase(&cmd(1)).await.unwrap();
+        let bought = m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
         assert!(!bought.replayed);
     }
 
@@ -513,7 +531,7 @@ mod tests {
             .expect_place_order()
             .times(1)
             .returning(|_| Err(PlaceOrderError::SoldOut { remaining: 0 }));
-        let err = m.app(None).purchase(&cmd(1)).await.unwrap_err();
+        let err = m.app(None).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::SoldOut { remaining: 0 }));
     }
 
@@ -523,7 +541,7 @@ mod tests {
         m.orders
             .expect_find_by_key()
             .returning(|_, _| Ok(Some(sample_order(OrderStatus::Pending))));
-        let bought = m.app(None).purchase(&cmd(1)).await.unwrap();
+        let bought = m.app(None).purchase(cmd(1)).await.unwrap();
         assert!(bought.replayed);
     }
 
@@ -532,7 +550,7 @@ mod tests {
         let mut m = Mocks::at(CLOSE);
         m.orders.expect_find_by_key().returning(|_, _| Ok(None));
         m.ledger.expect_place_order().times(0);
-        let err = m.app(None).purchase(&cmd(1)).await.unwrap_err();
+        let err = m.app(None).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::Closed));
     }
 
@@ -542,7 +560,7 @@ mod tests {
         m.orders
             .expect_find_by_key()
             .returning(|_, _| Ok(Some(sample_order(OrderStatus::Pending))));
-        let err = m.app(None).purchase(&cmd(2)).await.unwrap_err();
+        let err = m.app(None).purchase(cmd(2)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::KeyReused));
     }
 }

@@ -18,6 +18,14 @@ use std::time::{Duration, Instant};
 
 const BATCH: u64 = 1_000;
 
+/// (name, gate, drop id, the outcome every reserve must have).
+type Case<'a> = (
+    &'a str,
+    &'a Arc<dyn AdmissionGate>,
+    i64,
+    fn(&ReserveOutcome) -> bool,
+);
+
 fn reservation(drop: i64, user: i64) -> Reservation {
     Reservation {
         drop_id: DropId::parse(drop).unwrap(),
@@ -107,12 +115,7 @@ fn gates(c: &mut Criterion) {
     group.throughput(Throughput::Elements(BATCH));
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(5));
-    let cases: [(
-        &str,
-        &Arc<dyn AdmissionGate>,
-        i64,
-        fn(&ReserveOutcome) -> bool,
-    ); 4] = [
+    let cases: [Case<'_>; 4] = [
         ("redis_admit", &redis, 1, admitted),
         ("redis_sold_out_script", &redis, 2, sold_out),
         ("redis_sold_out_flag", &flagged, 3, sold_out),

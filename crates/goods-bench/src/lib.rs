@@ -116,7 +116,7 @@ pub async fn closed_loop(
                         key: key.clone(),
                     };
                     let t = Instant::now();
-                    match app.purchase(&cmd).await {
+                    match app.purchase(cmd).await {
                         Ok(_) => committed += 1,
                         Err(
                             PurchaseError::SoldOut { .. }

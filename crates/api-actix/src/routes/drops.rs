@@ -61,7 +61,6 @@ pub async fn purchase(
     state: web::Data<ApiState>,
     who: Identity,
     req: HttpRequest,
-    id: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, Problem> {
     let buyer = who.buyer()?;
@@ -76,12 +75,12 @@ pub async fn purchase(
         .map_err(|_| key_required("must be printable ASCII"))
         .and_then(|raw| IdempotencyKey::parse(raw).map_err(|e| key_required(&e.message)))?;
     let cmd = PurchaseCommand {
-        drop_id: drop_id(&id)?,
+        drop_id: drop_id(req.match_info().get("dropId").unwrap_or_default())?,
         user_id: buyer.user_id,
         quantity,
         key,
     };
-    let bought = state.app.purchase(&cmd).await?;
+    let bought = state.app.purchase(cmd).await?;
     let mut response = HttpResponse::Accepted();
     response.insert_header((LOCATION, format!("/orders/{}", bought.order.id)));
     if bought.replayed {

@@ -41,11 +41,12 @@ pub struct OutcomeCounts {
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait StatsRecorder: Send + Sync + 'static {
-    /// Counts one outcome.
+    /// Counts one outcome. It never waits: a shared store is written in the background, so
+    /// counting adds no round trip to a purchase.
     ///
     /// # Errors
-    /// [`InfraError`] when the counter store fails.
-    async fn record(&self, drop_id: DropId, outcome: PurchaseOutcome) -> Result<(), InfraError>;
+    /// [`InfraError`] when the counter cannot be kept.
+    fn record(&self, drop_id: DropId, outcome: PurchaseOutcome) -> Result<(), InfraError>;
 
     /// The drop's counters.
     ///
