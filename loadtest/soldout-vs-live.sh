@@ -27,6 +27,8 @@ PORT="${PORT:-18080}"
 # server in proportion to the rate it reaches (which would flatter the slower route).
 SERVER_CPUS="${SERVER_CPUS:-0}"
 WRK_CPUS="${WRK_CPUS:-1}"
+# One HTTP worker per core the server may use.
+HTTP_WORKERS="${HTTP_WORKERS:-$(( $(echo "$SERVER_CPUS" | tr ',' '\n' | wc -l) ))}"
 BASE="http://127.0.0.1:$PORT"
 SELLER=(-H 'X-User-Id: 1' -H 'X-User-Role: seller' -H 'Content-Type: application/json')
 
@@ -36,7 +38,7 @@ trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true;
       mariadb -h "${hostport%%:*}" -P "${hostport##*:}" -u root -e "DROP DATABASE IF EXISTS $DB"' EXIT
 
 BIND_ADDR="127.0.0.1:$PORT" DATABASE_URL="$MYSQL/$DB" GATE="$GATE" REDIS_URL="$REDIS" \
-  REDIS_KEY_PREFIX="loadtest:$DB:" RECONCILE_INTERVAL_MS=0 RUST_LOG=warn \
+  REDIS_KEY_PREFIX="loadtest:$DB:" RECONCILE_INTERVAL_MS=0 RUST_LOG=warn HTTP_WORKERS="$HTTP_WORKERS" \
   taskset -c "$SERVER_CPUS" target/release/goods-server &
 SERVER=$!
 for _ in $(seq 1 100); do curl -sf "$BASE/health/ready" >/dev/null && break; sleep 0.1; done
@@ -47,7 +49,7 @@ drop=$(curl -sf -X POST "$BASE/limited-drops" "${SELLER[@]}" \
   -d "{\"productId\":$product,\"openAt\":\"$open\",\"closeAt\":\"$close\",\"limitedQuantity\":1}" | sed 's/.*"dropId":\([0-9]*\).*/\1/')
 curl -sf -X POST "$BASE/limited-drops/$drop/orders" -H 'X-User-Id: 2' -H 'Idempotency-Key: first' -d '{"quantity":1}' >/dev/null
 
-echo "== GATE=$GATE, $THREADS threads, $CONNECTIONS connections, $ROUNDS rounds of $DURATION each, server on CPU $SERVER_CPUS, wrk on CPU $WRK_CPUS"
+echo "== GATE=$GATE, $THREADS threads, $CONNECTIONS connections, $ROUNDS rounds of $DURATION each, server on CPU $SERVER_CPUS ($HTTP_WORKERS workers), wrk on CPU $WRK_CPUS"
 rps() { echo "$1" | awk '/Requests\/sec/ {print $2}'; }
 requests() { echo "$1" | awk '/requests in/ {print $1}'; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
