@@ -6,6 +6,7 @@
 //! know *how*.
 
 mod actor;
+mod breaker;
 mod buffer;
 mod cancel_order;
 mod catalog;
@@ -61,6 +62,7 @@ pub struct Ports {
 pub struct GoodsApp {
     ports: Ports,
     buffer: WriteBuffer,
+    breaker: Arc<breaker::GateBreaker>,
     /// Drops never change once created, so every instance may cache them forever: the hot
     /// path reads a drop without a database round trip.
     drops: Arc<RwLock<HashMap<DropId, LimitedDrop>>>,
@@ -72,6 +74,7 @@ impl GoodsApp {
         Self {
             ports,
             buffer,
+            breaker: Arc::default(),
             drops: Arc::default(),
         }
     }
@@ -98,13 +101,19 @@ impl GoodsApp {
         Ok(drop)
     }
 
+    /// The gate, unless there is none or its breaker is open (it failed moments ago).
+    fn gate(&self) -> Option<&Arc<dyn goods_domain::ports::AdmissionGate>> {
+        self.ports.gate.as_ref().filter(|_| self.breaker.allows())
+    }
+
     /// Units left: the gate's counter when it has one, else the database's truth.
     async fn remaining(&self, drop: &LimitedDrop) -> Result<u32, InfraError> {
-        if let Some(gate) = &self.ports.gate {
+        if let Some(gate) = self.gate() {
             match gate.remaining(drop.id).await {
                 Ok(Some(remaining)) => return Ok(remaining),
                 Ok(None) => {}
                 Err(error) => {
+                    self.breaker.trip();
                     tracing::warn!(drop.id = %drop.id, error = %error, "gate unreachable; reading remaining from the database");
                 }
             }

@@ -139,25 +139,30 @@ impl GoodsApp {
                 None => Err(PurchaseError::Closed),
             };
         }
-        let Some(gate) = &self.ports.gate else {
+        let Some(gate) = self.gate() else {
+            // No gate, or it failed moments ago (its breaker is open): the database decides.
             return self.commit(&place_order(&drop, &cmd, now)).await;
         };
         let reservation = reservation(&drop, cmd);
         match self.reserve(gate.as_ref(), &drop, &reservation).await {
             Ok(outcome) => {
+                self.breaker.reset();
                 let order = || place_order_for(&drop, &reservation, now);
                 self.after_reserve(gate.as_ref(), outcome, &reservation, order)
                     .await
             }
             Err(error) => {
                 // Degraded: the gate's answer is unknown (a timeout may even have taken the
-                // units). The database alone keeps every invariant, so it decides.
-                tracing::warn!(error = %error, "gate_degraded: purchase falls back to the database");
-                let event = DomainEvent::GateDegraded {
-                    reason: error.to_string(),
-                };
-                if let Err(error) = self.ports.events.publish(event).await {
-                    tracing::warn!(error = %error, "gate_degraded event not published");
+                // units). The database alone keeps every invariant, so it decides, and the
+                // next purchases skip the gate until its breaker lets one try again.
+                if self.breaker.trip() {
+                    tracing::warn!(error = %error, "gate_degraded: purchases fall back to the database");
+                    let event = DomainEvent::GateDegraded {
+                        reason: error.to_string(),
+                    };
+                    if let Err(error) = self.ports.events.publish(event).await {
+                        tracing::warn!(error = %error, "gate_degraded event not published");
+                    }
                 }
                 let result = self
                     .commit(&place_order_for(&drop, &reservation, now))
@@ -522,6 +527,29 @@ mod tests {
             .returning(|_, _| Err(InfraError::msg("connection refused")));
         let bought = m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
         assert!(!bought.replayed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_gate_failure_purchases_skip_the_gate_until_the_cool_down_has_passed() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_place_order()
+            .times(3)
+            .returning(|_| Ok(Placed::Created(sample_order(OrderStatus::Pending))));
+        m.events.expect_publish().times(1).returning(|_| Ok(()));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_reserve()
+            .times(2)
+            .returning(|_| Err(InfraError::msg("timeout")));
+        gate.expect_confirm()
+            .returning(|_, _| Err(InfraError::msg("timeout")));
+        let app = m.app(Some(gate));
+        app.purchase(cmd(1)).await.unwrap();
+        // Within the cool-down the gate is not asked at all.
+        app.purchase(cmd(1)).await.unwrap();
+        tokio::time::advance(crate::breaker::COOL_DOWN).await;
+        // Then one purchase tries it again (and, failing, re-opens the breaker quietly).
+        app.purchase(cmd(1)).await.unwrap();
     }
 
     #[tokio::test]

@@ -79,8 +79,9 @@ impl GoodsApp {
             .sold_quantity(drop.id)
             .await
             .map_err(anyhow::Error::new)?;
-        let gate_remaining = match &self.ports.gate {
+        let gate_remaining = match self.gate() {
             Some(gate) => gate.remaining(drop.id).await.unwrap_or_else(|error| {
+                self.breaker.trip();
                 tracing::warn!(error = %error, "gate unreachable during reconciliation");
                 None
             }),

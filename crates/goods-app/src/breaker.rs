@@ -1,0 +1,61 @@
+//! The gate's circuit breaker: once the gate fails, purchases go straight to the database for a
+//! cool-down instead of each waiting for the gate's timeout, then one call tries the gate again.
+
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How long the gate is skipped after it failed.
+pub const COOL_DOWN: Duration = Duration::from_secs(2);
+
+/// Open (skipping the gate) from a failure until the cool-down has passed.
+#[derive(Debug, Default)]
+pub struct GateBreaker {
+    opened_at: Mutex<Option<Instant>>,
+}
+
+impl GateBreaker {
+    /// Whether the gate may be asked now.
+    pub fn allows(&self) -> bool {
+        match self.opened_at.lock() {
+            Ok(opened) => opened.is_none_or(|at| at.elapsed() >= COOL_DOWN),
+            Err(_) => true,
+        }
+    }
+
+    /// The gate failed: skip it for the cool-down. Returns whether this call opened it (so the
+    /// failure is reported once per outage, not once per purchase).
+    pub fn trip(&self) -> bool {
+        match self.opened_at.lock() {
+            Ok(mut opened) => opened.replace(Instant::now()).is_none(),
+            Err(_) => false,
+        }
+    }
+
+    /// The gate answered: close.
+    pub fn reset(&self) {
+        if let Ok(mut opened) = self.opened_at.lock()
+            && opened.take().is_some()
+        {
+            tracing::info!("gate answers again; purchases use it");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tripped_breaker_skips_the_gate_for_the_cool_down_only() {
+        let breaker = GateBreaker::default();
+        assert!(breaker.allows());
+        assert!(breaker.trip(), "the first failure opens it");
+        assert!(!breaker.trip(), "later failures only extend it");
+        assert!(!breaker.allows());
+        tokio::time::advance(COOL_DOWN).await;
+        assert!(breaker.allows());
+        breaker.reset();
+        assert!(breaker.allows());
+    }
+}
