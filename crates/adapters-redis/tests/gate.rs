@@ -4,8 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures panic on purpose
 
 use adapters_redis::{RedisConfig, RedisConnection, RedisGate};
-use futures::future::join_all;
-use goods_domain::ports::{AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome};
+use goods_domain::ports::{AdmissionGate, GateSeed, Reservation, ReserveOutcome};
 use goods_domain::{DropId, IdempotencyKey, OrderId, Quantity, UserId};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -80,175 +79,25 @@ fn evalsha_calls(redis: &PrivateRedis) -> u64 {
         .unwrap_or(0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn racing_reserves_admit_exactly_the_seeded_units() {
-    let (gate, _) = gate().await;
-    gate.seed_if_absent(&seed(100)).await.unwrap();
-    let tries = (1..=500).map(|user| {
-        let gate = gate.clone();
-        tokio::spawn(async move { gate.reserve(&res(user, "k", 1, 1)).await.unwrap() })
-    });
-    let outcomes: Vec<_> = join_all(tries)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
-    let admitted = outcomes
-        .iter()
-        .filter(|o| **o == ReserveOutcome::Admitted)
-        .count();
-    let sold_out = outcomes
-        .iter()
-        .filter(|o| matches!(o, ReserveOutcome::SoldOut { .. }))
-        .count();
-    assert_eq!((admitted, sold_out), (100, 400));
-    assert_eq!(remaining(&gate).await, Some(0));
+async fn contract_gate() -> test_support::gate_contract::Gate {
+    std::sync::Arc::new(gate().await.0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_per_user_limit_holds_under_races() {
-    let (gate, _) = gate().await;
-    gate.seed_if_absent(&seed(100)).await.unwrap();
-    let tries = (0..40).map(|i| {
-        let gate = gate.clone();
-        tokio::spawn(async move { gate.reserve(&res(7, &format!("k{i}"), 1, 3)).await.unwrap() })
-    });
-    let outcomes: Vec<_> = join_all(tries)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
-    let admitted = outcomes
-        .iter()
-        .filter(|o| **o == ReserveOutcome::Admitted)
-        .count();
-    let limited = outcomes
-        .iter()
-        .filter(|o| **o == ReserveOutcome::PerUserLimitExceeded { limit: 3 })
-        .count();
-    assert_eq!((admitted, limited), (3, 37));
-    assert_eq!(remaining(&gate).await, Some(97));
-}
+test_support::gate_contract_tests!(contract_gate());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn markers_go_from_in_progress_to_done_and_a_different_body_is_a_reuse() {
-    let (gate, _) = gate().await;
-    gate.seed_if_absent(&seed(5)).await.unwrap();
-    let first = res(1, "k|with|bars", 1, 2);
-    assert_eq!(
-        gate.reserve(&first).await.unwrap(),
-        ReserveOutcome::Admitted
-    );
-    assert_eq!(
-        gate.reserve(&first).await.unwrap(),
-        ReserveOutcome::InProgress
-    );
-    assert_eq!(
-        gate.reserve(&res(1, "k|with|bars", 2, 2)).await.unwrap(),
-        ReserveOutcome::KeyReused
-    );
-    let order = OrderId::parse(9_007_199_254).unwrap();
-    gate.confirm(&first, order).await.unwrap();
-    assert_eq!(
-        gate.reserve(&first).await.unwrap(),
-        ReserveOutcome::Replay(order)
-    );
-    assert_eq!(remaining(&gate).await, Some(4), "a replay takes nothing");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancelling_twice_gives_units_and_the_buyer_count_back_once() {
-    let (gate, _) = gate().await;
-    gate.seed_if_absent(&seed(5)).await.unwrap();
-    let r = res(1, "k", 2, 2);
-    assert_eq!(gate.reserve(&r).await.unwrap(), ReserveOutcome::Admitted);
-    gate.cancel(&r).await.unwrap();
-    gate.cancel(&r).await.unwrap();
-    assert_eq!(remaining(&gate).await, Some(5));
-    assert_eq!(
-        gate.reserve(&res(1, "other", 2, 2)).await.unwrap(),
-        ReserveOutcome::Admitted
-    );
-    // A confirmed reservation is an order: cancel gives nothing back.
-    gate.confirm(&res(1, "other", 2, 2), OrderId::parse(3).unwrap())
-        .await
-        .unwrap();
-    gate.cancel(&res(1, "other", 2, 2)).await.unwrap();
-    assert_eq!(remaining(&gate).await, Some(3));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn releasing_a_cancelled_order_gives_its_units_back_and_keeps_its_replay() {
-    let (gate, _) = gate().await;
-    gate.seed_if_absent(&seed(1)).await.unwrap();
-    let r = res(1, "k", 1, 1);
-    gate.reserve(&r).await.unwrap();
-    gate.confirm(&r, OrderId::parse(5).unwrap()).await.unwrap();
-    gate.release(r.drop_id, r.user_id, r.quantity)
-        .await
-        .unwrap();
-    assert_eq!(remaining(&gate).await, Some(1));
-    assert_eq!(
-        gate.reserve(&r).await.unwrap(),
-        ReserveOutcome::Replay(OrderId::parse(5).unwrap())
-    );
-    assert_eq!(
-        gate.reserve(&res(1, "k2", 1, 1)).await.unwrap(),
-        ReserveOutcome::Admitted
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seeding_again_changes_nothing_and_a_seed_restores_counts_and_markers() {
+async fn every_key_of_a_drop_expires_with_it_also_after_writes() {
     let (gate, prefix) = gate().await;
-    assert_eq!(remaining(&gate).await, None);
-    assert_eq!(
-        gate.reserve(&res(1, "k", 1, 1)).await.unwrap(),
-        ReserveOutcome::NotSeeded
-    );
-    let mut s = seed(4);
-    s.orders = vec![
-        HeldOrder {
-            order_id: OrderId::parse(3).unwrap(),
-            user_id: UserId::parse(1).unwrap(),
-            key: IdempotencyKey::parse("k").unwrap(),
-            quantity: Quantity::parse("quantity", 1).unwrap(),
-            live: true,
-        },
-        HeldOrder {
-            order_id: OrderId::parse(4).unwrap(),
-            user_id: UserId::parse(2).unwrap(),
-            key: IdempotencyKey::parse("gone").unwrap(),
-            quantity: Quantity::parse("quantity", 1).unwrap(),
-            live: false,
-        },
-    ];
-    gate.seed_if_absent(&s).await.unwrap();
-    gate.seed_if_absent(&seed(100)).await.unwrap();
-    assert_eq!(remaining(&gate).await, Some(4));
-    assert_eq!(
-        gate.reserve(&res(1, "k", 1, 1)).await.unwrap(),
-        ReserveOutcome::Replay(OrderId::parse(3).unwrap())
-    );
-    assert_eq!(
-        gate.reserve(&res(1, "new", 1, 1)).await.unwrap(),
-        ReserveOutcome::PerUserLimitExceeded { limit: 1 }
-    );
-    assert_eq!(
-        gate.reserve(&res(2, "new", 1, 1)).await.unwrap(),
-        ReserveOutcome::Admitted,
-        "a cancelled order holds nothing"
-    );
-    // Every key expires with the drop, also after writes.
+    gate.seed_if_absent(&seed(4)).await.unwrap();
+    let r = res(1, "k", 1, 1);
+    assert_eq!(gate.reserve(&r).await.unwrap(), ReserveOutcome::Admitted);
+    gate.confirm(&r, OrderId::parse(1).unwrap()).await.unwrap();
+    gate.cancel(&res(2, "x", 1, 1)).await.unwrap();
     for suffix in ["remaining", "held", "idem"] {
-        let ttl: i64 = cli(
-            &server_url(),
-            &["TTL", &format!("{prefix}drop:{{{DROP}}}:{suffix}")],
-        )
-        .trim()
-        .parse()
-        .unwrap();
-        assert!((7_000..=10_800).contains(&ttl), "{suffix}: {ttl}");
+        let key = format!("{prefix}drop:{{{DROP}}}:{suffix}");
+        let ttl: i64 = cli(&server_url(), &["TTL", &key]).trim().parse().unwrap();
+        // Seeded to expire an hour after a closeAt two hours ahead.
+        assert!((10_000..=10_800).contains(&ttl), "{suffix}: {ttl}");
     }
 }
 

@@ -96,7 +96,8 @@ impl TestApp {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        if gate() == "redis" {
+        // A test that names its own Redis keeps it; otherwise E2E_GATE=redis gives it one.
+        if gate() == "redis" && !vars.iter().any(|(k, _)| k == "REDIS_URL") {
             let url = std::env::var("E2E_REDIS_URL")
                 .expect("E2E_GATE=redis needs E2E_REDIS_URL (e.g. redis://127.0.0.1:6379)");
             vars.push(("REDIS_URL".into(), url));
@@ -240,6 +241,24 @@ impl TestApp {
         .send()
         .await
         .unwrap()
+    }
+
+    /// Starts a purchase without waiting for it (to catch it in flight).
+    pub fn purchase_in_background(
+        &self,
+        drop: i64,
+        user: i64,
+        key: &str,
+    ) -> tokio::task::JoinHandle<Response> {
+        let request = self
+            .request(
+                reqwest::Method::POST,
+                &format!("/limited-drops/{drop}/orders"),
+                Some((user, "buyer")),
+            )
+            .header("Idempotency-Key", key)
+            .json(&json!({ "quantity": 1 }));
+        tokio::spawn(async move { request.send().await.unwrap() })
     }
 
     /// GET as the seller, expecting 200; the JSON body.

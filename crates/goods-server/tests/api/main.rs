@@ -11,6 +11,7 @@ mod helpers;
 
 mod auth;
 mod concurrency;
+mod degraded;
 mod drops;
 mod ops;
 mod orders;

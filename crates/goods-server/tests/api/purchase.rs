@@ -1,6 +1,5 @@
 use crate::helpers::{SELLER, TestApp, body, gate_on, problem};
 use reqwest::{Method, StatusCode};
-use serde_json::json;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,22 +255,7 @@ async fn an_admitted_purchase_with_no_write_slot_in_time_is_429_and_gives_the_un
     let app = TestApp::spawn_with(&[("DB_WRITE_PERMITS", "1"), ("DB_WRITE_WAIT_MS", "50")]).await;
     let (product, drop) = app.open_drop(10, 10, 1).await;
     let lock = app.lock_drop(drop).await;
-    let first = tokio::spawn({
-        let (client, url) = (
-            app.client.clone(),
-            format!("{}/limited-drops/{drop}/orders", app.address),
-        );
-        async move {
-            client
-                .post(url)
-                .header("X-User-Id", "1")
-                .header("Idempotency-Key", "slow")
-                .json(&json!({"quantity": 1}))
-                .send()
-                .await
-                .unwrap()
-        }
-    });
+    let first = app.purchase_in_background(drop, 1, "slow");
     app.until_write_slots_available(0).await;
     let throttled = app.purchase(drop, 2, "fast", 1).await;
     assert_eq!(throttled.headers()["Retry-After"], "1");
@@ -291,22 +275,7 @@ async fn a_retry_while_the_first_request_is_in_flight_is_409_in_progress() {
     let app = TestApp::spawn().await;
     let (product, drop) = app.open_drop(10, 10, 1).await;
     let lock = app.lock_drop(drop).await;
-    let first = tokio::spawn({
-        let (client, url) = (
-            app.client.clone(),
-            format!("{}/limited-drops/{drop}/orders", app.address),
-        );
-        async move {
-            client
-                .post(url)
-                .header("X-User-Id", "1")
-                .header("Idempotency-Key", "once")
-                .json(&json!({"quantity": 1}))
-                .send()
-                .await
-                .unwrap()
-        }
-    });
+    let first = app.purchase_in_background(drop, 1, "once");
     app.until_in_flight(drop, 9).await;
     if gate_on() {
         let retry = app.purchase(drop, 1, "once", 1).await;
@@ -319,22 +288,7 @@ async fn a_retry_while_the_first_request_is_in_flight_is_409_in_progress() {
     } else {
         // Without a gate nothing marks the key in flight: the retry queues behind the first
         // request in the database and replays its order.
-        let retry = tokio::spawn({
-            let (client, url) = (
-                app.client.clone(),
-                format!("{}/limited-drops/{drop}/orders", app.address),
-            );
-            async move {
-                client
-                    .post(url)
-                    .header("X-User-Id", "1")
-                    .header("Idempotency-Key", "once")
-                    .json(&json!({"quantity": 1}))
-                    .send()
-                    .await
-                    .unwrap()
-            }
-        });
+        let retry = app.purchase_in_background(drop, 1, "once");
         lock.release().await;
         let created = body(first.await.unwrap()).await;
         let retry = retry.await.unwrap();

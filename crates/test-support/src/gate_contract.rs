@@ -1,0 +1,225 @@
+//! The contract of the admission gate: what every `AdmissionGate` must do, including under
+//! races, so the use case can rely on the same semantics from the in-process and the Redis gate.
+//! [`gate_contract_tests!`](crate::gate_contract_tests) turns the list into one test per case.
+
+use futures::future::join_all;
+use goods_domain::ports::{AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome};
+use goods_domain::{DropId, IdempotencyKey, OrderId, Quantity, UserId};
+use std::sync::Arc;
+use time::OffsetDateTime;
+
+/// A gate behind the port.
+pub type Gate = Arc<dyn AdmissionGate>;
+
+/// Generates one test per contract case, each on a fresh gate built by `$make` (an expression
+/// evaluating to a future of a [`Gate`]).
+#[macro_export]
+macro_rules! gate_contract_tests {
+    ($make:expr) => {
+        $crate::gate_contract_tests!(@cases $make;
+            racing_reserves_admit_exactly_the_seeded_units,
+            the_per_user_limit_holds_under_races,
+            sold_out_is_answered_before_the_buyer_limit_and_nothing_changes,
+            markers_go_from_in_progress_to_done_and_a_different_body_is_a_reuse,
+            cancelling_twice_gives_units_and_the_buyer_count_back_once,
+            releasing_a_cancelled_order_gives_its_units_back_and_keeps_its_replay,
+            seeding_again_changes_nothing_and_a_seed_restores_counts_and_markers
+        );
+    };
+    (@cases $make:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                $crate::gate_contract::$case($make.await).await;
+            }
+        )*
+    };
+}
+
+const DROP: i64 = 42;
+
+fn drop_id() -> DropId {
+    DropId::parse(DROP).unwrap()
+}
+
+fn seed(remaining: u32) -> GateSeed {
+    GateSeed {
+        drop_id: drop_id(),
+        remaining,
+        expires_at: OffsetDateTime::now_utc() + time::Duration::hours(2),
+        orders: Vec::new(),
+    }
+}
+
+fn res(user: i64, key: &str, quantity: i64, limit: i64) -> Reservation {
+    Reservation {
+        drop_id: drop_id(),
+        user_id: UserId::parse(user).unwrap(),
+        quantity: Quantity::parse("quantity", quantity).unwrap(),
+        per_user_limit: Quantity::parse("perUserLimit", limit).unwrap(),
+        key: IdempotencyKey::parse(key).unwrap(),
+    }
+}
+
+async fn remaining(gate: &Gate) -> Option<u32> {
+    gate.remaining(drop_id()).await.unwrap()
+}
+
+async fn race(gate: &Gate, reservations: Vec<Reservation>) -> Vec<ReserveOutcome> {
+    let tries = reservations.into_iter().map(|r| {
+        let gate = Arc::clone(gate);
+        tokio::spawn(async move { gate.reserve(&r).await.unwrap() })
+    });
+    join_all(tries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect()
+}
+
+pub async fn racing_reserves_admit_exactly_the_seeded_units(gate: Gate) {
+    gate.seed_if_absent(&seed(100)).await.unwrap();
+    let outcomes = race(&gate, (1..=500).map(|user| res(user, "k", 1, 1)).collect()).await;
+    let admitted = outcomes
+        .iter()
+        .filter(|o| **o == ReserveOutcome::Admitted)
+        .count();
+    let sold_out = outcomes
+        .iter()
+        .filter(|o| matches!(o, ReserveOutcome::SoldOut { .. }))
+        .count();
+    assert_eq!((admitted, sold_out), (100, 400));
+    assert_eq!(remaining(&gate).await, Some(0));
+}
+
+pub async fn the_per_user_limit_holds_under_races(gate: Gate) {
+    gate.seed_if_absent(&seed(100)).await.unwrap();
+    let outcomes = race(
+        &gate,
+        (0..40).map(|i| res(7, &format!("k{i}"), 1, 3)).collect(),
+    )
+    .await;
+    let admitted = outcomes
+        .iter()
+        .filter(|o| **o == ReserveOutcome::Admitted)
+        .count();
+    let limited = outcomes
+        .iter()
+        .filter(|o| **o == ReserveOutcome::PerUserLimitExceeded { limit: 3 })
+        .count();
+    assert_eq!((admitted, limited), (3, 37));
+    assert_eq!(remaining(&gate).await, Some(97));
+}
+
+pub async fn sold_out_is_answered_before_the_buyer_limit_and_nothing_changes(gate: Gate) {
+    gate.seed_if_absent(&seed(3)).await.unwrap();
+    assert_eq!(
+        gate.reserve(&res(1, "a", 2, 2)).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    assert_eq!(
+        gate.reserve(&res(1, "b", 1, 2)).await.unwrap(),
+        ReserveOutcome::PerUserLimitExceeded { limit: 2 }
+    );
+    assert_eq!(
+        gate.reserve(&res(1, "c", 2, 2)).await.unwrap(),
+        ReserveOutcome::SoldOut { remaining: 1 }
+    );
+    assert_eq!(remaining(&gate).await, Some(1), "refusals take nothing");
+}
+
+pub async fn markers_go_from_in_progress_to_done_and_a_different_body_is_a_reuse(gate: Gate) {
+    gate.seed_if_absent(&seed(5)).await.unwrap();
+    let first = res(1, "k|with|bars", 1, 2);
+    assert_eq!(
+        gate.reserve(&first).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    assert_eq!(
+        gate.reserve(&first).await.unwrap(),
+        ReserveOutcome::InProgress
+    );
+    assert_eq!(
+        gate.reserve(&res(1, "k|with|bars", 2, 2)).await.unwrap(),
+        ReserveOutcome::KeyReused
+    );
+    let order = OrderId::parse(9_007_199_254).unwrap();
+    gate.confirm(&first, order).await.unwrap();
+    assert_eq!(
+        gate.reserve(&first).await.unwrap(),
+        ReserveOutcome::Replay(order)
+    );
+    assert_eq!(remaining(&gate).await, Some(4), "a replay takes nothing");
+}
+
+pub async fn cancelling_twice_gives_units_and_the_buyer_count_back_once(gate: Gate) {
+    gate.seed_if_absent(&seed(5)).await.unwrap();
+    let r = res(1, "k", 2, 2);
+    assert_eq!(gate.reserve(&r).await.unwrap(), ReserveOutcome::Admitted);
+    gate.cancel(&r).await.unwrap();
+    gate.cancel(&r).await.unwrap();
+    assert_eq!(remaining(&gate).await, Some(5));
+    let other = res(1, "other", 2, 2);
+    assert_eq!(
+        gate.reserve(&other).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    // A confirmed reservation is an order: cancel gives nothing back.
+    gate.confirm(&other, OrderId::parse(3).unwrap())
+        .await
+        .unwrap();
+    gate.cancel(&other).await.unwrap();
+    assert_eq!(remaining(&gate).await, Some(3));
+}
+
+pub async fn releasing_a_cancelled_order_gives_its_units_back_and_keeps_its_replay(gate: Gate) {
+    gate.seed_if_absent(&seed(1)).await.unwrap();
+    let r = res(1, "k", 1, 1);
+    gate.reserve(&r).await.unwrap();
+    gate.confirm(&r, OrderId::parse(5).unwrap()).await.unwrap();
+    gate.release(r.drop_id, r.user_id, r.quantity)
+        .await
+        .unwrap();
+    assert_eq!(remaining(&gate).await, Some(1));
+    assert_eq!(
+        gate.reserve(&r).await.unwrap(),
+        ReserveOutcome::Replay(OrderId::parse(5).unwrap())
+    );
+    assert_eq!(
+        gate.reserve(&res(1, "k2", 1, 1)).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+}
+
+pub async fn seeding_again_changes_nothing_and_a_seed_restores_counts_and_markers(gate: Gate) {
+    assert_eq!(remaining(&gate).await, None);
+    assert_eq!(
+        gate.reserve(&res(1, "k", 1, 1)).await.unwrap(),
+        ReserveOutcome::NotSeeded
+    );
+    let held = |order: i64, user: i64, key: &str, live: bool| HeldOrder {
+        order_id: OrderId::parse(order).unwrap(),
+        user_id: UserId::parse(user).unwrap(),
+        key: IdempotencyKey::parse(key).unwrap(),
+        quantity: Quantity::parse("quantity", 1).unwrap(),
+        live,
+    };
+    let mut s = seed(4);
+    s.orders = vec![held(3, 1, "k", true), held(4, 2, "gone", false)];
+    gate.seed_if_absent(&s).await.unwrap();
+    gate.seed_if_absent(&seed(100)).await.unwrap();
+    assert_eq!(remaining(&gate).await, Some(4));
+    assert_eq!(
+        gate.reserve(&res(1, "k", 1, 1)).await.unwrap(),
+        ReserveOutcome::Replay(OrderId::parse(3).unwrap())
+    );
+    assert_eq!(
+        gate.reserve(&res(1, "new", 1, 1)).await.unwrap(),
+        ReserveOutcome::PerUserLimitExceeded { limit: 1 }
+    );
+    assert_eq!(
+        gate.reserve(&res(2, "new", 1, 1)).await.unwrap(),
+        ReserveOutcome::Admitted,
+        "a cancelled order holds nothing"
+    );
+}
