@@ -127,6 +127,7 @@ fn units(n: i64) -> u32 {
 
 #[async_trait]
 impl AdmissionGate for RedisGate {
+    #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %seed.drop_id))]
     async fn seed_if_absent(&self, seed: &GateSeed) -> Result<(), InfraError> {
         let keys = self.keys(seed.drop_id);
         let mut held: HashMap<UserId, u32> = HashMap::new();
@@ -156,6 +157,7 @@ impl AdmissionGate for RedisGate {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %r.drop_id, user.id = %r.user_id))]
     async fn reserve(&self, r: &Reservation) -> Result<ReserveOutcome, InfraError> {
         if let Some(answer) = self.flags.answer(r.drop_id, r.user_id, &r.key, r.quantity) {
             return Ok(answer);
@@ -199,6 +201,7 @@ impl AdmissionGate for RedisGate {
         Ok(outcome)
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %r.drop_id, order.id = %order))]
     async fn confirm(&self, r: &Reservation, order: OrderId) -> Result<(), InfraError> {
         let args: Vec<Value> = vec![
             marker_field(r.user_id, &r.key).into(),
@@ -216,6 +219,7 @@ impl AdmissionGate for RedisGate {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %r.drop_id, user.id = %r.user_id))]
     async fn cancel(&self, r: &Reservation) -> Result<(), InfraError> {
         let keys = self.keys(r.drop_id);
         let args: Vec<Value> = vec![
@@ -235,6 +239,7 @@ impl AdmissionGate for RedisGate {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %drop_id, user.id = %user_id))]
     async fn release(
         &self,
         drop_id: DropId,
@@ -259,6 +264,7 @@ impl AdmissionGate for RedisGate {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %drop_id))]
     async fn remaining(&self, drop_id: DropId) -> Result<Option<u32>, InfraError> {
         let left: i64 = scripts::run(
             &self.conn.pool,

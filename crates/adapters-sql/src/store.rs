@@ -322,6 +322,7 @@ macro_rules! impl_goods_store {
 
             #[async_trait]
             impl ports::PurchaseLedger for $store {
+                #[$crate::__private::tracing::instrument(level = "debug", skip_all, fields(drop.id = %order.drop_id, user.id = %order.user_id))]
                 async fn place_order(&self, order: &PlaceOrder) -> Result<Placed, PlaceOrderError> {
                     let drop = order.drop_id.get();
                     let user = order.user_id.get();
@@ -473,6 +474,7 @@ macro_rules! impl_goods_store {
                     }
                 }
 
+                #[$crate::__private::tracing::instrument(level = "debug", skip_all, fields(order.id = %id, user.id = %by))]
                 async fn cancel_order(
                     &self,
                     id: OrderId,
