@@ -144,7 +144,7 @@ async fn status_follows_the_clock_from_scheduled_to_open_to_closed() {
             5,
             1,
             time::Duration::milliseconds(300),
-            time::Duration::milliseconds(900),
+            time::Duration::milliseconds(1800),
         )
         .await;
     let status = || async {
@@ -152,7 +152,7 @@ async fn status_follows_the_clock_from_scheduled_to_open_to_closed() {
     };
     assert_eq!(status().await, "SCHEDULED");
     let mut seen = vec!["SCHEDULED".to_owned()];
-    for _ in 0..300 {
+    for _ in 0..600 {
         let now = status().await.as_str().unwrap().to_owned();
         if seen.last() != Some(&now) {
             seen.push(now.clone());

@@ -228,11 +228,11 @@ async fn after_close_at_new_purchases_are_409_closed_but_replays_still_answer() 
             10,
             1,
             time::Duration::seconds(-1),
-            time::Duration::milliseconds(700),
+            time::Duration::milliseconds(2000),
         )
         .await;
     let first = body(app.purchase(drop, 7, "before-close", 1).await).await;
-    for _ in 0..300 {
+    for _ in 0..600 {
         if body(app.get(&format!("/limited-drops/{drop}"), None).await).await["status"] == "CLOSED"
         {
             break;
