@@ -18,10 +18,15 @@ lint:
 test:
     scripts/test
 
-# Criterion benchmarks.
+# Benchmarks (needs MariaDB and Redis): the hot-drop ledger and the gates.
 bench:
     cargo bench -p goods-bench
 
 # Everything CI runs.
 ci:
     .ci/run
+
+# Load tests on loopback (release build, MariaDB and Redis running; wrk and k6 installed).
+loadtest:
+    cargo build --release -p goods-server
+    loadtest/soldout-vs-live.sh
