@@ -51,6 +51,11 @@ pub fn server(listener: TcpListener, state: ApiState, workers: usize) -> std::io
             .app_data(web::Data::new(state.clone()))
             .app_data(problem::json_config())
             .app_data(problem::path_config())
+            .app_data(web::PayloadConfig::new(64 * 1024))
+            .wrap(
+                actix_web::middleware::ErrorHandlers::new()
+                    .default_handler(problem::framework_errors),
+            )
             .wrap(actix_web::middleware::from_fn(request_id::middleware))
             .configure(configure)
     })

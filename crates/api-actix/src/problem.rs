@@ -1,8 +1,10 @@
 //! `application/problem+json` (RFC 9457) errors, and the single mapping from use-case errors
 //! to HTTP statuses and stable `code`s.
 
+use actix_web::dev::ServiceResponse;
 use actix_web::http::StatusCode;
-use actix_web::http::header::{HeaderValue, RETRY_AFTER};
+use actix_web::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use actix_web::middleware::ErrorHandlerResponse;
 use actix_web::{HttpResponse, ResponseError, web};
 use goods_app::{
     CancelOrderError, CreateDropError, CreateProductError, GetDropError, GetOrderError,
@@ -339,6 +341,47 @@ impl From<CancelOrderError> for Problem {
             CancelOrderError::Unexpected(e) => Self::internal(&e),
         }
     }
+}
+
+/// Rewrites an error response that did not come from a [`Problem`] (the framework's own: a body
+/// over the size limit, a request it could not read) into problem+json, so every error a client
+/// sees has a `code`.
+///
+/// # Errors
+/// Never; the signature is the middleware's.
+pub fn framework_errors<B>(res: ServiceResponse<B>) -> actix_web::Result<ErrorHandlerResponse<B>> {
+    let is_problem = res
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+    if is_problem {
+        return Ok(ErrorHandlerResponse::Response(res.map_into_left_body()));
+    }
+    let status = res.status();
+    let problem = match status.as_u16() {
+        413 => Problem::new(
+            status,
+            "PAYLOAD_TOO_LARGE",
+            "Payload too large",
+            "the request body is larger than 64 KiB",
+        ),
+        404 => Problem::not_found("NOT_FOUND", "no such resource"),
+        400..=499 => Problem::new(
+            status,
+            "MALFORMED_REQUEST",
+            "Malformed request",
+            "the request could not be read",
+        ),
+        _ => Problem::new(
+            status,
+            "INTERNAL",
+            "Internal error",
+            "the request could not be completed",
+        ),
+    };
+    let (req, _) = res.into_parts();
+    let res = ServiceResponse::new(req, problem.error_response()).map_into_right_body();
+    Ok(ErrorHandlerResponse::Response(res))
 }
 
 /// JSON extractor errors become 400 MALFORMED_REQUEST.

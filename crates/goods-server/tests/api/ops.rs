@@ -86,3 +86,25 @@ async fn stats_and_reconciliation_are_for_sellers() {
         assert!(recon["gateRemaining"].is_null() && recon["drift"].is_null());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_the_framework_raises_are_problems_too() {
+    let app = TestApp::spawn().await;
+    let (product, drop) = app.open_drop(10, 10, 1).await;
+    let huge = format!("{{\"quantity\":1,\"pad\":\"{}\"}}", "x".repeat(100 * 1024));
+    let res = app
+        .request(
+            reqwest::Method::POST,
+            &format!("/limited-drops/{drop}/orders"),
+            Some((7, "buyer")),
+        )
+        .header("Idempotency-Key", "big")
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert!(res.headers().contains_key("X-Request-Id"));
+    problem(res, 413, "PAYLOAD_TOO_LARGE").await;
+    assert_eq!(app.stock(product).await, 10, "nothing was bought");
+}
