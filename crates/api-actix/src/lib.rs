@@ -49,8 +49,6 @@ pub fn server(listener: TcpListener, state: ApiState, workers: usize) -> std::io
     let server = HttpServer::new(move || {
         App::new()
             .app_data(web::Data::new(state.clone()))
-            .app_data(problem::json_config())
-            .app_data(problem::path_config())
             .app_data(web::PayloadConfig::new(64 * 1024))
             .wrap(
                 actix_web::middleware::ErrorHandlers::new()

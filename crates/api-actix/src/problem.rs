@@ -5,7 +5,7 @@ use actix_web::dev::ServiceResponse;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use actix_web::middleware::ErrorHandlerResponse;
-use actix_web::{HttpResponse, ResponseError, web};
+use actix_web::{HttpResponse, ResponseError};
 use goods_app::{
     CancelOrderError, CreateDropError, CreateProductError, GetDropError, GetOrderError,
     GetProductError, GetStatsError, PurchaseError, ReconcileError,
@@ -382,17 +382,4 @@ pub fn framework_errors<B>(res: ServiceResponse<B>) -> actix_web::Result<ErrorHa
     let (req, _) = res.into_parts();
     let res = ServiceResponse::new(req, problem.error_response()).map_into_right_body();
     Ok(ErrorHandlerResponse::Response(res))
-}
-
-/// JSON extractor errors become 400 MALFORMED_REQUEST.
-pub fn json_config() -> web::JsonConfig {
-    web::JsonConfig::default()
-        .limit(64 * 1024)
-        .error_handler(|error, _| Problem::malformed(error.to_string()).into())
-}
-
-/// Path extractor errors become 404: a path that does not parse names no resource.
-pub fn path_config() -> web::PathConfig {
-    web::PathConfig::default()
-        .error_handler(|_, _| Problem::not_found("NOT_FOUND", "no such resource").into())
 }
