@@ -38,6 +38,14 @@ fn sigterm(child: &Child) {
     assert!(status.success());
 }
 
+/// Waits for the server to exit; its exit code.
+async fn exit_code(mut child: Child) -> Option<i32> {
+    tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap()
+        .code()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
     let dir = tempfile::tempdir().unwrap();
@@ -108,14 +116,11 @@ async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
     locker.join().unwrap();
     let res = purchase.await.unwrap().unwrap();
     assert_eq!(res.status().as_u16(), 202);
-    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
-        .await
-        .unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(exit_code(child).await, Some(0));
 
     // The order survived the restart.
-    let (mut child, base) = start(dir.path(), &[]);
-    let order: serde_json::Value = client
+    let (child, base) = start(dir.path(), &[]);
+    let view: serde_json::Value = client
         .get(format!("{base}/limited-drops/{}", drop["dropId"]))
         .send()
         .await
@@ -123,12 +128,9 @@ async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
         .json()
         .await
         .unwrap();
-    assert_eq!(order["remaining"], 4);
+    assert_eq!(view["remaining"], 4);
     sigterm(&child);
-    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
-        .await
-        .unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(exit_code(child).await, Some(0));
 }
 
 #[test]
