@@ -3,15 +3,62 @@
 //! pass the same contract suite (`test_support::gate_contract`, run in `tests/contract.rs`).
 
 use async_trait::async_trait;
-use goods_domain::ports::{AdmissionGate, GateSeed, Reservation, ReserveOutcome};
+use goods_domain::ports::{
+    AdmissionGate, GateSeed, Reservation, ReserveOutcome, StaleReservation, from_unix_ms,
+};
 use goods_domain::{DropId, IdempotencyKey, InfraError, OrderId, Quantity, UserId};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
+use time::OffsetDateTime;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Marker {
-    InProgress { quantity: Quantity },
-    Done { quantity: Quantity, order: OrderId },
+    /// Admitted, not settled; the lease ends at `deadline_ms` (unix ms, as the Redis gate).
+    InProgress {
+        quantity: Quantity,
+        deadline_ms: i64,
+    },
+    Done {
+        quantity: Quantity,
+        order: OrderId,
+    },
+}
+
+impl DropGate {
+    /// The gate as the database's truth says it should be, keeping what is in flight: an
+    /// in-progress marker, or a done marker of an order the seed does not list yet (it
+    /// committed after the seed was read), keeps its units taken.
+    fn rebuilt(seed: &GateSeed, previous: Option<&DropGate>) -> DropGate {
+        let mut gate = DropGate {
+            remaining: seed.remaining,
+            ..DropGate::default()
+        };
+        for order in &seed.orders {
+            if order.live {
+                *gate.held.entry(order.user_id).or_default() += order.quantity.get();
+            }
+            gate.markers.insert(
+                (order.user_id, order.key.clone()),
+                Marker::Done {
+                    quantity: order.quantity,
+                    order: order.order_id,
+                },
+            );
+        }
+        for ((user, key), marker) in previous.map(|p| &p.markers).into_iter().flatten() {
+            let field = (*user, key.clone());
+            if gate.markers.contains_key(&field) {
+                continue;
+            }
+            let quantity = match marker {
+                Marker::InProgress { quantity, .. } | Marker::Done { quantity, .. } => *quantity,
+            };
+            gate.remaining = gate.remaining.saturating_sub(quantity.get());
+            *gate.held.entry(*user).or_default() += quantity.get();
+            gate.markers.insert(field, *marker);
+        }
+        gate
+    }
 }
 
 #[derive(Debug, Default)]
@@ -39,26 +86,45 @@ impl MemoryGate {
 impl AdmissionGate for MemoryGate {
     async fn seed_if_absent(&self, seed: &GateSeed) -> Result<(), InfraError> {
         let mut drops = self.lock()?;
-        drops.entry(seed.drop_id).or_insert_with(|| {
-            let mut gate = DropGate {
-                remaining: seed.remaining,
-                ..DropGate::default()
-            };
-            for order in &seed.orders {
-                if order.live {
-                    *gate.held.entry(order.user_id).or_default() += order.quantity.get();
-                }
-                gate.markers.insert(
-                    (order.user_id, order.key.clone()),
-                    Marker::Done {
-                        quantity: order.quantity,
-                        order: order.order_id,
-                    },
-                );
-            }
-            gate
-        });
+        drops
+            .entry(seed.drop_id)
+            .or_insert_with(|| DropGate::rebuilt(seed, None));
         Ok(())
+    }
+
+    async fn resync(&self, seed: &GateSeed) -> Result<(), InfraError> {
+        let mut drops = self.lock()?;
+        let gate = DropGate::rebuilt(seed, drops.get(&seed.drop_id));
+        drops.insert(seed.drop_id, gate);
+        Ok(())
+    }
+
+    async fn stale(
+        &self,
+        drop_id: DropId,
+        now: OffsetDateTime,
+    ) -> Result<Vec<StaleReservation>, InfraError> {
+        let drops = self.lock()?;
+        let Some(gate) = drops.get(&drop_id) else {
+            return Ok(Vec::new());
+        };
+        let now_ms = goods_domain::ports::unix_ms(now);
+        Ok(gate
+            .markers
+            .iter()
+            .filter_map(|((user, key), marker)| match marker {
+                Marker::InProgress {
+                    quantity,
+                    deadline_ms,
+                } if *deadline_ms < now_ms => Some(StaleReservation {
+                    user_id: *user,
+                    key: key.clone(),
+                    quantity: *quantity,
+                    deadline: from_unix_ms(*deadline_ms)?,
+                }),
+                _ => None,
+            })
+            .collect())
     }
 
     async fn reserve(&self, r: &Reservation) -> Result<ReserveOutcome, InfraError> {
@@ -71,8 +137,14 @@ impl AdmissionGate for MemoryGate {
             Some(Marker::Done { quantity, order }) if *quantity == r.quantity => {
                 return Ok(ReserveOutcome::Replay(*order));
             }
-            Some(Marker::InProgress { quantity }) if *quantity == r.quantity => {
-                return Ok(ReserveOutcome::InProgress);
+            Some(Marker::InProgress {
+                quantity,
+                deadline_ms,
+            }) if *quantity == r.quantity => {
+                return Ok(ReserveOutcome::InProgress {
+                    deadline: from_unix_ms(*deadline_ms)
+                        .ok_or_else(|| InfraError::msg("corrupt lease"))?,
+                });
             }
             Some(_) => return Ok(ReserveOutcome::KeyReused),
             None => {}
@@ -95,6 +167,7 @@ impl AdmissionGate for MemoryGate {
             marker_key,
             Marker::InProgress {
                 quantity: r.quantity,
+                deadline_ms: r.deadline_ms(),
             },
         );
         Ok(ReserveOutcome::Admitted)
@@ -120,8 +193,15 @@ impl AdmissionGate for MemoryGate {
             return Ok(());
         };
         // Only an in-progress marker holds units: removing it is what makes cancel run once.
+        // It must be this attempt's (same units and lease), not a later one with the same key.
         let key = (r.user_id, r.key.clone());
-        if let Some(Marker::InProgress { quantity }) = gate.markers.get(&key).copied() {
+        let mine = Marker::InProgress {
+            quantity: r.quantity,
+            deadline_ms: r.deadline_ms(),
+        };
+        if let Some(Marker::InProgress { quantity, .. }) =
+            gate.markers.get(&key).copied().filter(|m| *m == mine)
+        {
             gate.markers.remove(&key);
             gate.remaining += quantity.get();
             if let Some(held) = gate.held.get_mut(&r.user_id) {

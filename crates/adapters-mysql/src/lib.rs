@@ -2,10 +2,10 @@
 //! driver. The queries and transactions are adapters-sql's; this crate adds the pool, the
 //! migrations and the classification of server errors.
 
-use adapters_sql::{count_statements, impl_goods_store};
+use adapters_sql::{Bounds, PooledConn, count_statements, impl_goods_store};
 use anyhow::Context as _;
 use diesel::result::{DatabaseErrorKind, Error as DbError};
-use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
 use diesel_async::{
     AsyncConnection, AsyncMigrationHarness, AsyncMysqlConnection, SimpleAsyncConnection,
@@ -23,6 +23,7 @@ pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/m
 pub struct MysqlStore {
     pool: Pool<AsyncMysqlConnection>,
     statements: Arc<AtomicU64>,
+    bounds: Bounds,
 }
 
 impl MysqlStore {
@@ -32,17 +33,48 @@ impl MysqlStore {
     /// # Errors
     /// When the server cannot be reached or a migration fails.
     pub async fn connect(url: &str, pool_size: usize, migrate: bool) -> anyhow::Result<Self> {
+        Self::connect_with(url, pool_size, migrate, Bounds::default()).await
+    }
+
+    /// [`connect`](Self::connect) with explicit bounds on every wait for the server. Each
+    /// connection also gets `innodb_lock_wait_timeout` (whole seconds, at least 1) and, on
+    /// MariaDB, `max_statement_time` from the transaction limit, so a stalled client holding a
+    /// hot row, or a statement the server cannot finish, fails instead of queueing everyone.
+    ///
+    /// # Errors
+    /// When the server cannot be reached or a migration fails.
+    pub async fn connect_with(
+        url: &str,
+        pool_size: usize,
+        migrate: bool,
+        bounds: Bounds,
+    ) -> anyhow::Result<Self> {
         if migrate {
             migrate_database(url).await?;
         }
         let statements = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&statements);
         let mut config = ManagerConfig::default();
+        let limit = bounds.transaction.as_secs_f64();
+        let lock_wait = bounds.transaction.as_secs().max(1);
         config.custom_setup = Box::new(move |url| {
             let counter = Arc::clone(&counter);
             let url = url.to_owned();
             Box::pin(async move {
                 let mut conn = AsyncMysqlConnection::establish(&url).await?;
+                conn.batch_execute(&format!(
+                    "SET SESSION innodb_lock_wait_timeout = {lock_wait}"
+                ))
+                .await
+                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+                // MariaDB only; MySQL 8 has no such variable (its statements are bounded by
+                // the client's transaction limit alone).
+                if let Err(error) = conn
+                    .batch_execute(&format!("SET SESSION max_statement_time = {limit}"))
+                    .await
+                {
+                    tracing::debug!(error = %error, "max_statement_time not supported");
+                }
                 conn.set_instrumentation(count_statements(counter));
                 Ok(conn)
             })
@@ -53,16 +85,23 @@ impl MysqlStore {
             .max_size(pool_size)
             .build()
             .context("building the MySQL pool")?;
-        let store = Self { pool, statements };
+        let store = Self {
+            pool,
+            statements,
+            bounds,
+        };
         store.ping().await.context("connecting to MySQL")?;
         Ok(store)
     }
 
-    async fn conn(&self) -> Result<Object<AsyncMysqlConnection>, InfraError> {
-        self.pool
-            .get()
-            .await
-            .map_err(|e| InfraError::new("mysql connection", e))
+    async fn conn(
+        &self,
+    ) -> Result<PooledConn<AsyncDieselConnectionManager<AsyncMysqlConnection>>, InfraError> {
+        PooledConn::get(&self.pool, self.bounds.acquire, "mysql connection").await
+    }
+
+    fn tx_timeout(&self) -> std::time::Duration {
+        self.bounds.transaction
     }
 
     /// Deadlocks (1213) and lock wait timeouts (1205) roll the transaction back; a fresh one may
@@ -85,15 +124,18 @@ impl MysqlStore {
         self.statements.load(Ordering::Relaxed)
     }
 
-    /// Whether the server answers.
+    /// Whether the server answers, within the transaction limit.
     ///
     /// # Errors
     /// [`InfraError`] when it does not.
     pub async fn ping(&self) -> Result<(), InfraError> {
-        let mut conn = self.conn().await?;
-        conn.batch_execute("SELECT 1")
-            .await
-            .map_err(|e| InfraError::new("mysql ping", e))
+        adapters_sql::bounded(self.bounds.transaction, "mysql ping", async {
+            let mut conn = self.conn().await?;
+            conn.batch_execute("SELECT 1")
+                .await
+                .map_err(|e| InfraError::new("mysql ping", e))
+        })
+        .await
     }
 }
 
@@ -121,5 +163,6 @@ impl_goods_store!(
     locking_read = " LOCK IN SHARE MODE",
     ensure_holding = "INSERT INTO drop_holdings (drop_id, user_id, quantity) VALUES (?, ?, 0) \
                       ON DUPLICATE KEY UPDATE quantity = quantity",
-    begin_write = ""
+    begin_write = "",
+    db_now_ms = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)"
 );

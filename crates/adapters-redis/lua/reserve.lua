@@ -9,25 +9,27 @@
 -- ARGV[2]  marker field "user|key"
 -- ARGV[3]  units asked for
 -- ARGV[4]  per-user limit
+-- ARGV[5]  the attempt's lease end, unix milliseconds
 --
 -- Returns one of:
---   {'ADMITTED', remaining after}      units taken, marker "P|qty" set
+--   {'ADMITTED', remaining after}      units taken, marker "P|qty|lease end" set
 --   {'REPLAY', order id}               done marker with the same units
---   {'IN_PROGRESS'}                    in-progress marker with the same units
+--   {'IN_PROGRESS', lease end}         in-progress marker with the same units (0: a marker
+--                                      written before leases existed, long expired)
 --   {'KEY_REUSED'}                     marker with other units
 --   {'SOLD_OUT', remaining}            fewer units left than asked for
 --   {'PER_USER_LIMIT'}                 the buyer would exceed the limit
 --   {'NOT_SEEDED'}                     the gate holds nothing for this drop
 local marker = redis.call('HGET', KEYS[3], ARGV[2])
 if marker then
-  local state, qty, order = string.match(marker, '^(%a)|(%d+)|?(%d*)$')
+  local state, qty, last = string.match(marker, '^(%a)|(%d+)|?(%d*)$')
   if qty ~= ARGV[3] then
     return {'KEY_REUSED'}
   end
   if state == 'D' then
-    return {'REPLAY', tonumber(order)}
+    return {'REPLAY', tonumber(last)}
   end
-  return {'IN_PROGRESS'}
+  return {'IN_PROGRESS', tonumber(last) or 0}
 end
 local remaining = redis.call('GET', KEYS[1])
 if not remaining then
@@ -44,5 +46,5 @@ if held + qty > tonumber(ARGV[4]) then
 end
 redis.call('DECRBY', KEYS[1], qty)
 redis.call('HINCRBY', KEYS[2], ARGV[1], qty)
-redis.call('HSET', KEYS[3], ARGV[2], 'P|' .. ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[2], 'P|' .. ARGV[3] .. '|' .. ARGV[5])
 return {'ADMITTED', remaining - qty}

@@ -2,15 +2,19 @@
 
 use crate::connection::RedisConnection;
 use crate::keys::{DropKeys, marker_field, restock_channel};
-use crate::scripts::{self, CANCEL, CONFIRM, RELEASE, REMAINING, RESERVE, SEED};
+use crate::scripts::{self, CANCEL, CONFIRM, RELEASE, REMAINING, RESERVE, RESYNC, SEED};
 use crate::sold_out::{Marker, Markers, SoldOutFlags};
 use async_trait::async_trait;
 use fred::prelude::*;
-use goods_domain::ports::{AdmissionGate, GateSeed, Reservation, ReserveOutcome};
-use goods_domain::{DropId, InfraError, OrderId, Quantity, UserId};
+use fred::types::scripts::Script;
+use goods_domain::ports::{
+    AdmissionGate, GateSeed, Reservation, ReserveOutcome, StaleReservation, from_unix_ms, unix_ms,
+};
+use goods_domain::{DropId, IdempotencyKey, InfraError, OrderId, Quantity, UserId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use time::OffsetDateTime;
 
 /// How long after `closeAt` a drop's gate keys live (purchases in flight at close settle).
 const GRACE: time::Duration = time::Duration::hours(1);
@@ -107,28 +111,9 @@ impl RedisGate {
     }
 }
 
-fn reply_status(reply: &[Value]) -> Result<String, InfraError> {
-    reply
-        .first()
-        .and_then(Value::as_string)
-        .ok_or_else(|| InfraError::msg(format!("unexpected reserve reply {reply:?}")))
-}
-
-fn reply_number(reply: &[Value]) -> Result<i64, InfraError> {
-    reply
-        .get(1)
-        .and_then(Value::as_i64)
-        .ok_or_else(|| InfraError::msg(format!("unexpected reserve reply {reply:?}")))
-}
-
-fn units(n: i64) -> u32 {
-    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
-}
-
-#[async_trait]
-impl AdmissionGate for RedisGate {
-    #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %seed.drop_id))]
-    async fn seed_if_absent(&self, seed: &GateSeed) -> Result<(), InfraError> {
+impl RedisGate {
+    /// Runs `seed.lua` or `resync.lua`, which take the same keys and arguments.
+    async fn run_seed(&self, script: &Script, seed: &GateSeed) -> Result<i64, Error> {
         let keys = self.keys(seed.drop_id);
         let mut held: HashMap<UserId, u32> = HashMap::new();
         for order in seed.orders.iter().filter(|o| o.live) {
@@ -151,10 +136,84 @@ impl AdmissionGate for RedisGate {
             args.push(format!("D|{}|{}", order.quantity.get(), order.order_id).into());
         }
         let keys = vec![keys.remaining, keys.held, keys.idem];
-        let _: i64 = scripts::run(&self.conn.pool, &SEED, keys, args)
+        scripts::run(&self.conn.pool, script, keys, args).await
+    }
+}
+
+fn reply_status(reply: &[Value]) -> Result<String, InfraError> {
+    reply
+        .first()
+        .and_then(Value::as_string)
+        .ok_or_else(|| InfraError::msg(format!("unexpected reserve reply {reply:?}")))
+}
+
+fn reply_number(reply: &[Value]) -> Result<i64, InfraError> {
+    reply
+        .get(1)
+        .and_then(Value::as_i64)
+        .ok_or_else(|| InfraError::msg(format!("unexpected reserve reply {reply:?}")))
+}
+
+fn units(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+#[async_trait]
+impl AdmissionGate for RedisGate {
+    #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %seed.drop_id))]
+    async fn seed_if_absent(&self, seed: &GateSeed) -> Result<(), InfraError> {
+        let _: i64 = self
+            .run_seed(&SEED, seed)
             .await
             .map_err(infra("redis seed"))?;
         Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %seed.drop_id))]
+    async fn resync(&self, seed: &GateSeed) -> Result<(), InfraError> {
+        let _: i64 = self
+            .run_seed(&RESYNC, seed)
+            .await
+            .map_err(infra("redis resync"))?;
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %drop_id))]
+    async fn stale(
+        &self,
+        drop_id: DropId,
+        now: OffsetDateTime,
+    ) -> Result<Vec<StaleReservation>, InfraError> {
+        let raw: HashMap<String, String> = self
+            .conn
+            .pool
+            .next()
+            .hgetall(self.keys(drop_id).idem)
+            .await
+            .map_err(infra("redis stale markers"))?;
+        let now_ms = unix_ms(now);
+        Ok(raw
+            .iter()
+            .filter_map(|(field, value)| {
+                let Some(Marker::InProgress {
+                    quantity,
+                    deadline_ms,
+                }) = Marker::parse(value)
+                else {
+                    return None;
+                };
+                if deadline_ms >= now_ms {
+                    return None;
+                }
+                let (user, key) = field.split_once('|')?;
+                Some(StaleReservation {
+                    user_id: UserId::parse(user.parse().ok()?).ok()?,
+                    key: IdempotencyKey::parse(key).ok()?,
+                    quantity: Quantity::parse("quantity", i64::from(quantity)).ok()?,
+                    deadline: from_unix_ms(deadline_ms)?,
+                })
+            })
+            .collect())
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %r.drop_id, user.id = %r.user_id))]
@@ -169,6 +228,7 @@ impl AdmissionGate for RedisGate {
             field.into(),
             i64::from(r.quantity.get()).into(),
             i64::from(r.per_user_limit.get()).into(),
+            r.deadline_ms().into(),
         ];
         let reply: Vec<Value> = scripts::run(
             &self.conn.pool,
@@ -184,7 +244,10 @@ impl AdmissionGate for RedisGate {
                 OrderId::parse(reply_number(&reply)?)
                     .map_err(|e| InfraError::new("replay marker", e))?,
             ),
-            "IN_PROGRESS" => ReserveOutcome::InProgress,
+            "IN_PROGRESS" => ReserveOutcome::InProgress {
+                deadline: from_unix_ms(reply_number(&reply)?)
+                    .ok_or_else(|| InfraError::msg(format!("corrupt lease {reply:?}")))?,
+            },
             "KEY_REUSED" => ReserveOutcome::KeyReused,
             "SOLD_OUT" => ReserveOutcome::SoldOut {
                 remaining: units(reply_number(&reply)?),
@@ -227,6 +290,7 @@ impl AdmissionGate for RedisGate {
             marker_field(r.user_id, &r.key).into(),
             restock_channel(&self.conn.prefix).into(),
             r.drop_id.get().into(),
+            format!("P|{}|{}", r.quantity.get(), r.deadline_ms()).into(),
         ];
         let _: i64 = scripts::run(
             &self.conn.pool,

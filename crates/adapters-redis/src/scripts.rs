@@ -15,6 +15,8 @@ pub static CANCEL: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/cancel.lua")));
 pub static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/release.lua")));
+pub static RESYNC: LazyLock<Script> =
+    LazyLock::new(|| Script::from_lua(include_str!("../lua/resync.lua")));
 pub static REMAINING: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/remaining.lua")));
 

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 /// A stored marker, parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Marker {
-    /// `P|qty`.
-    InProgress { quantity: u32 },
+    /// `P|qty|lease end` (or `P|qty`, written before leases existed: lease end 0).
+    InProgress { quantity: u32, deadline_ms: i64 },
     /// `D|qty|order`.
     Done { quantity: u32, order: OrderId },
 }
@@ -31,7 +31,14 @@ impl Marker {
         let state = parts.next()?;
         let quantity = parts.next()?.parse().ok()?;
         match (state, parts.next()) {
-            ("P", None) => Some(Self::InProgress { quantity }),
+            ("P", None) => Some(Self::InProgress {
+                quantity,
+                deadline_ms: 0,
+            }),
+            ("P", Some(deadline)) => Some(Self::InProgress {
+                quantity,
+                deadline_ms: deadline.parse().ok()?,
+            }),
             ("D", Some(order)) => Some(Self::Done {
                 quantity,
                 order: OrderId::parse(order.parse().ok()?).ok()?,
@@ -153,8 +160,18 @@ mod tests {
     #[test]
     fn markers_parse_from_their_stored_form() {
         assert_eq!(
+            Marker::parse("P|2|1700000000123"),
+            Some(Marker::InProgress {
+                quantity: 2,
+                deadline_ms: 1_700_000_000_123
+            })
+        );
+        assert_eq!(
             Marker::parse("P|2"),
-            Some(Marker::InProgress { quantity: 2 })
+            Some(Marker::InProgress {
+                quantity: 2,
+                deadline_ms: 0
+            })
         );
         assert_eq!(
             Marker::parse("D|1|77"),
@@ -181,7 +198,13 @@ mod tests {
             (user(7), HashMap::from([("a".to_owned(), done)])),
             (
                 user(8),
-                HashMap::from([("b".to_owned(), Marker::InProgress { quantity: 1 })]),
+                HashMap::from([(
+                    "b".to_owned(),
+                    Marker::InProgress {
+                        quantity: 1,
+                        deadline_ms: 0,
+                    },
+                )]),
             ),
         ]);
         flags.install(drop_id(), epoch, markers);

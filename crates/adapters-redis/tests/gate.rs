@@ -47,6 +47,7 @@ fn res(user: i64, key: &str, quantity: i64, limit: i64) -> Reservation {
         quantity: Quantity::parse("quantity", quantity).unwrap(),
         per_user_limit: Quantity::parse("perUserLimit", limit).unwrap(),
         key: IdempotencyKey::parse(key).unwrap(),
+        deadline: test_support::gate_contract::lease_end(),
     }
 }
 
@@ -174,7 +175,9 @@ async fn once_sold_out_an_instance_answers_locally_until_units_come_back() {
     // A purchase admitted before the sell-out and not settled is not answered locally.
     assert_eq!(
         a.reserve(&in_flight).await.unwrap(),
-        ReserveOutcome::InProgress
+        ReserveOutcome::InProgress {
+            deadline: in_flight.deadline
+        }
     );
     assert_eq!(evalsha_calls(&redis), before + 1);
 

@@ -7,14 +7,18 @@
 //! keeps one copy of each query; the backend crates only add pools, migrations and the
 //! classification of their server errors.
 
+mod events;
 mod instrument;
+mod pooled;
 pub mod rows;
 pub mod schema;
 mod store;
 mod tx;
 
+pub use events::{decode_event, encode_event};
 pub use instrument::count_statements;
-pub use tx::{MAX_ATTEMPTS, TxError, infra, with_retries};
+pub use pooled::PooledConn;
+pub use tx::{Bounds, MAX_ATTEMPTS, TxError, bounded, infra, with_retries};
 
 #[doc(hidden)]
 pub mod __private {

@@ -161,6 +161,14 @@ pub struct Remaining {
     pub remaining: i32,
 }
 
+/// A row id, as read by a raw locking query.
+#[derive(Debug, QueryableByName)]
+pub struct IdRow {
+    /// The id.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub id: i64,
+}
+
 /// Converts domain units to an INT column value (quantities are bounded by `i32::MAX`).
 pub fn column(units: u32) -> i32 {
     i32::try_from(units).unwrap_or(i32::MAX)

@@ -84,3 +84,21 @@ diesel::allow_tables_to_appear_in_same_query!(
     drop_holdings,
     orders
 );
+
+diesel::table! {
+    /// Durable events (the outbox), one per key.
+    outbox_events (id) {
+        /// Identity, and the event's id for consumers.
+        id -> BigInt,
+        /// What makes the event unique (`oversell:{dropId}`).
+        event_key -> Text,
+        /// The event's kind.
+        kind -> Text,
+        /// The event's fields, as `name=value` lines.
+        payload -> Text,
+        /// When it was recorded.
+        created_at -> Timestamp,
+        /// When the relay handed it over; `NULL` until then.
+        published_at -> Nullable<Timestamp>,
+    }
+}

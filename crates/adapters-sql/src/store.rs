@@ -4,8 +4,13 @@
 /// `PurchaseLedger`) for `$store`, whose connections are `$conn`.
 ///
 /// `$store` must provide `async fn conn(&self) -> Result<impl DerefMut<Target = $conn> + Send,
-/// InfraError>` and `fn retryable(&diesel::result::Error) -> bool` (deadlocks, lock wait
-/// timeouts, busy databases: what a fresh transaction may cure). `last_insert_id` is the SQL
+/// InfraError>` (bounded: an exhausted pool is [`InfraError::unavailable`]), `fn
+/// tx_timeout(&self) -> Duration` (the time limit of one ledger call, retries included) and
+/// `fn retryable(&diesel::result::Error) -> bool` (deadlocks, lock wait timeouts, busy
+/// databases: what a fresh transaction may cure). `db_now_ms` is the SQL expression for the
+/// database's clock in unix milliseconds, against which admission leases are checked.
+///
+/// [`InfraError::unavailable`]: goods_domain::InfraError::unavailable `last_insert_id` is the SQL
 /// expression for the id the connection's last INSERT generated; `locking_read` the suffix that
 /// makes a SELECT read the latest committed row (empty where transactions are serial);
 /// `ensure_holding` an INSERT of `(drop_id, user_id, 0)` into `drop_holdings` that leaves an
@@ -20,28 +25,34 @@ macro_rules! impl_goods_store {
         last_insert_id = $last_id:literal,
         locking_read = $lock:literal,
         ensure_holding = $ensure_holding:literal,
-        begin_write = $begin_write:literal $(,)?
+        begin_write = $begin_write:literal,
+        db_now_ms = $now_ms:literal $(,)?
     ) => {
         const _: () = {
             use $crate::__private::async_trait;
             use $crate::__private::diesel::dsl::sql;
             use $crate::__private::diesel::prelude::*;
             use $crate::__private::diesel::result::Error as DbError;
-            use $crate::__private::diesel::sql_types::BigInt;
+            use $crate::__private::diesel::sql_types::{BigInt, Bool};
             use $crate::__private::diesel::{self, insert_into, update};
             use $crate::__private::diesel_async::{AsyncConnection, RunQueryDsl};
             use $crate::__private::goods_domain::ports::{
-                self, CancelOrderError, Cancelled, CreateDropError, GateSeed, HeldOrder,
-                PlaceOrder, PlaceOrderError, Placed,
+                self, CancelOrderError, Cancelled, CreateDropError, DomainEvent, GateSeed,
+                HeldOrder, OutboxEntry, PlaceOrder, PlaceOrderError, Placed, StaleResolution,
+                unix_ms,
             };
             use $crate::__private::goods_domain::{
                 DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, NewLimitedDrop,
                 NewProduct, OrderId, OrderStatus, Product, ProductId, ProductName, Stock, UserId,
             };
             use $crate::__private::time::OffsetDateTime;
-            use $crate::rows::{DropRow, NewDropRow, NewOrderRow, OrderRow, column, to_db, units};
-            use $crate::schema::{drop_holdings, limited_drops, orders, products, stocks};
-            use $crate::{TxError, infra, with_retries};
+            use $crate::rows::{
+                DropRow, IdRow, NewDropRow, NewOrderRow, OrderRow, column, to_db, units,
+            };
+            use $crate::schema::{
+                drop_holdings, limited_drops, orders, outbox_events, products, stocks,
+            };
+            use $crate::{TxError, bounded, decode_event, encode_event, infra, with_retries};
 
             const CANCELLED: &str = "CANCELLED";
 
@@ -72,6 +83,14 @@ macro_rules! impl_goods_store {
                     diesel::sql_query($begin_write).execute(c).await?;
                 }
                 Ok(())
+            }
+
+            /// Whether the database's clock is past `deadline_ms`: the one clock both the
+            /// purchase transaction and the resolution of a stale reservation consult.
+            async fn past(c: &mut $conn, deadline_ms: i64) -> QueryResult<bool> {
+                diesel::select(sql::<Bool>(concat!($now_ms, " > ")).bind::<BigInt, _>(deadline_ms))
+                    .get_result(c)
+                    .await
             }
 
             async fn last_insert_id(c: &mut $conn) -> QueryResult<i64> {
@@ -350,6 +369,8 @@ macro_rules! impl_goods_store {
                                 )
                             )
                     };
+                    let deadline = order.deadline.map_or(i64::MAX, unix_ms);
+                    bounded(self.tx_timeout(), "place order", async {
                     let result = with_retries(retryable, || async {
                         let mut conn = self.conn().await?;
                         conn.transaction::<_, TxError<Rollback>, _>(async |c| {
@@ -435,15 +456,29 @@ macro_rules! impl_goods_store {
                             }
                             // The decisive conditional update: evaluated on the latest committed
                             // row under its exclusive lock, so the last unit goes to one buyer.
+                            // It is also the lease fence: after the admission lease, judged by
+                            // the database's clock, it changes nothing and the purchase rolls
+                            // back. The order row was inserted before it, so a resolution that
+                            // reads that row with a lock either waits for this transaction or
+                            // runs after the deadline, when this update can no longer succeed.
                             let taken = update(
                                 limited_drops::table
                                     .find(drop)
-                                    .filter((limited_drops::sold_quantity + q).le(limited)),
+                                    .filter((limited_drops::sold_quantity + q).le(limited))
+                                    .filter(
+                                        sql::<Bool>(concat!($now_ms, " <= "))
+                                            .bind::<BigInt, _>(deadline),
+                                    ),
                             )
                             .set(limited_drops::sold_quantity.eq(limited_drops::sold_quantity + q))
                             .execute(c)
                             .await?;
                             if taken == 0 {
+                                if past(c, deadline).await? {
+                                    return Err(TxError::Refused(Rollback::Refuse(
+                                        PlaceOrderError::LeaseExpired,
+                                    )));
+                                }
                                 let remaining = locked_remaining(c, DROP_LEFT, drop).await?;
                                 return Err(TxError::Refused(Rollback::Refuse(
                                     PlaceOrderError::SoldOut { remaining },
@@ -472,6 +507,8 @@ macro_rules! impl_goods_store {
                         Err(TxError::Db(e)) => Err(InfraError::new("place order", e).into()),
                         Err(TxError::Infra(e)) => Err(e.into()),
                     }
+                    })
+                    .await
                 }
 
                 #[$crate::__private::tracing::instrument(level = "debug", skip_all, fields(order.id = %id, user.id = %by))]
@@ -480,7 +517,7 @@ macro_rules! impl_goods_store {
                     id: OrderId,
                     by: UserId,
                 ) -> Result<Cancelled, CancelOrderError> {
-                    with_retries(<$store>::retryable, || async {
+                    let work = with_retries(<$store>::retryable, || async {
                         let mut conn = self.conn().await?;
                         conn.transaction::<_, TxError<CancelOrderError>, _>(async |c| {
                             begin_write(c).await?;
@@ -543,9 +580,118 @@ macro_rules! impl_goods_store {
                             Ok(Cancelled::Now(order))
                         })
                         .await
+                    });
+                    bounded(self.tx_timeout(), "cancel order", async {
+                        work.await.map_err(|e| e.resolve("cancel order"))
                     })
                     .await
-                    .map_err(|e| e.resolve("cancel order"))
+                }
+
+                #[$crate::__private::tracing::instrument(level = "debug", skip_all, fields(user.id = %user))]
+                async fn resolve_stale(
+                    &self,
+                    user: UserId,
+                    key: &IdempotencyKey,
+                    deadline: OffsetDateTime,
+                ) -> Result<StaleResolution, InfraError> {
+                    let deadline = unix_ms(deadline);
+                    let work = with_retries(<$store>::retryable, || async {
+                        let mut conn = self.conn().await?;
+                        conn.transaction::<_, TxError<InfraError>, _>(async |c| {
+                            begin_write(c).await?;
+                            if !past(c, deadline).await? {
+                                return Ok(StaleResolution::Pending);
+                            }
+                            // A locking read: a purchase that inserted this order and has not
+                            // committed holds the row, so this waits for its outcome.
+                            let found: Vec<IdRow> = diesel::sql_query(format!(
+                                "SELECT id FROM orders WHERE user_id = ? AND idempotency_key = ?{}",
+                                $lock
+                            ))
+                            .bind::<BigInt, _>(user.get())
+                            .bind::<diesel::sql_types::Text, _>(key.as_str())
+                            .load(c)
+                            .await?;
+                            let Some(id) = found.into_iter().next().map(|r| r.id) else {
+                                return Ok(StaleResolution::Abandoned);
+                            };
+                            let row: OrderRow = orders::table
+                                .find(id)
+                                .select(OrderRow::as_select())
+                                .first(c)
+                                .await?;
+                            Ok(StaleResolution::Committed(row.into_domain()?))
+                        })
+                        .await
+                    });
+                    bounded(self.tx_timeout(), "resolve stale reservation", async {
+                        work.await.map_err(|e| e.resolve::<InfraError>("resolve stale reservation"))
+                    })
+                    .await
+                }
+            }
+
+            #[async_trait]
+            impl ports::EventOutbox for $store {
+                async fn record_once(
+                    &self,
+                    key: &str,
+                    event: &DomainEvent,
+                    at: OffsetDateTime,
+                ) -> Result<bool, InfraError> {
+                    let (kind, payload) = encode_event(event)?;
+                    let mut conn = self.conn().await?;
+                    let inserted = insert_into(outbox_events::table)
+                        .values((
+                            outbox_events::event_key.eq(key),
+                            outbox_events::kind.eq(kind),
+                            outbox_events::payload.eq(&payload),
+                            outbox_events::created_at.eq(to_db(at)),
+                        ))
+                        .execute(&mut *conn)
+                        .await;
+                    match inserted {
+                        Ok(_) => Ok(true),
+                        Err(DbError::DatabaseError(
+                            diesel::result::DatabaseErrorKind::UniqueViolation,
+                            _,
+                        )) => Ok(false),
+                        Err(e) => Err(InfraError::new("record event", e)),
+                    }
+                }
+
+                async fn unpublished(&self, limit: u32) -> Result<Vec<OutboxEntry>, InfraError> {
+                    let mut conn = self.conn().await?;
+                    let rows: Vec<(i64, String, String)> = outbox_events::table
+                        .filter(outbox_events::published_at.is_null())
+                        .order(outbox_events::id)
+                        .limit(i64::from(limit))
+                        .select((outbox_events::id, outbox_events::kind, outbox_events::payload))
+                        .load(&mut *conn)
+                        .await
+                        .map_err(infra("unpublished events"))?;
+                    rows.into_iter()
+                        .map(|(id, kind, payload)| {
+                            Ok(OutboxEntry {
+                                id,
+                                event: decode_event(&kind, &payload)?,
+                            })
+                        })
+                        .collect()
+                }
+
+                async fn mark_published(&self, id: i64, at: OffsetDateTime) -> Result<(), InfraError> {
+                    let mut conn = self.conn().await?;
+                    update(
+                        outbox_events::table
+                            .find(id)
+                            .filter(outbox_events::published_at.is_null()),
+                    )
+                    .set(outbox_events::published_at.eq(Some(to_db(at))))
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(infra("mark event published"))?;
+                    Ok(())
                 }
             }
         };

@@ -3,6 +3,25 @@
 
 use goods_domain::InfraError;
 use std::future::Future;
+use std::time::Duration;
+
+/// The bounds on every wait for the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// How long a caller waits for a pooled connection (`DB_ACQUIRE_TIMEOUT_MS`).
+    pub acquire: Duration,
+    /// How long one ledger call may take, retries included (`DB_TX_TIMEOUT_MS`).
+    pub transaction: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self {
+            acquire: Duration::from_secs(1),
+            transaction: Duration::from_secs(3),
+        }
+    }
+}
 
 /// How many times one logical transaction is tried before its failure reaches the caller.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -71,5 +90,27 @@ where
             }
             other => return other,
         }
+    }
+}
+
+/// Runs `work` within `limit`; past it the work is dropped (a transaction in it rolls back:
+/// see [`PooledConn`](crate::PooledConn)) and the answer is [`InfraError::unavailable`]. When
+/// the limit ran out during COMMIT the outcome is unknown, which is what "unavailable" means to
+/// the caller: it must not report success, and may retry with the same idempotency key.
+///
+/// # Errors
+/// `work`'s error, or the unavailable error.
+pub async fn bounded<T, E, F>(limit: Duration, what: &'static str, work: F) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>>,
+    E: From<InfraError>,
+{
+    match tokio::time::timeout(limit, work).await {
+        Ok(result) => result,
+        Err(_) => Err(InfraError::unavailable(format!(
+            "{what}: no answer within {} ms",
+            limit.as_millis()
+        ))
+        .into()),
     }
 }

@@ -6,11 +6,11 @@
 //! storms, the pool holds a single connection: every transaction runs alone, in arrival order,
 //! which is also exactly the serialisation SQLite would impose.
 
-use adapters_sql::{count_statements, impl_goods_store};
+use adapters_sql::{Bounds, PooledConn, count_statements, impl_goods_store};
 use anyhow::Context as _;
 use diesel::SqliteConnection;
 use diesel_async::AsyncConnection;
-use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
 use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncMigrationHarness, SimpleAsyncConnection};
@@ -34,6 +34,7 @@ const PRAGMAS: &str = "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRA
 pub struct SqliteStore {
     pool: Pool<Conn>,
     statements: Arc<AtomicU64>,
+    bounds: Bounds,
 }
 
 impl SqliteStore {
@@ -80,7 +81,11 @@ impl SqliteStore {
             .max_size(1)
             .build()
             .context("building the SQLite pool")?;
-        Ok(Self { pool, statements })
+        Ok(Self {
+            pool,
+            statements,
+            bounds: Bounds::default(),
+        })
     }
 
     /// Statements sent since the store was opened.
@@ -88,11 +93,19 @@ impl SqliteStore {
         self.statements.load(Ordering::Relaxed)
     }
 
-    async fn conn(&self) -> Result<Object<Conn>, InfraError> {
-        self.pool
-            .get()
-            .await
-            .map_err(|e| InfraError::new("sqlite connection", e))
+    async fn conn(&self) -> Result<PooledConn<AsyncDieselConnectionManager<Conn>>, InfraError> {
+        PooledConn::get(&self.pool, self.bounds.acquire, "sqlite connection").await
+    }
+
+    fn tx_timeout(&self) -> std::time::Duration {
+        self.bounds.transaction
+    }
+
+    /// Replaces the bounds on waits for the database (the defaults are [`Bounds::default`]).
+    #[must_use]
+    pub fn with_bounds(mut self, bounds: Bounds) -> Self {
+        self.bounds = bounds;
+        self
     }
 
     /// With one connection there is no concurrent writer, so nothing is worth retrying.
@@ -127,5 +140,6 @@ impl_goods_store!(
     locking_read = "",
     ensure_holding =
         "INSERT OR IGNORE INTO drop_holdings (drop_id, user_id, quantity) VALUES (?, ?, 0)",
-    begin_write = "UPDATE stocks SET version = version WHERE 0"
+    begin_write = "UPDATE stocks SET version = version WHERE 0",
+    db_now_ms = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
 );

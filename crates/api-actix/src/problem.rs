@@ -106,8 +106,29 @@ impl Problem {
         .with("errors", Value::Array(fields))
     }
 
-    /// 500 INTERNAL: logs the cause once, here, and tells the client nothing about it.
+    /// 503 SERVICE_UNAVAILABLE: the database did not answer within its bound.
+    pub fn unavailable() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "SERVICE_UNAVAILABLE",
+            "Service unavailable",
+            "the database did not answer in time; retry with the same Idempotency-Key",
+        )
+        .retry_after(1)
+    }
+
+    /// 500 INTERNAL: logs the cause once, here, and tells the client nothing about it; or 503
+    /// when the cause is a bound on the database that ran out.
     pub fn internal(error: &anyhow::Error) -> Self {
+        let unavailable = error.chain().any(|cause| {
+            cause
+                .downcast_ref::<goods_domain::InfraError>()
+                .is_some_and(goods_domain::InfraError::is_unavailable)
+        });
+        if unavailable {
+            tracing::warn!(error = format!("{error:#}"), "database unavailable");
+            return Self::unavailable();
+        }
         tracing::error!(error = format!("{error:#}"), "request failed");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -248,6 +269,7 @@ impl From<PurchaseError> for Problem {
                 "admitted, but no database write slot was free in time; nothing was bought",
             )
             .retry_after(1),
+            PurchaseError::Unavailable => Self::unavailable(),
             PurchaseError::Unexpected(e) => Self::internal(&e),
         }
     }

@@ -32,13 +32,16 @@ impl GateBreaker {
         }
     }
 
-    /// The gate answered: close.
-    pub fn reset(&self) {
+    /// The gate answered: close. Returns whether it was open (the gate is back after an
+    /// outage, and what the database sold meanwhile must be synced into it).
+    pub fn reset(&self) -> bool {
         if let Ok(mut opened) = self.opened_at.lock()
             && opened.take().is_some()
         {
             tracing::info!("gate answers again; purchases use it");
+            return true;
         }
+        false
     }
 }
 
@@ -55,7 +58,8 @@ mod tests {
         assert!(!breaker.allows());
         tokio::time::advance(COOL_DOWN).await;
         assert!(breaker.allows());
-        breaker.reset();
+        assert!(breaker.reset(), "it was open");
+        assert!(!breaker.reset(), "closing twice reports once");
         assert!(breaker.allows());
     }
 }

@@ -55,7 +55,7 @@ impl GoodsApp {
                         .await
                 {
                     // The database gave the units back; a gate that missed it under-sells
-                    // until reconciliation re-seeds it.
+                    // until the healer sees the same drift on two passes and resyncs it.
                     tracing::warn!(error = %error, "gate did not take the cancelled units back");
                 }
                 Ok(order)

@@ -13,6 +13,7 @@ mod catalog;
 mod create_drop;
 mod get_drop;
 mod get_order;
+mod heal;
 mod purchase;
 mod reconcile;
 mod stats;
@@ -24,17 +25,19 @@ pub use catalog::{CreateProductError, GetProductError};
 pub use create_drop::CreateDropError;
 pub use get_drop::{DropView, GetDropError};
 pub use get_order::GetOrderError;
+pub use heal::HealReport;
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
 pub use reconcile::{ReconcileError, Reconciliation};
 pub use stats::{DropStats, GetStatsError};
 
 use goods_domain::ports::{
-    AdmissionGate, Clock, DropRepository, EventPublisher, OrderRepository, ProductRepository,
-    PurchaseLedger, StatsRecorder,
+    AdmissionGate, Clock, DropRepository, EventOutbox, EventPublisher, OrderRepository,
+    ProductRepository, PurchaseLedger, StatsRecorder,
 };
 use goods_domain::{DropId, InfraError, LimitedDrop};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 /// The adapters a [`GoodsApp`] runs on.
 #[derive(Clone)]
@@ -53,9 +56,15 @@ pub struct Ports {
     pub clock: Arc<dyn Clock>,
     /// Alerts.
     pub events: Arc<dyn EventPublisher>,
+    /// Alerts that must not be lost, recorded once in the source of truth.
+    pub outbox: Arc<dyn EventOutbox>,
     /// Outcome counters.
     pub stats: Arc<dyn StatsRecorder>,
 }
+
+/// How long an admitted reservation may stay in progress before it is resolved against the
+/// database, unless configured (`RESERVATION_LEASE_MS`).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(8);
 
 /// The application: ports, the write buffer and a cache of drop definitions.
 #[derive(Clone)]
@@ -66,6 +75,9 @@ pub struct GoodsApp {
     /// Drops never change once created, so every instance may cache them forever: the hot
     /// path reads a drop without a database round trip.
     drops: Arc<RwLock<HashMap<DropId, LimitedDrop>>>,
+    /// The admission lease of every reservation.
+    lease: time::Duration,
+    healing: Arc<heal::HealState>,
 }
 
 impl GoodsApp {
@@ -76,7 +88,19 @@ impl GoodsApp {
             buffer,
             breaker: Arc::default(),
             drops: Arc::default(),
+            lease: lease_of(DEFAULT_LEASE),
+            healing: Arc::default(),
         }
+    }
+
+    /// Sets the admission lease: how long a reservation may stay in progress before it is
+    /// resolved against the database. It should exceed the write-slot wait plus the
+    /// transaction limit, or slow purchases are refused (503) for nothing; it never risks an
+    /// oversell either way, since the ledger refuses to commit after it.
+    #[must_use]
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease_of(lease);
+        self
     }
 
     /// Free database write slots right now (a saturation gauge).
@@ -121,6 +145,10 @@ impl GoodsApp {
         let sold = self.ports.drops.sold_quantity(drop.id).await?;
         Ok(drop.limited_quantity.get().saturating_sub(sold))
     }
+}
+
+fn lease_of(lease: Duration) -> time::Duration {
+    time::Duration::try_from(lease).unwrap_or(time::Duration::MAX)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use crate::GoodsApp;
 use goods_domain::ports::{
     AdmissionGate, DomainEvent, PlaceOrder, PlaceOrderError, Placed, PurchaseOutcome, Reservation,
-    ReserveOutcome,
+    ReserveOutcome, StaleReservation, StaleResolution,
 };
 use goods_domain::{DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, Quantity, UserId};
 use time::OffsetDateTime;
@@ -67,6 +67,11 @@ pub enum PurchaseError {
     /// Admitted, but no database write slot within the wait bound.
     #[error("throttled")]
     Throttled,
+    /// The database did not answer within its bound (pool, statement or transaction limit),
+    /// or the admission lease ran out first. No order was reported; if the outcome was
+    /// unknown, a retry with the same key replays the order or gets a fresh attempt.
+    #[error("service unavailable")]
+    Unavailable,
     /// A store failed.
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
@@ -78,7 +83,19 @@ impl From<PlaceOrderError> for PurchaseError {
             PlaceOrderError::SoldOut { remaining } => Self::SoldOut { remaining },
             PlaceOrderError::PerUserLimitExceeded { limit } => Self::PerUserLimitExceeded { limit },
             PlaceOrderError::KeyReused => Self::KeyReused,
-            PlaceOrderError::Infra(e) => Self::Unexpected(e.into()),
+            PlaceOrderError::LeaseExpired => Self::Unavailable,
+            PlaceOrderError::Infra(e) => e.into(),
+        }
+    }
+}
+
+impl From<InfraError> for PurchaseError {
+    fn from(error: InfraError) -> Self {
+        if error.is_unavailable() {
+            tracing::warn!(error = %error, "database unavailable");
+            Self::Unavailable
+        } else {
+            Self::Unexpected(error.into())
         }
     }
 }
@@ -91,7 +108,11 @@ impl PurchaseError {
             Self::SoldOut { .. } => Some(PurchaseOutcome::SoldOut),
             Self::PerUserLimitExceeded { .. } => Some(PurchaseOutcome::PerUserLimit),
             Self::Throttled => Some(PurchaseOutcome::Throttled),
-            Self::DropNotFound | Self::KeyReused | Self::InProgress | Self::Unexpected(_) => None,
+            Self::DropNotFound
+            | Self::KeyReused
+            | Self::InProgress
+            | Self::Unavailable
+            | Self::Unexpected(_) => None,
         }
     }
 }
@@ -123,8 +144,7 @@ impl GoodsApp {
     async fn purchase_inner(&self, cmd: PurchaseCommand) -> Result<Purchased, PurchaseError> {
         let drop = self
             .load_drop(cmd.drop_id)
-            .await
-            .map_err(anyhow::Error::new)?
+            .await?
             .ok_or(PurchaseError::DropNotFound)?;
         let now = self.ports.clock.now();
         // The sale-start gate: before openAt neither the gate nor the database is touched.
@@ -139,16 +159,21 @@ impl GoodsApp {
                 None => Err(PurchaseError::Closed),
             };
         }
-        let Some(gate) = self.gate() else {
+        let Some(gate) = self.gate().cloned() else {
             // No gate, or it failed moments ago (its breaker is open): the database decides.
+            if self.ports.gate.is_some() {
+                // The gate does not see this sale: resync the drop when it is back.
+                self.healing.mark_dirty(drop.id);
+            }
             return self.commit(&place_order(&drop, &cmd, now)).await;
         };
-        let reservation = reservation(&drop, cmd);
+        let reservation = reservation(&drop, cmd, now + self.lease);
         match self.reserve(gate.as_ref(), &drop, &reservation).await {
             Ok(outcome) => {
-                self.breaker.reset();
-                let order = || place_order_for(&drop, &reservation, now);
-                self.after_reserve(gate.as_ref(), outcome, &reservation, order)
+                if self.breaker.reset() {
+                    self.gate_is_back();
+                }
+                self.after_reserve(gate.as_ref(), &drop, outcome, &reservation, now, true)
                     .await
             }
             Err(error) => {
@@ -164,6 +189,7 @@ impl GoodsApp {
                         tracing::warn!(error = %error, "gate_degraded event not published");
                     }
                 }
+                self.healing.mark_dirty(drop.id);
                 let result = self
                     .commit(&place_order_for(&drop, &reservation, now))
                     .await;
@@ -198,25 +224,58 @@ impl GoodsApp {
     async fn after_reserve(
         &self,
         gate: &dyn AdmissionGate,
+        drop: &LimitedDrop,
         outcome: ReserveOutcome,
         reservation: &Reservation,
-        order: impl FnOnce() -> PlaceOrder,
+        now: OffsetDateTime,
+        may_resolve: bool,
     ) -> Result<Purchased, PurchaseError> {
         match outcome {
             ReserveOutcome::Admitted => {
                 // The ledger command is built only for admitted purchases: refusals, the bulk
                 // of a drop's traffic, allocate nothing for it.
-                let result = self.commit(&order()).await;
+                let result = self.commit(&place_order_for(drop, reservation, now)).await;
+                if matches!(
+                    result,
+                    Err(PurchaseError::SoldOut { .. } | PurchaseError::PerUserLimitExceeded { .. })
+                ) {
+                    // The gate admitted what the database refuses: its counter or holdings
+                    // are off (a sale it did not see). Rebuild it from the truth.
+                    self.resync_soon(*drop);
+                }
                 settle(gate, reservation, &result, false).await;
                 result
             }
+            ReserveOutcome::InProgress { deadline } if may_resolve && now > deadline => {
+                // The first attempt's lease has passed (its process died, or its settle was
+                // lost): the database decides, then this request replays or starts afresh.
+                let stale = StaleReservation {
+                    user_id: reservation.user_id,
+                    key: reservation.key.clone(),
+                    quantity: reservation.quantity,
+                    deadline,
+                };
+                match self.resolve_stale(gate, drop, &stale).await? {
+                    StaleResolution::Committed(order) => {
+                        if order.matches_request(drop.id, reservation.quantity) {
+                            Ok(Purchased {
+                                order,
+                                replayed: true,
+                            })
+                        } else {
+                            Err(PurchaseError::KeyReused)
+                        }
+                    }
+                    StaleResolution::Pending => Err(PurchaseError::InProgress),
+                    StaleResolution::Abandoned => {
+                        let outcome = self.reserve(gate, drop, reservation).await?;
+                        Box::pin(self.after_reserve(gate, drop, outcome, reservation, now, false))
+                            .await
+                    }
+                }
+            }
             ReserveOutcome::Replay(id) => {
-                let order = self
-                    .ports
-                    .orders
-                    .get(id)
-                    .await
-                    .map_err(anyhow::Error::new)?;
+                let order = self.ports.orders.get(id).await?;
                 order
                     .map(|order| Purchased {
                         order,
@@ -224,7 +283,7 @@ impl GoodsApp {
                     })
                     .ok_or_else(|| anyhow::anyhow!("gate marker names missing order {id}").into())
             }
-            ReserveOutcome::InProgress => Err(PurchaseError::InProgress),
+            ReserveOutcome::InProgress { .. } => Err(PurchaseError::InProgress),
             ReserveOutcome::KeyReused => Err(PurchaseError::KeyReused),
             ReserveOutcome::SoldOut { remaining } => Err(PurchaseError::SoldOut { remaining }),
             ReserveOutcome::PerUserLimitExceeded { limit } => {
@@ -254,12 +313,7 @@ impl GoodsApp {
     }
 
     async fn find_replay(&self, cmd: &PurchaseCommand) -> Result<Option<Purchased>, PurchaseError> {
-        let existing = self
-            .ports
-            .orders
-            .find_by_key(cmd.user_id, &cmd.key)
-            .await
-            .map_err(anyhow::Error::new)?;
+        let existing = self.ports.orders.find_by_key(cmd.user_id, &cmd.key).await?;
         match existing {
             Some(order) if order.matches_request(cmd.drop_id, cmd.quantity) => {
                 Ok(Some(Purchased {
@@ -274,9 +328,12 @@ impl GoodsApp {
 }
 
 /// Tells the gate what the database decided about a reservation: confirmed with its order when
-/// this request created one; otherwise given back (refused, failed, or an earlier order was
-/// replayed because the gate had forgotten it). The database already decided, so a gate that
-/// misses this only holds units back (under-sell), which reconciliation reports as drift.
+/// this request created one; given back when the database refused it, no write slot was free,
+/// or an earlier order was replayed because the gate had forgotten it. When the outcome is
+/// unknown (the database failed or did not answer in time, so the purchase may yet have
+/// committed) the in-progress marker stays: its lease ends, and the retry of the same key or
+/// the healer resolves it against the database. A gate that misses a settle likewise keeps the
+/// marker until its lease resolves it.
 async fn settle(
     gate: &dyn AdmissionGate,
     reservation: &Reservation,
@@ -288,6 +345,7 @@ async fn settle(
             order,
             replayed: false,
         }) => gate.confirm(reservation, order.id).await,
+        Err(PurchaseError::Unavailable | PurchaseError::Unexpected(_)) => return,
         _ => gate.cancel(reservation).await,
     };
     match settled {
@@ -297,13 +355,14 @@ async fn settle(
     }
 }
 
-fn reservation(drop: &LimitedDrop, cmd: PurchaseCommand) -> Reservation {
+fn reservation(drop: &LimitedDrop, cmd: PurchaseCommand, deadline: OffsetDateTime) -> Reservation {
     Reservation {
         drop_id: drop.id,
         user_id: cmd.user_id,
         quantity: cmd.quantity,
         per_user_limit: drop.per_user_limit,
         key: cmd.key,
+        deadline,
     }
 }
 
@@ -317,6 +376,7 @@ fn place_order_for(drop: &LimitedDrop, r: &Reservation, now: OffsetDateTime) -> 
         quantity: r.quantity,
         key: r.key.clone(),
         now,
+        deadline: Some(r.deadline),
     }
 }
 
@@ -330,6 +390,7 @@ fn place_order(drop: &LimitedDrop, cmd: &PurchaseCommand, now: OffsetDateTime) -
         quantity: cmd.quantity,
         key: cmd.key.clone(),
         now,
+        deadline: None,
     }
 }
 
@@ -420,17 +481,149 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_database_failure_after_admission_gives_the_units_back() {
+    async fn an_unknown_database_outcome_leaves_the_reservation_to_its_lease() {
         let mut m = Mocks::at(OPEN);
         m.ledger
             .expect_place_order()
             .times(1)
             .returning(|_| Err(PlaceOrderError::Infra(InfraError::msg("connection reset"))));
+        // The purchase may have committed: neither confirm nor cancel; the lease decides.
         let mut gate = gate_answering(ReserveOutcome::Admitted);
-        gate.expect_cancel().times(1).returning(|_| Ok(()));
+        gate.expect_cancel().times(0);
         gate.expect_confirm().times(0);
         let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::Unexpected(_)));
+    }
+
+    #[rstest::rstest]
+    #[case(PlaceOrderError::LeaseExpired)]
+    #[case(PlaceOrderError::Infra(InfraError::unavailable("pool exhausted")))]
+    #[tokio::test]
+    async fn a_database_past_its_bounds_is_unavailable(#[case] error: PlaceOrderError) {
+        let mut m = Mocks::at(OPEN);
+        let error = std::sync::Mutex::new(Some(error));
+        m.ledger
+            .expect_place_order()
+            .times(1)
+            .returning(move |_| Err(error.lock().unwrap().take().unwrap()));
+        let mut gate = gate_answering(ReserveOutcome::Admitted);
+        gate.expect_cancel().times(0);
+        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::Unavailable), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn the_ledger_is_told_the_lease_of_the_reservation() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_place_order()
+            .withf(|o| o.deadline == Some(OPEN + Duration::seconds(8)))
+            .times(1)
+            .returning(|_| Ok(Placed::Created(sample_order(OrderStatus::Pending))));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_reserve()
+            .withf(|r| r.deadline == OPEN + Duration::seconds(8))
+            .returning(|_| Ok(ReserveOutcome::Admitted));
+        gate.expect_confirm().returning(|_, _| Ok(()));
+        m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
+    }
+
+    fn stale_first_attempt() -> ReserveOutcome {
+        ReserveOutcome::InProgress {
+            deadline: OPEN - Duration::seconds(1),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_retry_past_the_lease_replays_the_order_the_first_attempt_committed() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger.expect_place_order().times(0);
+        m.ledger
+            .expect_resolve_stale()
+            .withf(|_, _, deadline| *deadline == OPEN - Duration::seconds(1))
+            .times(1)
+            .returning(|_, _, _| {
+                Ok(StaleResolution::Committed(sample_order(
+                    OrderStatus::Pending,
+                )))
+            });
+        let mut gate = gate_answering(stale_first_attempt());
+        gate.expect_confirm()
+            .withf(|r, id| *id == order_id() && r.deadline == OPEN - Duration::seconds(1))
+            .times(1)
+            .returning(|_, _| Ok(()));
+        gate.expect_cancel().times(0);
+        let bought = m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
+        assert_eq!((bought.order.id, bought.replayed), (order_id(), true));
+    }
+
+    #[tokio::test]
+    async fn a_retry_past_the_lease_of_an_abandoned_attempt_starts_afresh() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_resolve_stale()
+            .times(1)
+            .returning(|_, _, _| Ok(StaleResolution::Abandoned));
+        m.ledger
+            .expect_place_order()
+            .times(1)
+            .returning(|_| Ok(Placed::Created(sample_order(OrderStatus::Pending))));
+        let mut gate = MockAdmissionGate::new();
+        let mut answers = vec![ReserveOutcome::Admitted, stale_first_attempt()];
+        gate.expect_reserve()
+            .times(2)
+            .returning(move |_| Ok(answers.pop().unwrap()));
+        // The first attempt's units go back (its own lease, not the new one's).
+        gate.expect_cancel()
+            .withf(|r| r.deadline == OPEN - Duration::seconds(1))
+            .times(1)
+            .returning(|_| Ok(()));
+        gate.expect_confirm().times(1).returning(|_, _| Ok(()));
+        let bought = m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
+        assert!(!bought.replayed);
+    }
+
+    #[tokio::test]
+    async fn a_lease_the_database_clock_has_not_passed_is_still_in_progress() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_resolve_stale()
+            .times(1)
+            .returning(|_, _, _| Ok(StaleResolution::Pending));
+        let mut gate = gate_answering(stale_first_attempt());
+        gate.expect_cancel().times(0);
+        gate.expect_confirm().times(0);
+        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::InProgress));
+    }
+
+    #[tokio::test]
+    async fn a_database_sold_out_after_the_gate_admitted_resyncs_the_gate() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_place_order()
+            .returning(|_| Err(PlaceOrderError::SoldOut { remaining: 0 }));
+        m.drops.expect_gate_seed().times(1).returning(|drop| {
+            Ok(GateSeed {
+                drop_id: drop.id,
+                remaining: 0,
+                expires_at: CLOSE,
+                orders: Vec::new(),
+            })
+        });
+        let (resynced, mut done) = tokio::sync::mpsc::unbounded_channel();
+        let mut gate = gate_answering(ReserveOutcome::Admitted);
+        gate.expect_cancel().times(1).returning(|_| Ok(()));
+        gate.expect_resync()
+            .withf(|seed| seed.remaining == 0)
+            .times(1)
+            .returning(move |_| {
+                resynced.send(()).unwrap();
+                Ok(())
+            });
+        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::SoldOut { .. }));
+        done.recv().await.unwrap();
     }
 
     #[tokio::test]
@@ -464,7 +657,7 @@ mod tests {
     }
 
     #[rstest::rstest]
-    #[case(ReserveOutcome::InProgress)]
+    #[case(ReserveOutcome::InProgress { deadline: CLOSE })]
     #[case(ReserveOutcome::KeyReused)]
     #[tokio::test]
     async fn key_conflicts_at_the_gate_never_reach_the_database(#[case] outcome: ReserveOutcome) {

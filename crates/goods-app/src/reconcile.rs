@@ -1,7 +1,7 @@
-//! ReconcileDrop: compare the gate with the database's truth and alert on oversell.
+//! ReconcileDrop: compare the gate with the database's truth and alert on oversell. The
+//! periodic healing pass (`heal`) acts on the same comparison.
 
 use crate::GoodsApp;
-use goods_domain::ports::DomainEvent;
 use goods_domain::{DropId, LimitedDrop};
 use time::OffsetDateTime;
 
@@ -53,25 +53,6 @@ impl GoodsApp {
         self.reconcile(&drop).await
     }
 
-    /// Reconciles every drop that is not closed; the periodic task's body. Returns how many
-    /// drops were checked.
-    ///
-    /// # Errors
-    /// `Unexpected` when the database fails.
-    pub async fn reconcile_all(&self) -> Result<usize, ReconcileError> {
-        let now = self.ports.clock.now();
-        let drops = self
-            .ports
-            .drops
-            .list_unclosed(now)
-            .await
-            .map_err(anyhow::Error::new)?;
-        for drop in &drops {
-            self.reconcile(drop).await?;
-        }
-        Ok(drops.len())
-    }
-
     async fn reconcile(&self, drop: &LimitedDrop) -> Result<Reconciliation, ReconcileError> {
         let sold = self
             .ports
@@ -98,21 +79,7 @@ impl GoodsApp {
             checked_at: self.ports.clock.now(),
         };
         if report.oversold {
-            tracing::error!(
-                source = "oversell",
-                severity = "critical",
-                sold,
-                limited,
-                "drop oversold"
-            );
-            let event = DomainEvent::Oversold {
-                drop_id: drop.id,
-                limited_quantity: limited,
-                sold_quantity: sold,
-            };
-            if let Err(error) = self.ports.events.publish(event).await {
-                tracing::error!(error = %error, "oversell alert not published");
-            }
+            self.raise_oversell(drop, sold).await;
         }
         Ok(report)
     }
@@ -120,9 +87,8 @@ impl GoodsApp {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::test_support::*;
-    use goods_domain::ports::MockAdmissionGate;
+    use goods_domain::ports::{DomainEvent, MockAdmissionGate};
 
     #[tokio::test]
     async fn drift_is_what_the_gate_holds_back_beyond_the_sales() {
@@ -139,22 +105,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_oversold_drop_raises_the_critical_alert() {
+    async fn an_oversold_drop_records_the_critical_alert_in_the_outbox() {
         let mut m = Mocks::at(OPEN);
         m.drops.expect_sold_quantity().returning(|_| Ok(101));
-        m.events
-            .expect_publish()
-            .withf(|e| {
-                matches!(
-                    e,
-                    DomainEvent::Oversold {
-                        sold_quantity: 101,
-                        ..
-                    }
-                )
+        m.outbox
+            .expect_record_once()
+            .withf(|key, e, _| {
+                key == "oversell:1"
+                    && matches!(
+                        e,
+                        DomainEvent::Oversold {
+                            sold_quantity: 101,
+                            ..
+                        }
+                    )
             })
             .times(1)
-            .returning(|_| Ok(()));
+            .returning(|_, _, _| Ok(true));
         let report = m.app(None).reconcile_drop(drop_id()).await.unwrap();
         assert!(report.oversold);
         assert_eq!(report.gate_remaining, None);

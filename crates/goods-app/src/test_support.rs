@@ -2,8 +2,8 @@
 
 use crate::{Actor, GoodsApp, Ports, Role, WriteBuffer};
 use goods_domain::ports::{
-    MockAdmissionGate, MockClock, MockDropRepository, MockEventPublisher, MockOrderRepository,
-    MockProductRepository, MockPurchaseLedger, MockStatsRecorder,
+    MockAdmissionGate, MockClock, MockDropRepository, MockEventOutbox, MockEventPublisher,
+    MockOrderRepository, MockProductRepository, MockPurchaseLedger, MockStatsRecorder,
 };
 use goods_domain::{
     DropId, GoodsOrder, IdempotencyKey, LimitedDrop, OrderId, OrderStatus, ProductId, Quantity,
@@ -72,6 +72,7 @@ pub struct Mocks {
     pub ledger: MockPurchaseLedger,
     pub clock: MockClock,
     pub events: MockEventPublisher,
+    pub outbox: MockEventOutbox,
     pub stats: MockStatsRecorder,
     pub permits: usize,
 }
@@ -93,6 +94,7 @@ impl Mocks {
             ledger: MockPurchaseLedger::new(),
             clock,
             events: MockEventPublisher::new(),
+            outbox: MockEventOutbox::new(),
             stats,
             permits: 4,
         }
@@ -109,6 +111,7 @@ impl Mocks {
                 gate,
                 clock: Arc::new(self.clock),
                 events: Arc::new(self.events),
+                outbox: Arc::new(self.outbox),
                 stats: Arc::new(self.stats),
             },
             WriteBuffer::new(self.permits, Duration::from_millis(20)),

@@ -33,6 +33,7 @@ fn reservation(drop: i64, user: i64) -> Reservation {
         quantity: Quantity::parse("quantity", 1).unwrap(),
         per_user_limit: Quantity::parse("perUserLimit", 1).unwrap(),
         key: IdempotencyKey::parse("bench").unwrap(),
+        deadline: time::OffsetDateTime::now_utc() + time::Duration::minutes(5),
     }
 }
 

@@ -4,7 +4,8 @@
 use adapters_memory::{LogEventPublisher, MemoryStats};
 use goods_app::{GoodsApp, Ports, PurchaseCommand, PurchaseError, WriteBuffer};
 use goods_domain::ports::{
-    AdmissionGate, DropRepository, OrderRepository, ProductRepository, PurchaseLedger, SystemClock,
+    AdmissionGate, DropRepository, EventOutbox, OrderRepository, ProductRepository, PurchaseLedger,
+    SystemClock,
 };
 use goods_domain::{DropId, DropInput, IdempotencyKey, NewProduct, Quantity, UserId};
 use std::sync::Arc;
@@ -12,8 +13,14 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A store behind every SQL port.
-pub trait Store: ProductRepository + DropRepository + OrderRepository + PurchaseLedger {}
-impl<T: ProductRepository + DropRepository + OrderRepository + PurchaseLedger> Store for T {}
+pub trait Store:
+    ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox
+{
+}
+impl<T> Store for T where
+    T: ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox
+{
+}
 
 /// An application over `store` and `gate` with `permits` write slots, and an open drop of
 /// `limited` units (one per buyer) on a product with as much stock.
@@ -31,6 +38,7 @@ pub async fn app_with_drop<S: Store>(
             products: store.clone(),
             drops: store.clone(),
             orders: store.clone(),
+            outbox: store.clone(),
             ledger: store,
             gate,
             clock: Arc::new(SystemClock),

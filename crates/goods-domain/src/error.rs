@@ -30,6 +30,7 @@ impl ValidationError {
 pub struct InfraError {
     context: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    unavailable: bool,
 }
 
 impl InfraError {
@@ -38,6 +39,7 @@ impl InfraError {
         Self {
             context: context.into(),
             source: None,
+            unavailable: false,
         }
     }
 
@@ -49,7 +51,23 @@ impl InfraError {
         Self {
             context: context.into(),
             source: Some(Box::new(source)),
+            unavailable: false,
         }
+    }
+
+    /// The store did not answer within its bound (pool acquire, statement or transaction
+    /// timeout): the caller may retry later. The outcome of a write is unknown.
+    pub fn unavailable(context: impl Into<String>) -> Self {
+        Self {
+            context: context.into(),
+            source: None,
+            unavailable: true,
+        }
+    }
+
+    /// Whether this is a bound that ran out ([`InfraError::unavailable`]) rather than a fault.
+    pub fn is_unavailable(&self) -> bool {
+        self.unavailable
     }
 }
 

@@ -9,15 +9,21 @@ mod clock;
 mod events;
 mod gate;
 mod ledger;
+mod outbox;
 mod stats;
 
 pub use catalog::{CreateDropError, DropRepository, OrderRepository, ProductRepository};
 pub use clock::{Clock, SystemClock};
 pub use events::{DomainEvent, EventPublisher};
-pub use gate::{AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome};
+pub use gate::{
+    AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome, StaleReservation,
+    from_unix_ms, unix_ms,
+};
 pub use ledger::{
     CancelOrderError, Cancelled, PlaceOrder, PlaceOrderError, Placed, PurchaseLedger,
+    StaleResolution,
 };
+pub use outbox::{EventOutbox, OutboxEntry};
 pub use stats::{OutcomeCounts, PurchaseOutcome, StatsRecorder};
 
 #[cfg(feature = "mock")]
@@ -30,5 +36,7 @@ pub use events::MockEventPublisher;
 pub use gate::MockAdmissionGate;
 #[cfg(feature = "mock")]
 pub use ledger::MockPurchaseLedger;
+#[cfg(feature = "mock")]
+pub use outbox::MockEventOutbox;
 #[cfg(feature = "mock")]
 pub use stats::MockStatsRecorder;

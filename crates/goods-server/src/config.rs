@@ -54,7 +54,16 @@ pub struct Config {
     pub write_wait: Duration,
     /// Identity (`AUTH_MODE`, `AUTH_JWT_SECRET`).
     pub auth: Auth,
-    /// Reconciliation period; `None` disables it (`RECONCILE_INTERVAL_MS`).
+    /// Wait for a pooled database connection before 503 (`DB_ACQUIRE_TIMEOUT_MS`).
+    pub acquire_timeout: Duration,
+    /// Time limit of one ledger transaction, retries included, before 503
+    /// (`DB_TX_TIMEOUT_MS`).
+    pub tx_timeout: Duration,
+    /// How long an admitted reservation stays in progress before it is resolved against the
+    /// database (`RESERVATION_LEASE_MS`).
+    pub lease: Duration,
+    /// Period of the reconciliation and healing pass; `None` disables it
+    /// (`RECONCILE_INTERVAL_MS`).
     pub reconcile_interval: Option<Duration>,
     /// OTLP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`).
     pub otlp_endpoint: Option<String>,
@@ -186,6 +195,27 @@ impl Config {
             }
         };
         let interval = number(&get, "RECONCILE_INTERVAL_MS", 5000_u64, 0)?;
+        let acquire_timeout =
+            Duration::from_millis(number(&get, "DB_ACQUIRE_TIMEOUT_MS", 1000_u64, 1)?);
+        let tx_timeout = Duration::from_millis(number(&get, "DB_TX_TIMEOUT_MS", 3000_u64, 1)?);
+        // The longest an admitted purchase can take before it commits or gives up.
+        let longest = write_wait + acquire_timeout + tx_timeout;
+        let default_lease = longest + Duration::from_secs(2);
+        let lease = Duration::from_millis(number(
+            &get,
+            "RESERVATION_LEASE_MS",
+            u64::try_from(default_lease.as_millis()).unwrap_or(u64::MAX),
+            1,
+        )?);
+        if lease <= longest {
+            return Err(bad(
+                "RESERVATION_LEASE_MS",
+                format!(
+                    "must exceed DB_WRITE_WAIT_MS + DB_ACQUIRE_TIMEOUT_MS + DB_TX_TIMEOUT_MS ({} ms)",
+                    longest.as_millis()
+                ),
+            ));
+        }
         let http_workers = number(
             &get,
             "HTTP_WORKERS",
@@ -202,6 +232,9 @@ impl Config {
             write_permits,
             write_wait,
             auth,
+            acquire_timeout,
+            tx_timeout,
+            lease,
             reconcile_interval: (interval > 0).then(|| Duration::from_millis(interval)),
             otlp_endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),
             log_filter: get("RUST_LOG").unwrap_or_else(|| "info".into()),
@@ -236,6 +269,14 @@ mod tests {
         assert_eq!((c.pool_size, c.write_permits), (16, 16));
         assert_eq!(c.write_wait, Duration::from_millis(2000));
         assert_eq!(c.reconcile_interval, Some(Duration::from_millis(5000)));
+        assert_eq!(
+            (c.acquire_timeout, c.tx_timeout, c.lease),
+            (
+                Duration::from_millis(1000),
+                Duration::from_millis(3000),
+                Duration::from_millis(8000)
+            )
+        );
         assert!(c.migrate);
     }
 
@@ -304,6 +345,9 @@ mod tests {
             ),
             (&[("AUTH_MODE", "basic")], "AUTH_MODE"),
             (&[("RECONCILE_INTERVAL_MS", "1.5")], "RECONCILE_INTERVAL_MS"),
+            (&[("DB_ACQUIRE_TIMEOUT_MS", "0")], "DB_ACQUIRE_TIMEOUT_MS"),
+            (&[("DB_TX_TIMEOUT_MS", "x")], "DB_TX_TIMEOUT_MS"),
+            (&[("RESERVATION_LEASE_MS", "6000")], "RESERVATION_LEASE_MS"),
         ];
         for (vars, var) in cases {
             let err = config(vars).unwrap_err();

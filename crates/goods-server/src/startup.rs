@@ -12,7 +12,7 @@ use futures::FutureExt as _;
 use goods_app::{GoodsApp, Ports, WriteBuffer};
 use goods_domain::InfraError;
 use goods_domain::ports::{
-    AdmissionGate, DropRepository, OrderRepository, ProductRepository, PurchaseLedger,
+    AdmissionGate, DropRepository, EventOutbox, OrderRepository, ProductRepository, PurchaseLedger,
     StatsRecorder, SystemClock,
 };
 use std::future::Future;
@@ -34,13 +34,14 @@ struct SqlPorts {
     drops: Arc<dyn DropRepository>,
     orders: Arc<dyn OrderRepository>,
     ledger: Arc<dyn PurchaseLedger>,
+    outbox: Arc<dyn EventOutbox>,
     probe: Probe,
     statements: Counter,
 }
 
 fn sql_ports<S, F>(store: S, ping: fn(S) -> F, statements: fn(&S) -> u64) -> SqlPorts
 where
-    S: ProductRepository + DropRepository + OrderRepository + PurchaseLedger + Clone,
+    S: ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox + Clone,
     F: Future<Output = Result<(), InfraError>> + Send + 'static,
 {
     let probe_store = store.clone();
@@ -50,6 +51,7 @@ where
         products: store.clone(),
         drops: store.clone(),
         orders: store.clone(),
+        outbox: store.clone(),
         ledger: store,
         probe: Arc::new(move || {
             ping(probe_store.clone())
@@ -125,9 +127,15 @@ impl Application {
     /// # Errors
     /// When the database cannot be opened or the address cannot be bound.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let bounds = adapters_sql::Bounds {
+            acquire: config.acquire_timeout,
+            transaction: config.tx_timeout,
+        };
         let sql = match &config.database {
             Database::Sqlite(url) => {
-                let store = SqliteStore::open(url, config.migrate).await?;
+                let store = SqliteStore::open(url, config.migrate)
+                    .await?
+                    .with_bounds(bounds);
                 sql_ports(
                     store,
                     |s| async move { s.ping().await },
@@ -135,7 +143,8 @@ impl Application {
                 )
             }
             Database::Mysql(url) => {
-                let store = MysqlStore::connect(url, config.pool_size, config.migrate).await?;
+                let store =
+                    MysqlStore::connect_with(url, config.pool_size, config.migrate, bounds).await?;
                 sql_ports(
                     store,
                     |s| async move { s.ping().await },
@@ -153,10 +162,12 @@ impl Application {
                 gate: gate.gate,
                 clock: Arc::new(SystemClock),
                 events: Arc::new(LogEventPublisher),
+                outbox: sql.outbox,
                 stats: gate.stats,
             },
             WriteBuffer::new(config.write_permits, config.write_wait),
-        );
+        )
+        .with_lease(config.lease);
         let auth = match &config.auth {
             Auth::Jwt(secret) => AuthMode::jwt(secret.as_bytes()),
             Auth::TrustedHeader => AuthMode::TrustedHeader,
@@ -202,7 +213,7 @@ impl Application {
     }
 
     /// Serves until SIGTERM/SIGINT or [`handle`](Self::handle)`.stop()`; in-flight requests
-    /// finish first. Runs the reconciliation task alongside.
+    /// finish first. Runs the reconciliation and healing pass alongside.
     ///
     /// # Errors
     /// When the server fails.
@@ -214,8 +225,12 @@ impl Application {
                 ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     ticker.tick().await;
-                    if let Err(error) = app.reconcile_all().await {
-                        tracing::warn!(error = %error, "reconciliation failed");
+                    match app.heal_all().await {
+                        Ok(report) if report != goods_app::HealReport::default() => {
+                            tracing::debug!(?report, "healing pass");
+                        }
+                        Ok(_) => {}
+                        Err(error) => tracing::warn!(error = %error, "healing pass failed"),
                     }
                 }
             })

@@ -4,8 +4,9 @@
 
 use futures::future::join_all;
 use goods_domain::ports::{
-    CancelOrderError, Cancelled, CreateDropError, DropRepository, OrderRepository, PlaceOrder,
-    PlaceOrderError, Placed, ProductRepository, PurchaseLedger,
+    CancelOrderError, Cancelled, CreateDropError, DomainEvent, DropRepository, EventOutbox,
+    OrderRepository, PlaceOrder, PlaceOrderError, Placed, ProductRepository, PurchaseLedger,
+    StaleResolution,
 };
 use goods_domain::{
     DropInput, GoodsOrder, IdempotencyKey, LimitedDrop, NewLimitedDrop, NewProduct, OrderStatus,
@@ -17,11 +18,11 @@ use time::{Duration, OffsetDateTime};
 
 /// Everything a SQL store implements.
 pub trait SqlStore:
-    ProductRepository + DropRepository + OrderRepository + PurchaseLedger + Clone
+    ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox + Clone
 {
 }
 impl<T> SqlStore for T where
-    T: ProductRepository + DropRepository + OrderRepository + PurchaseLedger + Clone
+    T: ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox + Clone
 {
 }
 
@@ -42,7 +43,11 @@ macro_rules! sql_contract_tests {
             the_gate_seed_reflects_the_database,
             racing_purchases_never_oversell,
             racing_retries_of_one_key_create_one_order,
-            racing_purchases_of_one_buyer_respect_the_limit
+            racing_purchases_of_one_buyer_respect_the_limit,
+            a_purchase_past_its_lease_is_refused_and_changes_nothing,
+            a_stale_reservation_resolves_to_its_order_or_to_abandoned,
+            racing_cancels_of_a_multi_unit_order_give_its_units_back_once,
+            an_event_is_recorded_once_and_relayed_until_marked
         );
     };
     (@cases $make:expr; $($case:ident),*) => {
@@ -111,6 +116,7 @@ fn order(drop: &LimitedDrop, buyer: i64, k: &str, quantity: i64) -> PlaceOrder {
         quantity: qty(quantity),
         key: key(k),
         now: now(),
+        deadline: None,
     }
 }
 
@@ -444,4 +450,114 @@ pub async fn racing_purchases_of_one_buyer_respect_the_limit<S: SqlStore>(store:
         .count();
     assert_eq!((created, limited), (3, 37), "{outcomes:?}");
     assert_eq!(stock(&store, &drop).await, 97);
+}
+
+pub async fn a_purchase_past_its_lease_is_refused_and_changes_nothing<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 5, 5).await;
+    let mut late = order(&drop, 1, "late", 2);
+    late.deadline = Some(OffsetDateTime::now_utc() - Duration::seconds(1));
+    let refused = store.place_order(&late).await;
+    assert!(
+        matches!(refused, Err(PlaceOrderError::LeaseExpired)),
+        "{refused:?}"
+    );
+    assert_eq!(stock(&store, &drop).await, 10);
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 0);
+    assert!(
+        store
+            .find_by_key(user(1), &key("late"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let mut on_time = order(&drop, 1, "late", 2);
+    on_time.deadline = Some(OffsetDateTime::now_utc() + Duration::minutes(1));
+    created(&store, &on_time).await;
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 2);
+}
+
+pub async fn a_stale_reservation_resolves_to_its_order_or_to_abandoned<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 5, 5).await;
+    let past = OffsetDateTime::now_utc() - Duration::seconds(1);
+    let future = OffsetDateTime::now_utc() + Duration::minutes(1);
+    assert_eq!(
+        store
+            .resolve_stale(user(1), &key("a"), future)
+            .await
+            .unwrap(),
+        StaleResolution::Pending,
+        "nothing is decided before the database's clock passes the lease"
+    );
+    let placed = created(&store, &order(&drop, 1, "a", 1)).await;
+    assert_eq!(
+        store.resolve_stale(user(1), &key("a"), past).await.unwrap(),
+        StaleResolution::Committed(placed)
+    );
+    assert_eq!(
+        store.resolve_stale(user(1), &key("b"), past).await.unwrap(),
+        StaleResolution::Abandoned
+    );
+}
+
+pub async fn racing_cancels_of_a_multi_unit_order_give_its_units_back_once<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 5, 3).await;
+    let placed = created(&store, &order(&drop, 7, "big", 3)).await;
+    assert_eq!(stock(&store, &drop).await, 7);
+    let cancels = (0..32).map(|_| {
+        let store = store.clone();
+        tokio::spawn(async move { store.cancel_order(placed.id, user(7)).await })
+    });
+    let outcomes: Vec<_> = join_all(cancels)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().unwrap())
+        .collect();
+    let now = outcomes
+        .iter()
+        .filter(|o| matches!(o, Cancelled::Now(_)))
+        .count();
+    let already = outcomes
+        .iter()
+        .filter(|o| matches!(o, Cancelled::Already(_)))
+        .count();
+    assert_eq!((now, already), (1, 31));
+    assert_eq!(stock(&store, &drop).await, 10);
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 0);
+    // The buyer's holding came back exactly once: the full limit again, and no more.
+    created(&store, &order(&drop, 7, "again", 3)).await;
+    let over = store.place_order(&order(&drop, 7, "over", 1)).await;
+    assert!(
+        matches!(
+            over,
+            Err(PlaceOrderError::PerUserLimitExceeded { limit: 3 })
+        ),
+        "{over:?}"
+    );
+}
+
+pub async fn an_event_is_recorded_once_and_relayed_until_marked<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 5, 5).await;
+    let event = DomainEvent::Oversold {
+        drop_id: drop.id,
+        limited_quantity: 5,
+        sold_quantity: 6,
+    };
+    let key = format!("oversell:{}", drop.id);
+    let tries = (0..8).map(|_| {
+        let (store, event, key) = (store.clone(), event.clone(), key.clone());
+        tokio::spawn(async move { store.record_once(&key, &event, now()).await.unwrap() })
+    });
+    let recorded = join_all(tries)
+        .await
+        .into_iter()
+        .filter(|r| *r.as_ref().unwrap())
+        .count();
+    assert_eq!(recorded, 1, "every instance tries; one records");
+    let pending = store.unpublished(10).await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].event, event);
+    store.mark_published(pending[0].id, now()).await.unwrap();
+    store.mark_published(pending[0].id, now()).await.unwrap();
+    assert!(store.unpublished(10).await.unwrap().is_empty());
+    assert!(!store.record_once(&key, &event, now()).await.unwrap());
 }

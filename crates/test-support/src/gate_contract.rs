@@ -3,7 +3,9 @@
 //! [`gate_contract_tests!`](crate::gate_contract_tests) turns the list into one test per case.
 
 use futures::future::join_all;
-use goods_domain::ports::{AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome};
+use goods_domain::ports::{
+    AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome, from_unix_ms, unix_ms,
+};
 use goods_domain::{DropId, IdempotencyKey, OrderId, Quantity, UserId};
 use std::sync::Arc;
 use time::OffsetDateTime;
@@ -23,7 +25,10 @@ macro_rules! gate_contract_tests {
             markers_go_from_in_progress_to_done_and_a_different_body_is_a_reuse,
             cancelling_twice_gives_units_and_the_buyer_count_back_once,
             releasing_a_cancelled_order_gives_its_units_back_and_keeps_its_replay,
-            seeding_again_changes_nothing_and_a_seed_restores_counts_and_markers
+            seeding_again_changes_nothing_and_a_seed_restores_counts_and_markers,
+            a_reservation_is_stale_only_after_its_lease_and_cancel_spares_a_newer_attempt,
+            resync_rebuilds_from_the_truth_and_keeps_what_is_in_flight,
+            resync_seeds_a_gate_that_holds_nothing
         );
     };
     (@cases $make:expr; $($case:ident),*) => {
@@ -51,6 +56,14 @@ fn seed(remaining: u32) -> GateSeed {
     }
 }
 
+/// A lease end in the future, to the millisecond (what gates store).
+pub fn lease_end() -> OffsetDateTime {
+    from_unix_ms(unix_ms(
+        OffsetDateTime::now_utc() + time::Duration::minutes(10),
+    ))
+    .unwrap()
+}
+
 fn res(user: i64, key: &str, quantity: i64, limit: i64) -> Reservation {
     Reservation {
         drop_id: drop_id(),
@@ -58,6 +71,17 @@ fn res(user: i64, key: &str, quantity: i64, limit: i64) -> Reservation {
         quantity: Quantity::parse("quantity", quantity).unwrap(),
         per_user_limit: Quantity::parse("perUserLimit", limit).unwrap(),
         key: IdempotencyKey::parse(key).unwrap(),
+        deadline: lease_end(),
+    }
+}
+
+fn held(order: i64, user: i64, key: &str, live: bool) -> HeldOrder {
+    HeldOrder {
+        order_id: OrderId::parse(order).unwrap(),
+        user_id: UserId::parse(user).unwrap(),
+        key: IdempotencyKey::parse(key).unwrap(),
+        quantity: Quantity::parse("quantity", 1).unwrap(),
+        live,
     }
 }
 
@@ -137,7 +161,9 @@ pub async fn markers_go_from_in_progress_to_done_and_a_different_body_is_a_reuse
     );
     assert_eq!(
         gate.reserve(&first).await.unwrap(),
-        ReserveOutcome::InProgress
+        ReserveOutcome::InProgress {
+            deadline: first.deadline
+        }
     );
     assert_eq!(
         gate.reserve(&res(1, "k|with|bars", 2, 2)).await.unwrap(),
@@ -197,13 +223,6 @@ pub async fn seeding_again_changes_nothing_and_a_seed_restores_counts_and_marker
         gate.reserve(&res(1, "k", 1, 1)).await.unwrap(),
         ReserveOutcome::NotSeeded
     );
-    let held = |order: i64, user: i64, key: &str, live: bool| HeldOrder {
-        order_id: OrderId::parse(order).unwrap(),
-        user_id: UserId::parse(user).unwrap(),
-        key: IdempotencyKey::parse(key).unwrap(),
-        quantity: Quantity::parse("quantity", 1).unwrap(),
-        live,
-    };
     let mut s = seed(4);
     s.orders = vec![held(3, 1, "k", true), held(4, 2, "gone", false)];
     gate.seed_if_absent(&s).await.unwrap();
@@ -221,5 +240,110 @@ pub async fn seeding_again_changes_nothing_and_a_seed_restores_counts_and_marker
         gate.reserve(&res(2, "new", 1, 1)).await.unwrap(),
         ReserveOutcome::Admitted,
         "a cancelled order holds nothing"
+    );
+}
+
+pub async fn a_reservation_is_stale_only_after_its_lease_and_cancel_spares_a_newer_attempt(
+    gate: Gate,
+) {
+    gate.seed_if_absent(&seed(5)).await.unwrap();
+    let first = res(1, "k", 2, 2);
+    assert_eq!(
+        gate.reserve(&first).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    let at = first.deadline;
+    assert!(gate.stale(drop_id(), at).await.unwrap().is_empty());
+    let stale = gate
+        .stale(drop_id(), at + time::Duration::milliseconds(1))
+        .await
+        .unwrap();
+    assert_eq!(stale.len(), 1);
+    assert_eq!(
+        (
+            stale[0].user_id,
+            stale[0].key.as_str(),
+            stale[0].quantity.get(),
+            stale[0].deadline
+        ),
+        (first.user_id, "k", 2, at)
+    );
+    // A settle of some other attempt with the same key (another lease) leaves this one alone.
+    let mut older = first.clone();
+    older.deadline = at - time::Duration::seconds(30);
+    gate.cancel(&older).await.unwrap();
+    assert_eq!(remaining(&gate).await, Some(3));
+    gate.cancel(&first).await.unwrap();
+    assert_eq!(remaining(&gate).await, Some(5));
+    assert!(
+        gate.stale(drop_id(), at + time::Duration::hours(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn resync_rebuilds_from_the_truth_and_keeps_what_is_in_flight(gate: Gate) {
+    gate.seed_if_absent(&seed(10)).await.unwrap();
+    // In flight: buyer 1 holds 2 units, not settled.
+    let in_flight = res(1, "a", 2, 2);
+    assert_eq!(
+        gate.reserve(&in_flight).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    // Committed and confirmed before the seed is read: order 5.
+    let before = res(2, "b", 1, 1);
+    gate.reserve(&before).await.unwrap();
+    gate.confirm(&before, OrderId::parse(5).unwrap())
+        .await
+        .unwrap();
+    // Committed and confirmed after the seed is read: order 7, which the seed does not list.
+    let after = res(4, "d", 1, 1);
+    gate.reserve(&after).await.unwrap();
+    gate.confirm(&after, OrderId::parse(7).unwrap())
+        .await
+        .unwrap();
+    // The database also sold order 6 while the gate was bypassed, so the gate never saw it.
+    let mut truth = seed(10 - 2);
+    truth.orders = vec![held(5, 2, "b", true), held(6, 3, "c", true)];
+    gate.resync(&truth).await.unwrap();
+    // 8 per the database, less 2 in flight and 1 committed after the seed was read.
+    assert_eq!(remaining(&gate).await, Some(5));
+    assert_eq!(
+        gate.reserve(&res(3, "c", 1, 1)).await.unwrap(),
+        ReserveOutcome::Replay(OrderId::parse(6).unwrap())
+    );
+    assert_eq!(
+        gate.reserve(&res(3, "other", 1, 1)).await.unwrap(),
+        ReserveOutcome::PerUserLimitExceeded { limit: 1 },
+        "the order the gate never saw counts for its buyer"
+    );
+    assert_eq!(
+        gate.reserve(&after).await.unwrap(),
+        ReserveOutcome::Replay(OrderId::parse(7).unwrap())
+    );
+    assert_eq!(
+        gate.reserve(&in_flight).await.unwrap(),
+        ReserveOutcome::InProgress {
+            deadline: in_flight.deadline
+        }
+    );
+    // The reservation in flight still settles: its cancel gives its 2 units back.
+    gate.cancel(&in_flight).await.unwrap();
+    assert_eq!(remaining(&gate).await, Some(7));
+    // Running it again with the same truth changes nothing more than the order 7 it lacks.
+    gate.resync(&truth).await.unwrap();
+    assert_eq!(remaining(&gate).await, Some(7));
+}
+
+pub async fn resync_seeds_a_gate_that_holds_nothing(gate: Gate) {
+    assert_eq!(remaining(&gate).await, None);
+    let mut truth = seed(3);
+    truth.orders = vec![held(1, 1, "k", true)];
+    gate.resync(&truth).await.unwrap();
+    assert_eq!(remaining(&gate).await, Some(3));
+    assert_eq!(
+        gate.reserve(&res(1, "k", 1, 1)).await.unwrap(),
+        ReserveOutcome::Replay(OrderId::parse(1).unwrap())
     );
 }

@@ -20,6 +20,42 @@ pub struct Reservation {
     pub per_user_limit: Quantity,
     /// The buyer's idempotency key.
     pub key: IdempotencyKey,
+    /// The end of this attempt's lease: its in-progress marker records it, and once it has
+    /// passed the reservation is resolved against the database (see [`StaleReservation`]).
+    /// The ledger refuses to commit the purchase after it, so a resolution that finds no order
+    /// is final. Gates store it to the millisecond.
+    pub deadline: OffsetDateTime,
+}
+
+impl Reservation {
+    /// [`deadline`](Self::deadline) in unix milliseconds, as gates store it.
+    pub fn deadline_ms(&self) -> i64 {
+        unix_ms(self.deadline)
+    }
+}
+
+/// `at` in whole unix milliseconds (floored), the precision of every lease comparison.
+pub fn unix_ms(at: OffsetDateTime) -> i64 {
+    i64::try_from(at.unix_timestamp_nanos().div_euclid(1_000_000)).unwrap_or(i64::MAX)
+}
+
+/// The instant `ms` unix milliseconds; `None` outside the representable range.
+pub fn from_unix_ms(ms: i64) -> Option<OffsetDateTime> {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
+}
+
+/// An in-progress reservation whose lease has passed: its purchase either committed (an order
+/// exists for the buyer and key) or never will (the ledger refuses after the deadline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleReservation {
+    /// The buyer.
+    pub user_id: UserId,
+    /// The buyer's key.
+    pub key: IdempotencyKey,
+    /// Units it holds.
+    pub quantity: Quantity,
+    /// Its lease's end.
+    pub deadline: OffsetDateTime,
 }
 
 /// The gate's answer to [`AdmissionGate::reserve`].
@@ -30,8 +66,12 @@ pub enum ReserveOutcome {
     Admitted,
     /// The same buyer and key already completed with this order: replay it.
     Replay(OrderId),
-    /// The same buyer and key are being processed right now.
-    InProgress,
+    /// The same buyer and key are being processed right now, under a lease that ends at
+    /// `deadline` (after which the caller resolves it against the database).
+    InProgress {
+        /// The lease's end.
+        deadline: OffsetDateTime,
+    },
     /// The same buyer and key were used for a different request.
     KeyReused,
     /// Fewer units left than asked for.
@@ -101,11 +141,32 @@ pub trait AdmissionGate: Send + Sync + 'static {
     async fn confirm(&self, reservation: &Reservation, order: OrderId) -> Result<(), InfraError>;
 
     /// Gives an admitted reservation's units and buyer count back and clears its marker, once:
-    /// cancelling twice restores once.
+    /// cancelling twice restores once. Only the attempt that set the marker is cancelled (same
+    /// units and deadline): a later attempt with the same key is left alone.
     ///
     /// # Errors
     /// [`InfraError`] when the gate cannot be reached.
     async fn cancel(&self, reservation: &Reservation) -> Result<(), InfraError>;
+
+    /// Atomically rebuilds the drop's counter, buyers' holdings and done markers from the
+    /// database's truth, keeping the reservations still in flight: an in-progress marker, or a
+    /// done marker of an order the seed does not list (it committed after the seed was read),
+    /// keeps its units taken. Seeds the gate when it holds nothing. Safe to run concurrently
+    /// from several instances: a stale seed can only hold units back, never admit too many.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the gate cannot be reached.
+    async fn resync(&self, seed: &GateSeed) -> Result<(), InfraError>;
+
+    /// The drop's in-progress reservations whose lease ended before `now`.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the gate cannot be reached.
+    async fn stale(
+        &self,
+        drop_id: DropId,
+        now: OffsetDateTime,
+    ) -> Result<Vec<StaleReservation>, InfraError>;
 
     /// Gives back the units of a cancelled order (the order's marker stays, for replays).
     /// The caller calls it once per cancelled order.

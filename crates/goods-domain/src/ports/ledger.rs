@@ -26,6 +26,10 @@ pub struct PlaceOrder {
     pub key: IdempotencyKey,
     /// The order's creation time.
     pub now: OffsetDateTime,
+    /// The admission lease's end: the transaction commits only if the database's clock has not
+    /// passed it when the drop row is updated (the last statement before COMMIT). `None` when
+    /// no gate reserved the units (`GATE=off`, or the gate's breaker is open).
+    pub deadline: Option<OffsetDateTime>,
 }
 
 /// A committed purchase.
@@ -55,6 +59,10 @@ pub enum PlaceOrderError {
     /// The buyer's key already belongs to a different request.
     #[error("idempotency key reused for a different request")]
     KeyReused,
+    /// The admission lease ended before the transaction could commit; nothing was committed,
+    /// and a resolution of the reservation may already have given its units back.
+    #[error("the admission lease ended before the purchase committed")]
+    LeaseExpired,
     /// The store failed; nothing was committed.
     #[error(transparent)]
     Infra(#[from] InfraError),
@@ -86,6 +94,18 @@ pub enum CancelOrderError {
     Infra(#[from] InfraError),
 }
 
+/// What the database says about a reservation whose lease has ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StaleResolution {
+    /// Its purchase committed: this is the order (the units stay sold).
+    Committed(GoodsOrder),
+    /// No order exists and none can commit any more (the database's clock is past the lease):
+    /// the units go back.
+    Abandoned,
+    /// The database's clock has not passed the lease yet; ask again later.
+    Pending,
+}
+
 /// The source of truth's transactions. Each method is one database transaction that either
 /// commits whole or leaves nothing behind.
 #[cfg_attr(feature = "mock", mockall::automock)]
@@ -107,4 +127,20 @@ pub trait PurchaseLedger: Send + Sync + 'static {
     /// # Errors
     /// [`CancelOrderError`] naming the refused condition, or the store's failure.
     async fn cancel_order(&self, id: OrderId, by: UserId) -> Result<Cancelled, CancelOrderError>;
+
+    /// Decides a reservation whose lease ended at `deadline`: with a locking read of the
+    /// (buyer, key) order, so a purchase transaction still running is waited for, and only once
+    /// the database's own clock is past `deadline` (the clock [`place_order`] checks), so no
+    /// purchase can commit after an `Abandoned` answer.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    ///
+    /// [`place_order`]: PurchaseLedger::place_order
+    async fn resolve_stale(
+        &self,
+        user: UserId,
+        key: &IdempotencyKey,
+        deadline: OffsetDateTime,
+    ) -> Result<StaleResolution, InfraError>;
 }

@@ -1,0 +1,81 @@
+//! A pooled connection that never goes back to the pool inside a transaction.
+//!
+//! A transaction future dropped half-way (its time limit ran out, or the request was cancelled)
+//! leaves its connection inside an open transaction that still holds row locks, possibly on a
+//! drop's hot rows. deadpool would only discard that connection the next time someone asked for
+//! it, which on an idle pool may be never. This guard closes it at once instead, so the server
+//! rolls the transaction back and releases the locks.
+
+use deadpool::managed::{Manager, Object, Pool};
+use diesel_async::pooled_connection::PoolableConnection;
+use goods_domain::InfraError;
+use std::ops::{Deref, DerefMut};
+use std::time::Duration;
+
+/// A connection from the pool; see the module documentation.
+pub struct PooledConn<M: Manager>(Option<Object<M>>)
+where
+    M::Type: PoolableConnection;
+
+impl<M: Manager> PooledConn<M>
+where
+    M::Type: PoolableConnection,
+    M::Error: std::fmt::Display,
+{
+    /// A connection from `pool`, waiting at most `wait` for one.
+    ///
+    /// # Errors
+    /// [`InfraError::unavailable`] when none frees up in time (the pool is exhausted or the
+    /// server does not answer); another [`InfraError`] when connecting fails.
+    pub async fn get(
+        pool: &Pool<M>,
+        wait: Duration,
+        what: &'static str,
+    ) -> Result<Self, InfraError> {
+        match tokio::time::timeout(wait, pool.get()).await {
+            Ok(Ok(conn)) => Ok(Self(Some(conn))),
+            Ok(Err(error)) => Err(InfraError::msg(format!("{what}: {error}"))),
+            Err(_) => Err(InfraError::unavailable(format!(
+                "{what}: no connection within {} ms",
+                wait.as_millis()
+            ))),
+        }
+    }
+}
+
+impl<M: Manager> Deref for PooledConn<M>
+where
+    M::Type: PoolableConnection,
+{
+    type Target = M::Type;
+
+    fn deref(&self) -> &M::Type {
+        // Only `Drop` empties the option.
+        #[allow(clippy::expect_used)]
+        self.0.as_ref().expect("connection present until drop")
+    }
+}
+
+impl<M: Manager> DerefMut for PooledConn<M>
+where
+    M::Type: PoolableConnection,
+{
+    fn deref_mut(&mut self) -> &mut M::Type {
+        #[allow(clippy::expect_used)]
+        self.0.as_mut().expect("connection present until drop")
+    }
+}
+
+impl<M: Manager> Drop for PooledConn<M>
+where
+    M::Type: PoolableConnection,
+{
+    fn drop(&mut self) {
+        if let Some(mut conn) = self.0.take()
+            && conn.is_broken()
+        {
+            // Out of the pool and closed: the server rolls the open transaction back.
+            drop(Object::take(conn));
+        }
+    }
+}

@@ -1,0 +1,532 @@
+//! Self-healing: the gate converges back to the database after any single fault.
+//!
+//! - **Stale reservations.** An in-progress marker whose lease has passed is resolved against
+//!   the database ([`PurchaseLedger::resolve_stale`]): its order exists, and the marker becomes
+//!   done; or it does not and never can, and the units go back.
+//! - **Resync.** The gate's counter, holdings and done markers are rebuilt from the database,
+//!   keeping what is in flight ([`AdmissionGate::resync`]): when the gate answers again after
+//!   an outage (for the drops the database sold alone meanwhile), when the database refuses a
+//!   purchase the gate admitted (the gate was too generous), when the gate holds nothing for an
+//!   open drop (Redis restarted empty), and when reconciliation finds the same drift on two
+//!   passes in a row (drift that is only purchases in flight changes between passes) or any
+//!   negative drift (the gate would admit more than exists).
+//! - **The pass.** [`GoodsApp::heal_all`] does all of that for every open or recently closed
+//!   drop, one drop's failure never stopping the others, then relays the outbox.
+//!
+//! Every step is idempotent and safe to run from every instance at once: resolutions are
+//! decided by the database, a resync can only hold units back when it races another, and the
+//! oversell event is recorded once per drop by the outbox's unique key.
+//!
+//! [`PurchaseLedger::resolve_stale`]: goods_domain::ports::PurchaseLedger::resolve_stale
+//! [`AdmissionGate::resync`]: goods_domain::ports::AdmissionGate::resync
+
+use crate::GoodsApp;
+use goods_domain::ports::{
+    AdmissionGate, DomainEvent, Reservation, StaleReservation, StaleResolution,
+};
+use goods_domain::{DropId, InfraError, LimitedDrop};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use tracing::Instrument as _;
+
+/// How long after `closeAt` a drop is still healed (its in-flight purchases settle).
+const CLOSED_GRACE: time::Duration = time::Duration::hours(1);
+
+/// Events relayed from the outbox per pass.
+const RELAY_BATCH: u32 = 100;
+
+/// What one healing pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HealReport {
+    /// Drops looked at.
+    pub drops: usize,
+    /// Drops whose healing failed (logged; the next pass tries again).
+    pub failed: usize,
+    /// Stale reservations decided (confirmed or given back).
+    pub stale_resolved: usize,
+    /// Gates rebuilt or seeded from the database.
+    pub resynced: usize,
+    /// Outbox events handed to the publisher.
+    pub relayed: usize,
+}
+
+/// Per-instance healing state.
+#[derive(Debug, Default)]
+pub(crate) struct HealState {
+    /// Drops the database sold while the gate was bypassed: resynced when it answers again.
+    dirty: Mutex<HashSet<DropId>>,
+    /// Drops being resynced right now (single flight within the instance).
+    resyncing: Arc<Mutex<HashSet<DropId>>>,
+    /// The drift each drop showed on the previous pass.
+    drift: Mutex<HashMap<DropId, i64>>,
+}
+
+impl HealState {
+    pub(crate) fn mark_dirty(&self, drop: DropId) {
+        if let Ok(mut dirty) = self.dirty.lock() {
+            dirty.insert(drop);
+        }
+    }
+
+    fn take_dirty(&self) -> Vec<DropId> {
+        self.dirty
+            .lock()
+            .map(|mut d| d.drain().collect())
+            .unwrap_or_default()
+    }
+
+    /// Claims the drop's resync; `None` when one is already running here.
+    fn claim(&self, drop: DropId) -> Option<ResyncClaim> {
+        let mut running = self.resyncing.lock().ok()?;
+        running.insert(drop).then(|| ResyncClaim {
+            running: Arc::clone(&self.resyncing),
+            drop,
+        })
+    }
+
+    /// Records this pass's drift; whether the drop needs a resync: negative drift at once,
+    /// positive drift when it is the same as on the previous pass.
+    fn drift_calls_for_resync(&self, drop: DropId, drift: i64) -> bool {
+        let Ok(mut last) = self.drift.lock() else {
+            return drift < 0;
+        };
+        if drift == 0 {
+            last.remove(&drop);
+            return false;
+        }
+        let previous = last.insert(drop, drift);
+        drift < 0 || previous == Some(drift)
+    }
+
+    fn forget_drift(&self, drop: DropId) {
+        if let Ok(mut last) = self.drift.lock() {
+            last.remove(&drop);
+        }
+    }
+}
+
+struct ResyncClaim {
+    running: Arc<Mutex<HashSet<DropId>>>,
+    drop: DropId,
+}
+
+impl Drop for ResyncClaim {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.running.lock() {
+            running.remove(&self.drop);
+        }
+    }
+}
+
+impl GoodsApp {
+    /// Rebuilds the drop's gate from the database (see [`AdmissionGate::resync`]). Returns
+    /// `false` when there is no gate or a resync of this drop is already running here.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the database or the gate fails.
+    #[tracing::instrument(skip_all, fields(drop.id = %drop.id))]
+    pub async fn resync_drop(&self, drop: &LimitedDrop) -> Result<bool, InfraError> {
+        let Some(gate) = &self.ports.gate else {
+            return Ok(false);
+        };
+        let Some(_claim) = self.healing.claim(drop.id) else {
+            return Ok(false);
+        };
+        let seed = self.ports.drops.gate_seed(drop).await?;
+        gate.resync(&seed).await?;
+        self.healing.forget_drift(drop.id);
+        tracing::info!(
+            remaining = seed.remaining,
+            "gate resynced from the database"
+        );
+        Ok(true)
+    }
+
+    /// Resyncs the drop in the background (a purchase noticed the gate is off).
+    pub(crate) fn resync_soon(&self, drop: LimitedDrop) {
+        let app = self.clone();
+        tokio::spawn(async move {
+            if let Err(error) = app.resync_drop(&drop).await {
+                tracing::warn!(drop.id = %drop.id, error = %error, "gate resync failed");
+            }
+        });
+    }
+
+    /// The gate answers again after an outage: resync the drops the database sold meanwhile.
+    pub(crate) fn gate_is_back(&self) {
+        for id in self.healing.take_dirty() {
+            let app = self.clone();
+            tokio::spawn(async move {
+                let result = match app.load_drop(id).await {
+                    Ok(Some(drop)) => app.resync_drop(&drop).await.map(|_| ()),
+                    Ok(None) => Ok(()),
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = result {
+                    // Reconciliation's drift check heals it later.
+                    app.healing.mark_dirty(id);
+                    tracing::warn!(drop.id = %id, error = %error, "gate resync after outage failed");
+                }
+            });
+        }
+    }
+
+    /// Decides a stale reservation with the database and tells the gate.
+    pub(crate) async fn resolve_stale(
+        &self,
+        gate: &dyn AdmissionGate,
+        drop: &LimitedDrop,
+        stale: &StaleReservation,
+    ) -> Result<StaleResolution, InfraError> {
+        let resolution = self
+            .ports
+            .ledger
+            .resolve_stale(stale.user_id, &stale.key, stale.deadline)
+            .await?;
+        let reservation = Reservation {
+            drop_id: drop.id,
+            user_id: stale.user_id,
+            quantity: stale.quantity,
+            per_user_limit: drop.per_user_limit,
+            key: stale.key.clone(),
+            deadline: stale.deadline,
+        };
+        match &resolution {
+            StaleResolution::Committed(order) if order.drop_id == drop.id => {
+                gate.confirm(&reservation, order.id).await?;
+                tracing::info!(user.id = %stale.user_id, order.id = %order.id, "stale reservation had committed; confirmed");
+            }
+            // No order of this drop for the key: this attempt will never commit.
+            StaleResolution::Committed(_) | StaleResolution::Abandoned => {
+                gate.cancel(&reservation).await?;
+                tracing::info!(user.id = %stale.user_id, "stale reservation abandoned; units given back");
+            }
+            StaleResolution::Pending => {}
+        }
+        Ok(resolution)
+    }
+
+    /// One healing pass over every open or recently closed drop (the periodic task's body).
+    ///
+    /// # Errors
+    /// [`InfraError`] when the drops cannot be listed; a failure on one drop is logged,
+    /// counted in [`HealReport::failed`], and does not stop the pass.
+    pub async fn heal_all(&self) -> Result<HealReport, InfraError> {
+        let now = self.ports.clock.now();
+        let drops = self.ports.drops.list_unclosed(now - CLOSED_GRACE).await?;
+        let mut report = HealReport {
+            drops: drops.len(),
+            ..HealReport::default()
+        };
+        for drop in &drops {
+            if let Err(error) = self.heal_drop(drop, &mut report).await {
+                report.failed += 1;
+                tracing::warn!(drop.id = %drop.id, error = %error, "healing the drop failed");
+            }
+        }
+        match self.relay_outbox().await {
+            Ok(relayed) => report.relayed = relayed,
+            Err(error) => tracing::warn!(error = %error, "outbox relay failed"),
+        }
+        Ok(report)
+    }
+
+    async fn heal_drop(
+        &self,
+        drop: &LimitedDrop,
+        report: &mut HealReport,
+    ) -> Result<(), InfraError> {
+        let now = self.ports.clock.now();
+        let sold = self.ports.drops.sold_quantity(drop.id).await?;
+        let limited = drop.limited_quantity.get();
+        if sold > limited {
+            self.raise_oversell(drop, sold).await;
+        }
+        let Some(gate) = self.gate().cloned() else {
+            return Ok(());
+        };
+        for stale in gate.stale(drop.id, now).await? {
+            if self.resolve_stale(gate.as_ref(), drop, &stale).await? != StaleResolution::Pending {
+                report.stale_resolved += 1;
+            }
+        }
+        if drop.window.is_closed(now) {
+            return Ok(());
+        }
+        let needs_resync = match gate.remaining(drop.id).await? {
+            // Redis lost the drop (restarted empty, or flushed): seed it before anyone asks.
+            None => true,
+            // Sold was read first: a purchase admitted in between shows as positive drift for
+            // one pass, which the two-pass rule ignores.
+            Some(remaining) => {
+                let drift = i64::from(limited) - i64::from(sold) - i64::from(remaining);
+                self.healing.drift_calls_for_resync(drop.id, drift)
+            }
+        };
+        if needs_resync && self.resync_drop(drop).await? {
+            report.resynced += 1;
+        }
+        Ok(())
+    }
+
+    /// Records the oversell alert once per drop in the outbox; logs it the first time.
+    pub(crate) async fn raise_oversell(&self, drop: &LimitedDrop, sold: u32) {
+        let limited = drop.limited_quantity.get();
+        let event = DomainEvent::Oversold {
+            drop_id: drop.id,
+            limited_quantity: limited,
+            sold_quantity: sold,
+        };
+        let key = format!("oversell:{}", drop.id);
+        match self
+            .ports
+            .outbox
+            .record_once(&key, &event, self.ports.clock.now())
+            .await
+        {
+            Ok(true) => tracing::error!(
+                source = "oversell",
+                severity = "critical",
+                drop.id = %drop.id,
+                sold,
+                limited,
+                "drop oversold"
+            ),
+            Ok(false) => {}
+            Err(error) => {
+                // Not recorded: say it now, and the next pass tries to record it again.
+                tracing::error!(source = "oversell", severity = "critical", drop.id = %drop.id, sold, limited, error = %error, "drop oversold; alert not recorded");
+            }
+        }
+    }
+
+    /// Hands recorded events to the publisher, each under its outbox id, then marks them.
+    async fn relay_outbox(&self) -> Result<usize, InfraError> {
+        let entries = self.ports.outbox.unpublished(RELAY_BATCH).await?;
+        let mut relayed = 0;
+        for entry in entries {
+            let span = tracing::info_span!("outbox", event.id = entry.id);
+            self.ports
+                .events
+                .publish(entry.event)
+                .instrument(span)
+                .await?;
+            self.ports
+                .outbox
+                .mark_published(entry.id, self.ports.clock.now())
+                .await?;
+            relayed += 1;
+        }
+        Ok(relayed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use goods_domain::ports::{GateSeed, MockAdmissionGate, OutboxEntry, Placed, ReserveOutcome};
+    use goods_domain::{IdempotencyKey, OrderStatus};
+    use time::Duration;
+
+    /// Mocks for a pass over the one sample drop (100 units) with `sold` units sold and an
+    /// empty outbox.
+    fn pass_over(sold: u32) -> Mocks {
+        let mut m = Mocks::at(OPEN);
+        m.drops
+            .expect_list_unclosed()
+            .returning(|_| Ok(vec![sample_drop(100, 2)]));
+        m.drops.expect_sold_quantity().returning(move |_| Ok(sold));
+        m.drops.expect_gate_seed().returning(move |drop| {
+            Ok(GateSeed {
+                drop_id: drop.id,
+                remaining: 100 - sold,
+                expires_at: CLOSE,
+                orders: Vec::new(),
+            })
+        });
+        m.outbox.expect_unpublished().returning(|_| Ok(Vec::new()));
+        m
+    }
+
+    fn gate_with(remaining: Vec<Option<u32>>) -> MockAdmissionGate {
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_stale().returning(|_, _| Ok(Vec::new()));
+        let mut remaining = remaining.into_iter();
+        gate.expect_remaining()
+            .returning(move |_| Ok(remaining.next().unwrap_or(Some(0))));
+        gate
+    }
+
+    #[tokio::test]
+    async fn a_gate_that_lost_an_open_drop_is_seeded_by_the_next_pass() {
+        let m = pass_over(10);
+        let mut gate = gate_with(vec![None]);
+        gate.expect_resync()
+            .withf(|seed| seed.remaining == 90)
+            .times(1)
+            .returning(|_| Ok(()));
+        let report = m.app(Some(gate)).heal_all().await.unwrap();
+        assert_eq!((report.drops, report.resynced, report.failed), (1, 1, 0));
+    }
+
+    #[tokio::test]
+    async fn the_same_drift_on_two_passes_resyncs_and_drift_that_moves_does_not() {
+        let m = pass_over(10);
+        // Drift 3, then 1 (purchases in flight come and go), then 1 again: resync.
+        let mut gate = gate_with(vec![Some(87), Some(89), Some(89)]);
+        gate.expect_resync().times(1).returning(|_| Ok(()));
+        let app = m.app(Some(gate));
+        assert_eq!(app.heal_all().await.unwrap().resynced, 0);
+        assert_eq!(app.heal_all().await.unwrap().resynced, 0);
+        assert_eq!(app.heal_all().await.unwrap().resynced, 1);
+    }
+
+    #[tokio::test]
+    async fn negative_drift_resyncs_at_once() {
+        let m = pass_over(10);
+        // The gate would admit 95 while only 90 exist.
+        let mut gate = gate_with(vec![Some(95)]);
+        gate.expect_resync().times(1).returning(|_| Ok(()));
+        assert_eq!(m.app(Some(gate)).heal_all().await.unwrap().resynced, 1);
+    }
+
+    #[tokio::test]
+    async fn stale_reservations_are_resolved_by_the_database_and_settled_in_the_gate() {
+        let mut m = pass_over(1);
+        let (committed, abandoned) = (key(), IdempotencyKey::parse("gone").unwrap());
+        let deadline = OPEN - Duration::seconds(1);
+        m.ledger.expect_resolve_stale().returning(move |_, key, _| {
+            Ok(if key.as_str() == "k-1" {
+                StaleResolution::Committed(sample_order(OrderStatus::Pending))
+            } else {
+                StaleResolution::Abandoned
+            })
+        });
+        let mut gate = gate_with(vec![Some(99)]);
+        gate.checkpoint();
+        let stale = [committed, abandoned].map(|key| StaleReservation {
+            user_id: buyer().user_id,
+            key,
+            quantity: qty(1),
+            deadline,
+        });
+        gate.expect_stale()
+            .withf(|_, now| *now == OPEN)
+            .returning(move |_, _| Ok(stale.to_vec()));
+        gate.expect_remaining().returning(|_| Ok(Some(99)));
+        gate.expect_confirm()
+            .withf(|r, id| r.key.as_str() == "k-1" && *id == order_id())
+            .times(1)
+            .returning(|_, _| Ok(()));
+        gate.expect_cancel()
+            .withf(move |r| r.key.as_str() == "gone" && r.deadline == deadline)
+            .times(1)
+            .returning(|_| Ok(()));
+        let report = m.app(Some(gate)).heal_all().await.unwrap();
+        assert_eq!((report.stale_resolved, report.failed), (2, 0));
+    }
+
+    #[tokio::test]
+    async fn a_failure_on_one_drop_does_not_stop_the_pass() {
+        let mut m = Mocks::at(OPEN);
+        let other = LimitedDrop {
+            id: DropId::parse(2).unwrap(),
+            ..sample_drop(100, 2)
+        };
+        m.drops
+            .expect_list_unclosed()
+            .returning(move |_| Ok(vec![sample_drop(100, 2), other]));
+        m.drops.expect_sold_quantity().returning(|id| {
+            if id.get() == 1 {
+                Err(InfraError::msg("lost"))
+            } else {
+                Ok(0)
+            }
+        });
+        m.outbox.expect_unpublished().returning(|_| Ok(Vec::new()));
+        let gate = gate_with(vec![Some(100)]);
+        let report = m.app(Some(gate)).heal_all().await.unwrap();
+        assert_eq!((report.drops, report.failed), (2, 1));
+    }
+
+    #[tokio::test]
+    async fn an_oversold_drop_is_recorded_once_and_relayed_with_its_event_id() {
+        let mut m = Mocks::at(OPEN);
+        m.drops
+            .expect_list_unclosed()
+            .returning(|_| Ok(vec![sample_drop(100, 2)]));
+        m.drops.expect_sold_quantity().returning(|_| Ok(101));
+        let mut recorded = false;
+        m.outbox
+            .expect_record_once()
+            .withf(|key, _, _| key == "oversell:1")
+            .times(2)
+            .returning(move |_, _, _| Ok(!std::mem::replace(&mut recorded, true)));
+        let event = DomainEvent::Oversold {
+            drop_id: drop_id(),
+            limited_quantity: 100,
+            sold_quantity: 101,
+        };
+        let mut pending = vec![vec![], vec![OutboxEntry { id: 7, event }]];
+        m.outbox
+            .expect_unpublished()
+            .times(2)
+            .returning(move |_| Ok(pending.pop().unwrap()));
+        m.events.expect_publish().times(1).returning(|_| Ok(()));
+        m.outbox
+            .expect_mark_published()
+            .withf(|id, _| *id == 7)
+            .times(1)
+            .returning(|_, _| Ok(()));
+        let app = m.app(None);
+        assert_eq!(app.heal_all().await.unwrap().relayed, 1);
+        assert_eq!(app.heal_all().await.unwrap().relayed, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gate_coming_back_resyncs_the_drops_the_database_sold_while_it_was_away() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_place_order()
+            .returning(|_| Ok(Placed::Created(sample_order(OrderStatus::Pending))));
+        m.events.expect_publish().returning(|_| Ok(()));
+        m.drops.expect_gate_seed().times(1).returning(|drop| {
+            Ok(GateSeed {
+                drop_id: drop.id,
+                remaining: 97,
+                expires_at: CLOSE,
+                orders: Vec::new(),
+            })
+        });
+        let mut gate = MockAdmissionGate::new();
+        let mut answers = vec![
+            Ok(ReserveOutcome::Admitted),
+            Err(InfraError::msg("timeout")),
+        ];
+        gate.expect_reserve()
+            .times(2)
+            .returning(move |_| answers.pop().unwrap());
+        gate.expect_confirm().returning(|_, _| Ok(()));
+        let (resynced, mut done) = tokio::sync::mpsc::unbounded_channel();
+        gate.expect_resync()
+            .withf(|seed| seed.remaining == 97)
+            .times(1)
+            .returning(move |_| {
+                resynced.send(()).unwrap();
+                Ok(())
+            });
+        let app = m.app(Some(gate));
+        let buy = |key: &str| crate::PurchaseCommand {
+            drop_id: drop_id(),
+            user_id: buyer().user_id,
+            quantity: qty(1),
+            key: IdempotencyKey::parse(key).unwrap(),
+        };
+        app.purchase(buy("a")).await.unwrap(); // the gate fails: the database sells alone
+        app.purchase(buy("b")).await.unwrap(); // breaker open: the gate is not asked
+        tokio::time::advance(crate::breaker::COOL_DOWN).await;
+        app.purchase(buy("c")).await.unwrap(); // the gate answers again
+        done.recv().await.unwrap();
+    }
+}
