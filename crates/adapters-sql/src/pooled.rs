@@ -26,7 +26,7 @@ where
     ///
     /// # Errors
     /// [`InfraError::unavailable`] when none frees up in time (the pool is exhausted or the
-    /// server does not answer); another [`InfraError`] when connecting fails.
+    /// server does not answer) or a new one cannot be opened (the server is down).
     pub async fn get(
         pool: &Pool<M>,
         wait: Duration,
@@ -34,7 +34,7 @@ where
     ) -> Result<Self, InfraError> {
         match tokio::time::timeout(wait, pool.get()).await {
             Ok(Ok(conn)) => Ok(Self(Some(conn))),
-            Ok(Err(error)) => Err(InfraError::msg(format!("{what}: {error}"))),
+            Ok(Err(error)) => Err(InfraError::unavailable(format!("{what}: {error}"))),
             Err(_) => Err(InfraError::unavailable(format!(
                 "{what}: no connection within {} ms",
                 wait.as_millis()

@@ -5,6 +5,8 @@
 //!   how to provide one. Nothing is ever skipped silently.
 //! - [`gate_contract`]: the admission-gate contract, run against the in-process and the Redis
 //!   gate through [`gate_contract_tests!`].
+//! - [`mariadb`]: a private `mariadbd` on a temporary directory and a free port, for tests
+//!   that kill, pause and restart their database.
 //! - [`redis`]: the same for Redis 7 (`TEST_REDIS_URL`), a key prefix per test, and private
 //!   `redis-server` processes for tests that flush or kill their server.
 //! - [`contract`]: the SQL source-of-truth contract, one suite run against every backend through
@@ -14,5 +16,13 @@
 
 pub mod contract;
 pub mod gate_contract;
+pub mod mariadb;
 pub mod mysql;
 pub mod redis;
+
+/// Sends `signal` (`STOP`, `CONT`, `KILL`, ...) to `child` with `kill(1)`.
+pub fn signal(child: &std::process::Child, signal: &str) {
+    let _ = std::process::Command::new("kill")
+        .args([format!("-{signal}"), child.id().to_string()])
+        .status();
+}

@@ -51,8 +51,8 @@ fn start_container() -> String {
     rx.recv().expect("the Redis container did not start")
 }
 
-/// A `redis-server` of the test's own on a free loopback port, for tests that flush or kill
-/// their server; never the shared one. Killed on drop.
+/// A `redis-server` of the test's own on a free loopback port, for tests that flush, kill,
+/// pause or restart their server; never the shared one. Killed on drop.
 pub struct PrivateRedis {
     child: Child,
     port: u16,
@@ -66,7 +66,44 @@ impl PrivateRedis {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new("redis-server")
+        let server = Self {
+            child: Self::spawn(port),
+            port,
+        };
+        server.wait_until_up();
+        server
+    }
+
+    /// Starts it again on the same port, empty (it keeps nothing on disk): what a Redis that
+    /// restarted after a crash looks like.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = Self::spawn(self.port);
+        self.wait_until_up();
+    }
+
+    /// Stops the process with SIGSTOP: connections stay open and nothing answers, as in a stall.
+    pub fn pause(&self) {
+        crate::signal(&self.child, "STOP");
+    }
+
+    /// Resumes a paused server with SIGCONT; its data is intact.
+    pub fn resume(&self) {
+        crate::signal(&self.child, "CONT");
+    }
+
+    fn wait_until_up(&self) {
+        for _ in 0..500 {
+            if self.cli(&["PING"]).is_some_and(|out| out.trim() == "PONG") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("private redis-server on port {} did not start", self.port);
+    }
+
+    fn spawn(port: u16) -> Child {
+        Command::new("redis-server")
             .args([
                 "--port",
                 &port.to_string(),
@@ -79,18 +116,7 @@ impl PrivateRedis {
             ])
             .stdout(Stdio::null())
             .spawn()
-            .expect("redis-server must be installed for fault-injection tests");
-        let server = Self { child, port };
-        for _ in 0..200 {
-            if server
-                .cli(&["PING"])
-                .is_some_and(|out| out.trim() == "PONG")
-            {
-                return server;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        panic!("private redis-server on port {port} did not start");
+            .expect("redis-server must be installed for fault-injection tests (apt-get install redis-server)")
     }
 
     /// Its URL.
@@ -112,6 +138,7 @@ impl PrivateRedis {
 
     /// Kills the server (fault injection).
     pub fn kill(&mut self) {
+        crate::signal(&self.child, "CONT");
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -1,0 +1,648 @@
+//! Faults with real processes: `goods-server` killed with SIGKILL mid-sale and restarted, Redis
+//! paused with SIGSTOP, Redis restarted empty, MariaDB killed and restarted. After each, the
+//! service must heal on its own: the drop sells out exactly, every 202 is an order that
+//! exists, no buyer stays stuck, and the gate agrees with the database (drift 0).
+//!
+//! Each test runs the real binary against its own database and Redis keys (private servers for
+//! the ones it kills), with short bounds so healing happens within seconds:
+//! `RESERVATION_LEASE_MS=2500`, `RECONCILE_INTERVAL_MS=250`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use futures::future::join_all;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use test_support::mariadb::PrivateMariadb;
+use test_support::redis::PrivateRedis;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+const LEASE_MS: u64 = 2500;
+const HEAL_MS: u64 = 250;
+const SELLER: i64 = 900_000;
+
+/// A `goods-server` process.
+struct Server {
+    child: Child,
+    base: String,
+    env: Vec<(String, String)>,
+}
+
+impl Server {
+    fn start(env: &[(&str, &str)]) -> Self {
+        let mut vars: Vec<(String, String)> = vec![
+            ("BIND_ADDR".into(), "127.0.0.1:0".into()),
+            ("AUTH_MODE".into(), "trusted-header".into()),
+            ("DATABASE_MIGRATE".into(), "true".into()),
+            ("DATABASE_POOL_SIZE".into(), "16".into()),
+            ("HTTP_WORKERS".into(), "2".into()),
+            ("DB_WRITE_WAIT_MS".into(), "500".into()),
+            ("DB_ACQUIRE_TIMEOUT_MS".into(), "500".into()),
+            ("DB_TX_TIMEOUT_MS".into(), "1000".into()),
+            ("RESERVATION_LEASE_MS".into(), LEASE_MS.to_string()),
+            ("RECONCILE_INTERVAL_MS".into(), HEAL_MS.to_string()),
+            ("RUST_LOG".into(), "warn,goods_server=info".into()),
+        ];
+        for (k, v) in env {
+            vars.retain(|(name, _)| name != k);
+            vars.push(((*k).into(), (*v).into()));
+        }
+        let (child, base) = Self::spawn(&vars);
+        Self {
+            child,
+            base,
+            env: vars,
+        }
+    }
+
+    fn spawn(vars: &[(String, String)]) -> (Child, String) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+            .env_clear()
+            .envs(vars.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().unwrap().unwrap();
+        let addr = first
+            .split("listening on ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("first log line was {first:?}"))
+            .trim()
+            .to_owned();
+        // Keep draining the log, or the server blocks once the pipe is full.
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                eprintln!("[server] {line}");
+            }
+        });
+        (child, format!("http://{addr}"))
+    }
+
+    /// SIGKILL: no graceful shutdown, requests in flight are cut.
+    fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Starts it again with the same configuration (a new port).
+    fn restart(&mut self) {
+        let (child, base) = Self::spawn(&self.env);
+        self.child = child;
+        self.base = base;
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One purchase's answer.
+#[derive(Debug, Clone)]
+struct Answer {
+    status: u16,
+    code: Option<String>,
+    order: Option<i64>,
+}
+
+impl Answer {
+    fn is(&self, code: &str) -> bool {
+        self.code.as_deref() == Some(code)
+    }
+}
+
+#[derive(Clone)]
+struct Client {
+    http: reqwest::Client,
+}
+
+impl Client {
+    fn new() -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(15))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    fn as_seller(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        req.header("X-User-Id", SELLER.to_string())
+            .header("X-User-Role", "seller")
+    }
+
+    /// A product and a drop of `limited` units, one per buyer, open since a second ago.
+    async fn open_drop(&self, base: &str, limited: i64) -> i64 {
+        let product: Value = self
+            .as_seller(self.http.post(format!("{base}/products")))
+            .json(&json!({"name": "Sneaker", "stockQuantity": limited}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let now = OffsetDateTime::now_utc();
+        let at = |t: OffsetDateTime| t.format(&Rfc3339).unwrap();
+        let drop: Value = self
+            .as_seller(self.http.post(format!("{base}/limited-drops")))
+            .json(&json!({
+                "productId": product["productId"],
+                "openAt": at(now - time::Duration::seconds(1)),
+                "closeAt": at(now + time::Duration::hours(1)),
+                "limitedQuantity": limited,
+                "perUserLimit": 1,
+            }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        drop["dropId"].as_i64().unwrap()
+    }
+
+    /// A purchase; `None` when the connection failed (the server died under it).
+    async fn buy(&self, base: &str, drop: i64, user: i64) -> Option<Answer> {
+        let res = self
+            .http
+            .post(format!("{base}/limited-drops/{drop}/orders"))
+            .header("X-User-Id", user.to_string())
+            .header("X-User-Role", "buyer")
+            .header("Idempotency-Key", format!("key-{user}"))
+            .json(&json!({"quantity": 1}))
+            .send()
+            .await
+            .ok()?;
+        let status = res.status().as_u16();
+        let body: Value = res.json().await.ok()?;
+        Some(Answer {
+            status,
+            code: body["code"].as_str().map(str::to_owned),
+            order: body["orderId"].as_i64(),
+        })
+    }
+
+    async fn seller_json(&self, base: &str, path: &str) -> Value {
+        self.as_seller(self.http.get(format!("{base}{path}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn reconciliation(&self, base: &str, drop: i64) -> Value {
+        self.seller_json(base, &format!("/limited-drops/{drop}/reconciliation"))
+            .await
+    }
+
+    /// Polls reconciliation until the gate holds exactly what the database did not sell
+    /// (drift 0); how long that took.
+    async fn until_healed(&self, base: &str, drop: i64, within: Duration) -> Duration {
+        let start = Instant::now();
+        loop {
+            let recon = self.reconciliation(base, drop).await;
+            if recon["drift"] == json!(0) {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < within,
+                "not healed within {within:?}: {recon}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn order_exists(&self, base: &str, user: i64, order: i64) -> bool {
+        self.http
+            .get(format!("{base}/orders/{order}"))
+            .header("X-User-Id", user.to_string())
+            .header("X-User-Role", "buyer")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            == 200
+    }
+
+    async fn db_statements(&self, base: &str) -> u64 {
+        let text = self
+            .http
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("db_statements_total ")?.parse().ok())
+            .unwrap()
+    }
+}
+
+/// Every buyer's latest answer, by buyer.
+type Answers = HashMap<i64, Answer>;
+
+/// `buyers` buy at once; their answers (connection failures left out).
+async fn wave(
+    client: &Client,
+    base: &str,
+    drop: i64,
+    buyers: impl Iterator<Item = i64>,
+) -> Answers {
+    let tries = buyers.map(|user| {
+        let (client, base) = (client.clone(), base.to_owned());
+        tokio::spawn(async move { (user, client.buy(&base, drop, user).await) })
+    });
+    join_all(tries)
+        .await
+        .into_iter()
+        .filter_map(|r| {
+            let (user, answer) = r.unwrap();
+            answer.map(|a| (user, a))
+        })
+        .collect()
+}
+
+/// Asserts the end state of a sale of `limited` units: the database sold exactly `limited`,
+/// the buyers hold exactly that many distinct 202s, every one of them is an order that exists,
+/// and the gate agrees (nothing left, drift 0).
+async fn assert_sold_out_exactly(
+    client: &Client,
+    base: &str,
+    drop: i64,
+    limited: i64,
+    answers: &Answers,
+) {
+    let winners: Vec<(i64, i64)> = answers
+        .iter()
+        .filter(|(_, a)| a.status == 202)
+        .map(|(user, a)| (*user, a.order.unwrap()))
+        .collect();
+    let recon = client.reconciliation(base, drop).await;
+    assert_eq!(recon["soldQuantity"], json!(limited), "{recon}");
+    assert_eq!(recon["oversold"], json!(false));
+    assert_eq!(
+        (recon["gateRemaining"].clone(), recon["drift"].clone()),
+        (json!(0), json!(0)),
+        "{recon}"
+    );
+    assert_eq!(
+        i64::try_from(winners.len()).unwrap(),
+        limited,
+        "the buyers' 202s are exactly the units sold"
+    );
+    for (user, order) in winners {
+        assert!(
+            client.order_exists(base, user, order).await,
+            "order {order} of buyer {user}"
+        );
+    }
+}
+
+fn shared_redis(prefix: &str) -> [(&'static str, String); 3] {
+    [
+        ("GATE", "redis".into()),
+        ("REDIS_URL", test_support::redis::server_url()),
+        ("REDIS_KEY_PREFIX", prefix.to_owned()),
+    ]
+}
+
+fn fresh_prefix() -> String {
+    format!("faults:{}:", uuid::Uuid::new_v4().simple())
+}
+
+fn env<'a>(pairs: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    pairs.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
+    const LIMITED: i64 = 100;
+    const BUYERS: i64 = 300;
+    let database = test_support::mysql::fresh_database().await;
+    let prefix = fresh_prefix();
+    let mut vars = shared_redis(&prefix).to_vec();
+    vars.push(("DATABASE_URL", database));
+    let mut server = Server::start(&env(&vars));
+    let client = Client::new();
+    let drop = client.open_drop(&server.base, LIMITED).await;
+
+    // 300 buyers at once; SIGKILL as soon as 20 of them have their 202.
+    let won = Arc::new(AtomicUsize::new(0));
+    let enough = Arc::new(tokio::sync::Notify::new());
+    let tries = (1..=BUYERS).map(|user| {
+        let (client, base) = (client.clone(), server.base.clone());
+        let (won, enough) = (Arc::clone(&won), Arc::clone(&enough));
+        tokio::spawn(async move {
+            let answer = client.buy(&base, drop, user).await;
+            if answer.as_ref().is_some_and(|a| a.status == 202)
+                && won.fetch_add(1, Ordering::SeqCst) + 1 == 20
+            {
+                enough.notify_one();
+            }
+            (user, answer)
+        })
+    });
+    let in_flight = tokio::spawn(join_all(tries));
+    enough.notified().await;
+    server.kill9();
+    let before: Vec<(i64, Option<Answer>)> = in_flight
+        .await
+        .unwrap()
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let cut = before.iter().filter(|(_, a)| a.is_none()).count();
+    assert!(cut > 0, "the kill must cut purchases in flight");
+    let won_before: HashMap<i64, i64> = before
+        .iter()
+        .filter_map(|(user, answer)| {
+            let answer = answer.as_ref()?;
+            (answer.status == 202).then_some((*user, answer.order?))
+        })
+        .collect();
+
+    server.restart();
+    let restarted = Instant::now();
+    // Every buyer retries its key until it has a definitive answer; IN_PROGRESS may last at
+    // most the lease plus one healing interval after the restart.
+    let limit = Duration::from_millis(LEASE_MS + HEAL_MS) + Duration::from_secs(3);
+    let mut answers: Answers = HashMap::new();
+    let mut pending: Vec<i64> = (1..=BUYERS).collect();
+    while !pending.is_empty() {
+        assert!(
+            restarted.elapsed() < limit,
+            "{} buyers still in progress",
+            pending.len()
+        );
+        let got = wave(&client, &server.base, drop, pending.iter().copied()).await;
+        for a in got.values() {
+            assert!(a.status < 500, "no 5xx after the restart: {a:?}");
+        }
+        pending.retain(|user| {
+            got.get(user)
+                .is_none_or(|a| a.is("IDEMPOTENCY_KEY_IN_PROGRESS"))
+        });
+        answers.extend(
+            got.into_iter()
+                .filter(|(_, a)| !a.is("IDEMPOTENCY_KEY_IN_PROGRESS")),
+        );
+        if !pending.is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let healed = client
+        .until_healed(
+            &server.base,
+            drop,
+            Duration::from_millis(LEASE_MS + 2 * HEAL_MS) + Duration::from_secs(3),
+        )
+        .await;
+    eprintln!(
+        "healed {:?} after the restart ({cut} purchases cut)",
+        restarted.elapsed().max(healed)
+    );
+    // Buyers turned away while units were still held by the dead process try once more.
+    let again: Vec<i64> = answers
+        .iter()
+        .filter(|(_, a)| a.is("SOLD_OUT"))
+        .map(|(u, _)| *u)
+        .collect();
+    answers.extend(wave(&client, &server.base, drop, again.into_iter()).await);
+    for (user, order) in &won_before {
+        assert_eq!(
+            answers[user].order,
+            Some(*order),
+            "buyer {user}'s 202 is replayed, same order"
+        );
+    }
+    assert!(
+        answers
+            .values()
+            .all(|a| a.status == 202 || a.is("SOLD_OUT")),
+        "{answers:?}"
+    );
+    assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_redis_stall_mid_sale_heals_and_refusals_stop_touching_the_database() {
+    const LIMITED: i64 = 200;
+    let redis = PrivateRedis::start();
+    let database = test_support::mysql::fresh_database().await;
+    let vars = [
+        ("GATE", "redis".to_owned()),
+        ("REDIS_URL", redis.url()),
+        ("REDIS_KEY_PREFIX", fresh_prefix()),
+        ("DATABASE_URL", database),
+    ];
+    // The buyers' instance does no background work, so its statement counter moves only for
+    // purchases; a second instance on the same database and Redis heals.
+    let mut buyers_env = env(&vars);
+    buyers_env.push(("RECONCILE_INTERVAL_MS", "0"));
+    let buyers = Server::start(&buyers_env);
+    let _healer = Server::start(&env(&vars));
+    let client = Client::new();
+    let drop = client.open_drop(&buyers.base, LIMITED).await;
+
+    let mut answers: Answers = HashMap::new();
+    let mut next = 1;
+    let mut resumed = None;
+    for round in 0.. {
+        assert!(round < 40, "the drop never sold out");
+        if round == 1 {
+            // Mid-sale: Redis stops answering for a second, its data intact.
+            redis.pause();
+        }
+        let got = wave(&client, &buyers.base, drop, next..next + 100).await;
+        next += 100;
+        if round == 1 {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            redis.resume();
+            resumed = Some(Instant::now());
+        }
+        for a in got.values() {
+            assert!(a.status < 500, "a Redis stall is no 5xx: {a:?}");
+        }
+        answers.extend(got);
+        let recon = client.reconciliation(&buyers.base, drop).await;
+        if recon["soldQuantity"] == json!(LIMITED) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(HEAL_MS)).await;
+    }
+    let healed = client
+        .until_healed(
+            &buyers.base,
+            drop,
+            Duration::from_millis(LEASE_MS + 2 * HEAL_MS) + Duration::from_secs(3),
+        )
+        .await;
+    eprintln!(
+        "sold out and healed {:?} after Redis resumed",
+        resumed.unwrap().elapsed().max(healed)
+    );
+    assert_sold_out_exactly(&client, &buyers.base, drop, LIMITED, &answers).await;
+
+    // Sold out and healed. Within the breaker's cool-down after the stall, purchases still go
+    // to the database; once a refusal is answered by the gate again (polled one at a time),
+    // refusals cost the database nothing.
+    let recovering = Instant::now();
+    loop {
+        let before = client.db_statements(&buyers.base).await;
+        let refused = client.buy(&buyers.base, drop, next).await.unwrap();
+        next += 1;
+        assert!(refused.is("SOLD_OUT"), "{refused:?}");
+        if client.db_statements(&buyers.base).await == before {
+            break;
+        }
+        assert!(
+            recovering.elapsed() < Duration::from_secs(5),
+            "the gate never took over again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = client.db_statements(&buyers.base).await;
+    let refused = wave(&client, &buyers.base, drop, next..next + 50).await;
+    assert!(refused.values().all(|a| a.is("SOLD_OUT")), "{refused:?}");
+    assert_eq!(client.db_statements(&buyers.base).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_restarted_empty_mid_sale_is_seeded_by_the_healer_before_anyone_buys() {
+    const LIMITED: i64 = 50;
+    let mut redis = PrivateRedis::start();
+    let database = test_support::mysql::fresh_database().await;
+    let vars = [
+        ("GATE", "redis".to_owned()),
+        ("REDIS_URL", redis.url()),
+        ("REDIS_KEY_PREFIX", fresh_prefix()),
+        ("DATABASE_URL", database),
+    ];
+    let server = Server::start(&env(&vars));
+    let client = Client::new();
+    let drop = client.open_drop(&server.base, LIMITED).await;
+    let sold = wave(&client, &server.base, drop, 1..=20).await;
+    assert_eq!(sold.values().filter(|a| a.status == 202).count(), 20);
+
+    redis.restart();
+    assert_eq!(
+        redis.cli(&["DBSIZE"]).unwrap().trim(),
+        "0",
+        "restarted empty"
+    );
+    let back = Instant::now();
+    // No purchase: only the healer can seed it. The client reconnects within its backoff
+    // (at most 2 s), then one healing interval.
+    let within =
+        Duration::from_secs(2) + Duration::from_millis(2 * HEAL_MS) + Duration::from_secs(1);
+    loop {
+        let recon = client.reconciliation(&server.base, drop).await;
+        if recon["gateRemaining"] == json!(LIMITED - 20) {
+            assert_eq!(recon["drift"], json!(0));
+            break;
+        }
+        assert!(
+            back.elapsed() < within,
+            "not seeded within {within:?}: {recon}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    eprintln!(
+        "gate seeded {:?} after Redis came back empty",
+        back.elapsed()
+    );
+    let replay = client.buy(&server.base, drop, 1).await.unwrap();
+    assert_eq!(
+        (replay.status, replay.order),
+        (202, sold[&1].order),
+        "markers were rebuilt too"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mariadb_killed_and_restarted_mid_sale_loses_no_order_and_the_pool_recovers() {
+    const LIMITED: i64 = 120;
+    let mut mariadb = PrivateMariadb::start();
+    let database = mariadb.database("faults");
+    let mut vars = shared_redis(&fresh_prefix()).to_vec();
+    vars.push(("DATABASE_URL", database));
+    let server = Server::start(&env(&vars));
+    let client = Client::new();
+    let drop = client.open_drop(&server.base, LIMITED).await;
+
+    let mut answers = wave(&client, &server.base, drop, 1..=40).await;
+    assert_eq!(answers.values().filter(|a| a.status == 202).count(), 40);
+
+    mariadb.kill();
+    let down = wave(&client, &server.base, drop, 41..=80).await;
+    for a in down.values() {
+        assert!(
+            a.status == 503 && a.is("SERVICE_UNAVAILABLE"),
+            "with the database down a purchase is 503, never a 202 nor a hang: {a:?}"
+        );
+    }
+    let ready = client
+        .http
+        .get(format!("{}/health/ready", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503, "not ready while the database is down");
+
+    mariadb.restart();
+    let back = Instant::now();
+    let mut next = 41;
+    loop {
+        assert!(
+            back.elapsed() < Duration::from_secs(20),
+            "the drop never sold out"
+        );
+        let got = wave(&client, &server.base, drop, next..next + 40).await;
+        next += 40;
+        assert!(got.values().all(|a| a.status != 500), "{got:?}");
+        answers.extend(got);
+        let recon = client.reconciliation(&server.base, drop).await;
+        if recon["soldQuantity"] == json!(LIMITED) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(HEAL_MS)).await;
+    }
+    eprintln!("sold out {:?} after MariaDB came back", back.elapsed());
+    client
+        .until_healed(
+            &server.base,
+            drop,
+            Duration::from_millis(LEASE_MS + 2 * HEAL_MS) + Duration::from_secs(3),
+        )
+        .await;
+    let ready = client
+        .http
+        .get(format!("{}/health/ready", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200, "ready again without a restart");
+    assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
+    let orders = mariadb.sql(&format!(
+        "SELECT COUNT(*) FROM faults.orders WHERE drop_id = {drop}"
+    ));
+    assert_eq!(
+        orders.trim(),
+        LIMITED.to_string(),
+        "no order lost, none extra"
+    );
+}
