@@ -67,10 +67,8 @@ impl PrivateMariadb {
 
     /// Runs `statement` with the `mariadb` client; its output.
     pub fn sql(&self, statement: &str) -> String {
-        let out = self
-            .client(statement)
-            .unwrap_or_else(|e| panic!("{statement}: {e}"));
-        out
+        self.client(statement)
+            .unwrap_or_else(|e| panic!("{statement}: {e}"))
     }
 
     fn client(&self, statement: &str) -> Result<String, String> {
