@@ -119,6 +119,29 @@ impl MysqlStore {
         }
     }
 
+    /// The server did not answer within a bound, or the connection to it was lost: the
+    /// caller answers 503 and, for a write, the outcome is unknown (the admission lease
+    /// resolves it). Lock wait timeouts reach here only once the retries are used up.
+    fn unavailable(error: &DbError) -> bool {
+        match error {
+            DbError::DatabaseError(DatabaseErrorKind::Unknown, info) => {
+                let message = info.message();
+                [
+                    "Input/output error",
+                    "Connection to the server is closed",
+                    "Lost connection",
+                    "server has gone away",
+                    "max_statement_time",
+                    "Lock wait timeout exceeded",
+                ]
+                .iter()
+                .any(|sign| message.contains(sign))
+            }
+            DbError::BrokenTransactionManager => true,
+            _ => false,
+        }
+    }
+
     /// Statements sent since the store was connected.
     pub fn statements(&self) -> u64 {
         self.statements.load(Ordering::Relaxed)

@@ -18,7 +18,7 @@ mod tx;
 pub use events::{decode_event, encode_event};
 pub use instrument::count_statements;
 pub use pooled::PooledConn;
-pub use tx::{Bounds, MAX_ATTEMPTS, TxError, bounded, infra, with_retries};
+pub use tx::{Bounds, MAX_ATTEMPTS, TxError, bounded, db_failure, infra, with_retries};
 
 #[doc(hidden)]
 pub mod __private {

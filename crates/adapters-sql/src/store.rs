@@ -7,7 +7,8 @@
 /// InfraError>` (bounded: an exhausted pool is [`InfraError::unavailable`]), `fn
 /// tx_timeout(&self) -> Duration` (the time limit of one ledger call, retries included) and
 /// `fn retryable(&diesel::result::Error) -> bool` (deadlocks, lock wait timeouts, busy
-/// databases: what a fresh transaction may cure). `db_now_ms` is the SQL expression for the
+/// databases: what a fresh transaction may cure) and `fn unavailable(&diesel::result::Error)
+/// -> bool` (the server did not answer within a bound: 503, outcome unknown). `db_now_ms` is the SQL expression for the
 /// database's clock in unix milliseconds, against which admission leases are checked.
 ///
 /// [`InfraError::unavailable`]: goods_domain::InfraError::unavailable `last_insert_id` is the SQL
@@ -225,7 +226,7 @@ macro_rules! impl_goods_store {
                         .await
                     })
                     .await
-                    .map_err(|e| e.resolve::<CreateDropError>("create drop"))?;
+                    .map_err(|e| e.resolve::<CreateDropError>("create drop", <$store>::unavailable))?;
                     Ok(LimitedDrop {
                         id: DropId::parse(id).map_err(|e| InfraError::new("drop id", e))?,
                         product_id: drop.product_id,
@@ -504,7 +505,9 @@ macro_rules! impl_goods_store {
                             Ok(Placed::Replayed(found))
                         }
                         Err(TxError::Refused(Rollback::Refuse(refusal))) => Err(refusal),
-                        Err(TxError::Db(e)) => Err(InfraError::new("place order", e).into()),
+                        Err(TxError::Db(e)) => {
+                            Err($crate::db_failure("place order", e, <$store>::unavailable).into())
+                        }
                         Err(TxError::Infra(e)) => Err(e.into()),
                     }
                     })
@@ -582,7 +585,7 @@ macro_rules! impl_goods_store {
                         .await
                     });
                     bounded(self.tx_timeout(), "cancel order", async {
-                        work.await.map_err(|e| e.resolve("cancel order"))
+                        work.await.map_err(|e| e.resolve("cancel order", <$store>::unavailable))
                     })
                     .await
                 }
@@ -625,7 +628,9 @@ macro_rules! impl_goods_store {
                         .await
                     });
                     bounded(self.tx_timeout(), "resolve stale reservation", async {
-                        work.await.map_err(|e| e.resolve::<InfraError>("resolve stale reservation"))
+                        work.await.map_err(|e| {
+                            e.resolve::<InfraError>("resolve stale reservation", <$store>::unavailable)
+                        })
                     })
                     .await
                 }

@@ -44,16 +44,36 @@ impl<R> From<InfraError> for TxError<R> {
 }
 
 impl<R> TxError<R> {
-    /// The port error this failure becomes; `context` describes a database failure.
-    pub fn resolve<E>(self, context: &'static str) -> E
+    /// The port error this failure becomes; `context` describes a database failure, which
+    /// `unavailable` tells apart from a fault (see [`db_failure`]).
+    pub fn resolve<E>(
+        self,
+        context: &'static str,
+        unavailable: fn(&diesel::result::Error) -> bool,
+    ) -> E
     where
         E: From<InfraError> + From<R>,
     {
         match self {
-            Self::Db(error) => InfraError::new(context, error).into(),
+            Self::Db(error) => db_failure(context, error, unavailable).into(),
             Self::Infra(error) => error.into(),
             Self::Refused(refusal) => refusal.into(),
         }
+    }
+}
+
+/// A database error as a port error: [`InfraError::unavailable`] when `unavailable` says the
+/// server did not answer in its bound (connection lost, statement or lock wait time limit),
+/// so the caller answers 503 and the outcome of a write is unknown; a fault otherwise.
+pub fn db_failure(
+    context: &'static str,
+    error: diesel::result::Error,
+    unavailable: fn(&diesel::result::Error) -> bool,
+) -> InfraError {
+    if unavailable(&error) {
+        InfraError::unavailable(format!("{context}: {error}"))
+    } else {
+        InfraError::new(context, error)
     }
 }
 

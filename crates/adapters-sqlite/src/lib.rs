@@ -108,6 +108,11 @@ impl SqliteStore {
         self
     }
 
+    /// A database file that stays locked past `busy_timeout` (another process writing).
+    fn unavailable(error: &diesel::result::Error) -> bool {
+        matches!(error, diesel::result::Error::DatabaseError(_, info) if info.message().contains("database is locked"))
+    }
+
     /// With one connection there is no concurrent writer, so nothing is worth retrying.
     fn retryable(_: &diesel::result::Error) -> bool {
         false

@@ -1,0 +1,209 @@
+//! The gate's settle fails after the database decided (the `confirm` or `cancel` script times
+//! out, Redis drops the connection): the in-progress marker stays, and its lease heals it. Real
+//! MariaDB and Redis; the failure is injected by a gate that delegates everything to the Redis
+//! gate except the settle calls.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use adapters_memory::{LogEventPublisher, MemoryStats};
+use adapters_mysql::MysqlStore;
+use adapters_redis::{RedisConfig, RedisConnection, RedisGate};
+use async_trait::async_trait;
+use goods_app::{GoodsApp, Ports, PurchaseCommand, PurchaseError, WriteBuffer};
+use goods_domain::ports::{
+    AdmissionGate, DropRepository, GateSeed, ProductRepository, Reservation, ReserveOutcome,
+    StaleReservation, SystemClock,
+};
+use goods_domain::{
+    DropId, DropInput, IdempotencyKey, InfraError, NewLimitedDrop, NewProduct, OrderId, Quantity,
+    UserId,
+};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use time::OffsetDateTime;
+
+/// The Redis gate, except that every confirm and cancel fails without reaching Redis.
+struct SettleFails(RedisGate);
+
+#[async_trait]
+impl AdmissionGate for SettleFails {
+    async fn seed_if_absent(&self, seed: &GateSeed) -> Result<(), InfraError> {
+        self.0.seed_if_absent(seed).await
+    }
+    async fn reserve(&self, r: &Reservation) -> Result<ReserveOutcome, InfraError> {
+        self.0.reserve(r).await
+    }
+    async fn confirm(&self, _: &Reservation, _: OrderId) -> Result<(), InfraError> {
+        Err(InfraError::msg("injected: confirm timed out"))
+    }
+    async fn cancel(&self, _: &Reservation) -> Result<(), InfraError> {
+        Err(InfraError::msg("injected: cancel timed out"))
+    }
+    async fn resync(&self, seed: &GateSeed) -> Result<(), InfraError> {
+        self.0.resync(seed).await
+    }
+    async fn stale(
+        &self,
+        drop: DropId,
+        now: OffsetDateTime,
+    ) -> Result<Vec<StaleReservation>, InfraError> {
+        self.0.stale(drop, now).await
+    }
+    async fn release(&self, d: DropId, u: UserId, q: Quantity) -> Result<(), InfraError> {
+        self.0.release(d, u, q).await
+    }
+    async fn remaining(&self, drop: DropId) -> Result<Option<u32>, InfraError> {
+        self.0.remaining(drop).await
+    }
+}
+
+const LEASE: Duration = Duration::from_millis(300);
+
+fn app(store: &Arc<MysqlStore>, gate: Arc<dyn AdmissionGate>, permits: usize) -> GoodsApp {
+    GoodsApp::new(
+        Ports {
+            products: store.clone(),
+            drops: store.clone(),
+            orders: store.clone(),
+            ledger: store.clone(),
+            outbox: store.clone(),
+            gate: Some(gate),
+            clock: Arc::new(SystemClock),
+            events: Arc::new(LogEventPublisher),
+            stats: Arc::new(MemoryStats::default()),
+        },
+        WriteBuffer::new(permits, Duration::ZERO),
+    )
+    .with_lease(LEASE)
+}
+
+fn buy(drop: DropId, user: i64) -> PurchaseCommand {
+    PurchaseCommand {
+        drop_id: drop,
+        user_id: UserId::parse(user).unwrap(),
+        quantity: Quantity::parse("quantity", 1).unwrap(),
+        key: IdempotencyKey::parse("k").unwrap(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settle_lost_after_the_database_decided_is_healed_by_the_lease() {
+    let url = test_support::mysql::fresh_database().await;
+    let store = Arc::new(MysqlStore::connect(&url, 4, true).await.unwrap());
+    let redis = RedisConfig {
+        url: test_support::redis::server_url(),
+        prefix: test_support::redis::fresh_prefix(),
+        pool_size: 2,
+        command_timeout: Duration::from_millis(500),
+    };
+    let conn = RedisConnection::connect(&redis, Duration::from_secs(2))
+        .await
+        .unwrap();
+    let redis_gate = RedisGate::new(conn, Duration::from_secs(2));
+    let gate: Arc<dyn AdmissionGate> = Arc::new(SettleFails(redis_gate.clone()));
+    let buyers = app(&store, Arc::clone(&gate), 4);
+    // An instance with no write slot: whatever it admits is throttled and must be cancelled.
+    let throttled = app(&store, Arc::clone(&gate), 0);
+
+    let now = OffsetDateTime::now_utc();
+    let product = ProductRepository::create(&*store, &NewProduct::parse("Sneaker", 5).unwrap())
+        .await
+        .unwrap();
+    let input = DropInput {
+        product_id: product.id.get(),
+        open_at: now - time::Duration::seconds(1),
+        close_at: now + time::Duration::hours(1),
+        limited_quantity: 5,
+        per_user_limit: 1,
+    };
+    let drop = DropRepository::create(&*store, &NewLimitedDrop::parse(input, now).unwrap(), now)
+        .await
+        .unwrap();
+
+    // Buyer 1: the database commits, the confirm is lost. Buyer 2: throttled, the cancel is lost.
+    let first = buyers.purchase(buy(drop.id, 1)).await.unwrap();
+    assert!(!first.replayed);
+    let refused = throttled.purchase(buy(drop.id, 2)).await.unwrap_err();
+    assert!(matches!(refused, PurchaseError::Throttled), "{refused:?}");
+    // Both markers are still in progress: 2 units held, 1 of them without a sale.
+    assert_eq!(redis_gate.remaining(drop.id).await.unwrap(), Some(3));
+    assert!(matches!(
+        buyers.purchase(buy(drop.id, 1)).await.unwrap_err(),
+        PurchaseError::InProgress
+    ));
+
+    // Once the leases have passed (by the database's clock), healing passes settle both, on
+    // the real gate (the healer's own calls go through a gate that works again).
+    let healer = app(&store, Arc::new(redis_gate.clone()), 4);
+    // Either path may settle buyer 1's marker: a resolution finds its order, or a resync
+    // (the same drift on two passes) rebuilds it as done from the order it reads.
+    let start = Instant::now();
+    while redis_gate.remaining(drop.id).await.unwrap() != Some(4) {
+        let report = healer.heal_all().await.unwrap();
+        assert_eq!(report.failed, 0, "{report:?}");
+        assert!(
+            start.elapsed() < LEASE + Duration::from_secs(3),
+            "never healed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        redis_gate.remaining(drop.id).await.unwrap(),
+        Some(4),
+        "the throttled buyer's unit is back, the sold one is not"
+    );
+    let replay = healer.purchase(buy(drop.id, 1)).await.unwrap();
+    assert_eq!((replay.order.id, replay.replayed), (first.order.id, true));
+    let recon = healer.reconcile_drop(drop.id).await.unwrap();
+    assert_eq!((recon.sold_quantity, recon.drift), (1, Some(0)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retry_of_a_key_past_its_lease_resolves_it_without_waiting_for_the_healer() {
+    let url = test_support::mysql::fresh_database().await;
+    let store = Arc::new(MysqlStore::connect(&url, 4, true).await.unwrap());
+    let redis = RedisConfig {
+        url: test_support::redis::server_url(),
+        prefix: test_support::redis::fresh_prefix(),
+        pool_size: 2,
+        command_timeout: Duration::from_millis(500),
+    };
+    let conn = RedisConnection::connect(&redis, Duration::from_secs(2))
+        .await
+        .unwrap();
+    let redis_gate = RedisGate::new(conn, Duration::from_secs(2));
+    let lossy = app(&store, Arc::new(SettleFails(redis_gate.clone())), 4);
+    let healthy = app(&store, Arc::new(redis_gate.clone()), 4);
+
+    let now = OffsetDateTime::now_utc();
+    let product = ProductRepository::create(&*store, &NewProduct::parse("Sneaker", 5).unwrap())
+        .await
+        .unwrap();
+    let input = DropInput {
+        product_id: product.id.get(),
+        open_at: now - time::Duration::seconds(1),
+        close_at: now + time::Duration::hours(1),
+        limited_quantity: 5,
+        per_user_limit: 1,
+    };
+    let drop = DropRepository::create(&*store, &NewLimitedDrop::parse(input, now).unwrap(), now)
+        .await
+        .unwrap();
+    let first = lossy.purchase(buy(drop.id, 1)).await.unwrap();
+    // The buyer retries until the lease has passed; the retry itself asks the database.
+    let start = Instant::now();
+    let replay = loop {
+        match healthy.purchase(buy(drop.id, 1)).await {
+            Ok(replay) => break replay,
+            Err(PurchaseError::InProgress) => {}
+            Err(other) => panic!("{other:?}"),
+        }
+        assert!(
+            start.elapsed() < LEASE + Duration::from_secs(3),
+            "still in progress"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!((replay.order.id, replay.replayed), (first.order.id, true));
+    assert_eq!(redis_gate.remaining(drop.id).await.unwrap(), Some(4));
+}
