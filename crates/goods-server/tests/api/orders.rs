@@ -1,4 +1,4 @@
-use crate::helpers::{SELLER, TestApp, body, problem};
+use crate::helpers::{SELLER, TestApp, body, gate_on, problem};
 use reqwest::{Method, StatusCode};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,6 +75,48 @@ async fn cancelling_gives_the_unit_back_to_stock_drop_and_buyer_exactly_once() {
             .unwrap(),
         404,
         "ORDER_NOT_FOUND",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_cancels_of_a_multi_unit_order_give_its_units_back_exactly_once() {
+    let app = TestApp::spawn().await;
+    let (product, drop) = app.open_drop(10, 5, 3).await;
+    let order = body(app.purchase(drop, 7, "big", 3).await).await;
+    assert_eq!(app.remaining(drop).await, 2);
+    let cancel = format!("/orders/{}/cancel", order["orderId"]);
+    let cancels = (0..32).map(|_| {
+        app.request(Method::POST, &cancel, Some((7, "buyer")))
+            .send()
+    });
+    for res in futures::future::join_all(cancels).await {
+        let res = res.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(body(res).await["status"], "CANCELLED");
+    }
+    // Stock, drop and the gate got the 3 units back once.
+    assert_eq!(app.stock(product).await, 10);
+    assert_eq!(app.remaining(drop).await, 5);
+    let recon = app
+        .seller_json(&format!("/limited-drops/{drop}/reconciliation"))
+        .await;
+    assert_eq!(recon["soldQuantity"], 0);
+    if gate_on() {
+        assert_eq!(
+            (recon["gateRemaining"].as_i64(), recon["drift"].as_i64()),
+            (Some(5), Some(0))
+        );
+    }
+    // And the buyer's holding: the full limit again, not more.
+    assert_eq!(
+        app.purchase(drop, 7, "again", 3).await.status(),
+        StatusCode::ACCEPTED
+    );
+    problem(
+        app.purchase(drop, 7, "over", 1).await,
+        403,
+        "PER_USER_LIMIT_EXCEEDED",
     )
     .await;
 }
