@@ -20,6 +20,14 @@ pub mod mariadb;
 pub mod mysql;
 pub mod redis;
 
+/// The label every container of a test run carries, so the run can remove them at its end.
+pub const RUN_LABEL: &str = "goods-test-run";
+
+/// The test run's id (`TEST_RUN_ID`, set by scripts/test), naming its containers.
+pub fn run_id() -> String {
+    std::env::var("TEST_RUN_ID").unwrap_or_else(|_| "manual".into())
+}
+
 /// Sends `signal` (`STOP`, `CONT`, `KILL`, ...) to `child` with `kill(1)`.
 pub fn signal(child: &std::process::Child, signal: &str) {
     let _ = std::process::Command::new("kill")

@@ -49,20 +49,30 @@ pub(crate) fn docker_answers() -> bool {
 /// every test's runtime can use it.
 fn start_container() -> String {
     use testcontainers_modules::mysql::Mysql;
-    use testcontainers_modules::testcontainers::ImageExt;
     use testcontainers_modules::testcontainers::runners::AsyncRunner;
-    let (tx, rx) = std::sync::mpsc::channel();
+    use testcontainers_modules::testcontainers::{ImageExt, ReuseDirective};
+    let run = crate::run_id();
+    // Its own thread and runtime: this is called from inside the tests' runtimes. The thread
+    // ends once the container answers; the container is marked for reuse, so dropping the
+    // handle leaves it running for every other test process of the run (nextest runs each test
+    // in a process of its own), and scripts/test removes it by its label when the run ends.
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async move {
-            let container = Mysql::default().with_tag("8.1").start().await.unwrap();
+            let container = Mysql::default()
+                .with_tag("8.1")
+                .with_container_name(format!("goods-test-mysql-{run}"))
+                .with_label(crate::RUN_LABEL, run)
+                .with_reuse(ReuseDirective::Always)
+                .start()
+                .await
+                .unwrap();
             let port = container.get_host_port_ipv4(3306).await.unwrap();
-            tx.send(format!("mysql://root@127.0.0.1:{port}")).unwrap();
-            std::future::pending::<()>().await;
-            drop(container);
-        });
-    });
-    rx.recv().expect("the MySQL container did not start")
+            format!("mysql://root@127.0.0.1:{port}")
+        })
+    })
+    .join()
+    .expect("the mysql container did not start")
 }
 
 /// The names of the indexes of `table` in the database at `url`.

@@ -34,21 +34,30 @@ pub fn fresh_prefix() -> String {
 
 fn start_container() -> String {
     use testcontainers_modules::redis::Redis;
-    use testcontainers_modules::testcontainers::ImageExt;
     use testcontainers_modules::testcontainers::runners::AsyncRunner;
-    let (tx, rx) = std::sync::mpsc::channel();
+    use testcontainers_modules::testcontainers::{ImageExt, ReuseDirective};
+    let run = crate::run_id();
+    // Its own thread and runtime: this is called from inside the tests' runtimes. The thread
+    // ends once the container answers; the container is marked for reuse, so dropping the
+    // handle leaves it running for every other test process of the run (nextest runs each test
+    // in a process of its own), and scripts/test removes it by its label when the run ends.
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async move {
-            // Redis 5 (the module's default) has no PEXPIRETIME nor FUNCTION; pin 7.
-            let container = Redis::default().with_tag("7.2").start().await.unwrap();
+            let container = Redis::default()
+                .with_tag("7.2")
+                .with_container_name(format!("goods-test-redis-{run}"))
+                .with_label(crate::RUN_LABEL, run)
+                .with_reuse(ReuseDirective::Always)
+                .start()
+                .await
+                .unwrap();
             let port = container.get_host_port_ipv4(6379).await.unwrap();
-            tx.send(format!("redis://127.0.0.1:{port}")).unwrap();
-            std::future::pending::<()>().await;
-            drop(container);
-        });
-    });
-    rx.recv().expect("the Redis container did not start")
+            format!("redis://127.0.0.1:{port}")
+        })
+    })
+    .join()
+    .expect("the redis container did not start")
 }
 
 /// A `redis-server` of the test's own on a free loopback port, for tests that flush, kill,
