@@ -602,6 +602,18 @@ async fn mariadb_killed_and_restarted_mid_sale_loses_no_order_and_the_pool_recov
         .await
         .unwrap();
     assert_eq!(ready.status(), 503, "not ready while the database is down");
+    // Any route that needs the database answers 503 too, not 500.
+    let (buyer, answer) = answers.iter().next().unwrap();
+    let order = client
+        .http
+        .get(format!("{}/orders/{}", server.base, answer.order.unwrap()))
+        .header("X-User-Id", buyer.to_string())
+        .header("X-User-Role", "buyer")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(order.status(), 503);
+    assert_eq!(order.headers()["retry-after"], "1");
 
     mariadb.restart();
     let back = Instant::now();

@@ -77,6 +77,38 @@ fn app(store: &Arc<MysqlStore>, gate: Arc<dyn AdmissionGate>, permits: usize) ->
     .with_lease(LEASE)
 }
 
+/// A fresh MariaDB database, a Redis gate under a fresh prefix, and an open drop of 5 units,
+/// one per buyer.
+async fn fixture() -> (Arc<MysqlStore>, RedisGate, DropId) {
+    let url = test_support::mysql::fresh_database().await;
+    let store = Arc::new(MysqlStore::connect(&url, 4, true).await.unwrap());
+    let redis = RedisConfig {
+        url: test_support::redis::server_url(),
+        prefix: test_support::redis::fresh_prefix(),
+        pool_size: 2,
+        command_timeout: Duration::from_millis(500),
+    };
+    let conn = RedisConnection::connect(&redis, Duration::from_secs(2))
+        .await
+        .unwrap();
+    let gate = RedisGate::new(conn, Duration::from_secs(2));
+    let now = OffsetDateTime::now_utc();
+    let product = ProductRepository::create(&*store, &NewProduct::parse("Sneaker", 5).unwrap())
+        .await
+        .unwrap();
+    let input = DropInput {
+        product_id: product.id.get(),
+        open_at: now - time::Duration::seconds(1),
+        close_at: now + time::Duration::hours(1),
+        limited_quantity: 5,
+        per_user_limit: 1,
+    };
+    let drop = DropRepository::create(&*store, &NewLimitedDrop::parse(input, now).unwrap(), now)
+        .await
+        .unwrap();
+    (store, gate, drop.id)
+}
+
 fn buy(drop: DropId, user: i64) -> PurchaseCommand {
     PurchaseCommand {
         drop_id: drop,
@@ -88,47 +120,21 @@ fn buy(drop: DropId, user: i64) -> PurchaseCommand {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settle_lost_after_the_database_decided_is_healed_by_the_lease() {
-    let url = test_support::mysql::fresh_database().await;
-    let store = Arc::new(MysqlStore::connect(&url, 4, true).await.unwrap());
-    let redis = RedisConfig {
-        url: test_support::redis::server_url(),
-        prefix: test_support::redis::fresh_prefix(),
-        pool_size: 2,
-        command_timeout: Duration::from_millis(500),
-    };
-    let conn = RedisConnection::connect(&redis, Duration::from_secs(2))
-        .await
-        .unwrap();
-    let redis_gate = RedisGate::new(conn, Duration::from_secs(2));
+    let (store, redis_gate, drop) = fixture().await;
     let gate: Arc<dyn AdmissionGate> = Arc::new(SettleFails(redis_gate.clone()));
     let buyers = app(&store, Arc::clone(&gate), 4);
     // An instance with no write slot: whatever it admits is throttled and must be cancelled.
     let throttled = app(&store, Arc::clone(&gate), 0);
 
-    let now = OffsetDateTime::now_utc();
-    let product = ProductRepository::create(&*store, &NewProduct::parse("Sneaker", 5).unwrap())
-        .await
-        .unwrap();
-    let input = DropInput {
-        product_id: product.id.get(),
-        open_at: now - time::Duration::seconds(1),
-        close_at: now + time::Duration::hours(1),
-        limited_quantity: 5,
-        per_user_limit: 1,
-    };
-    let drop = DropRepository::create(&*store, &NewLimitedDrop::parse(input, now).unwrap(), now)
-        .await
-        .unwrap();
-
     // Buyer 1: the database commits, the confirm is lost. Buyer 2: throttled, the cancel is lost.
-    let first = buyers.purchase(buy(drop.id, 1)).await.unwrap();
+    let first = buyers.purchase(buy(drop, 1)).await.unwrap();
     assert!(!first.replayed);
-    let refused = throttled.purchase(buy(drop.id, 2)).await.unwrap_err();
+    let refused = throttled.purchase(buy(drop, 2)).await.unwrap_err();
     assert!(matches!(refused, PurchaseError::Throttled), "{refused:?}");
     // Both markers are still in progress: 2 units held, 1 of them without a sale.
-    assert_eq!(redis_gate.remaining(drop.id).await.unwrap(), Some(3));
+    assert_eq!(redis_gate.remaining(drop).await.unwrap(), Some(3));
     assert!(matches!(
-        buyers.purchase(buy(drop.id, 1)).await.unwrap_err(),
+        buyers.purchase(buy(drop, 1)).await.unwrap_err(),
         PurchaseError::InProgress
     ));
 
@@ -138,7 +144,7 @@ async fn a_settle_lost_after_the_database_decided_is_healed_by_the_lease() {
     // Either path may settle buyer 1's marker: a resolution finds its order, or a resync
     // (the same drift on two passes) rebuilds it as done from the order it reads.
     let start = Instant::now();
-    while redis_gate.remaining(drop.id).await.unwrap() != Some(4) {
+    while redis_gate.remaining(drop).await.unwrap() != Some(4) {
         let report = healer.heal_all().await.unwrap();
         assert_eq!(report.failed, 0, "{report:?}");
         assert!(
@@ -148,52 +154,27 @@ async fn a_settle_lost_after_the_database_decided_is_healed_by_the_lease() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(
-        redis_gate.remaining(drop.id).await.unwrap(),
+        redis_gate.remaining(drop).await.unwrap(),
         Some(4),
         "the throttled buyer's unit is back, the sold one is not"
     );
-    let replay = healer.purchase(buy(drop.id, 1)).await.unwrap();
+    let replay = healer.purchase(buy(drop, 1)).await.unwrap();
     assert_eq!((replay.order.id, replay.replayed), (first.order.id, true));
-    let recon = healer.reconcile_drop(drop.id).await.unwrap();
+    let recon = healer.reconcile_drop(drop).await.unwrap();
     assert_eq!((recon.sold_quantity, recon.drift), (1, Some(0)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_retry_of_a_key_past_its_lease_resolves_it_without_waiting_for_the_healer() {
-    let url = test_support::mysql::fresh_database().await;
-    let store = Arc::new(MysqlStore::connect(&url, 4, true).await.unwrap());
-    let redis = RedisConfig {
-        url: test_support::redis::server_url(),
-        prefix: test_support::redis::fresh_prefix(),
-        pool_size: 2,
-        command_timeout: Duration::from_millis(500),
-    };
-    let conn = RedisConnection::connect(&redis, Duration::from_secs(2))
-        .await
-        .unwrap();
-    let redis_gate = RedisGate::new(conn, Duration::from_secs(2));
+    let (store, redis_gate, drop) = fixture().await;
     let lossy = app(&store, Arc::new(SettleFails(redis_gate.clone())), 4);
     let healthy = app(&store, Arc::new(redis_gate.clone()), 4);
 
-    let now = OffsetDateTime::now_utc();
-    let product = ProductRepository::create(&*store, &NewProduct::parse("Sneaker", 5).unwrap())
-        .await
-        .unwrap();
-    let input = DropInput {
-        product_id: product.id.get(),
-        open_at: now - time::Duration::seconds(1),
-        close_at: now + time::Duration::hours(1),
-        limited_quantity: 5,
-        per_user_limit: 1,
-    };
-    let drop = DropRepository::create(&*store, &NewLimitedDrop::parse(input, now).unwrap(), now)
-        .await
-        .unwrap();
-    let first = lossy.purchase(buy(drop.id, 1)).await.unwrap();
+    let first = lossy.purchase(buy(drop, 1)).await.unwrap();
     // The buyer retries until the lease has passed; the retry itself asks the database.
     let start = Instant::now();
     let replay = loop {
-        match healthy.purchase(buy(drop.id, 1)).await {
+        match healthy.purchase(buy(drop, 1)).await {
             Ok(replay) => break replay,
             Err(PurchaseError::InProgress) => {}
             Err(other) => panic!("{other:?}"),
@@ -205,5 +186,5 @@ async fn the_retry_of_a_key_past_its_lease_resolves_it_without_waiting_for_the_h
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!((replay.order.id, replay.replayed), (first.order.id, true));
-    assert_eq!(redis_gate.remaining(drop.id).await.unwrap(), Some(4));
+    assert_eq!(redis_gate.remaining(drop).await.unwrap(), Some(4));
 }
