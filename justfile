@@ -30,3 +30,4 @@ ci:
 loadtest:
     cargo build --release -p goods-server
     loadtest/soldout-vs-live.sh
+    loadtest/fault-redis-pause.sh

@@ -4,15 +4,15 @@
 local drop = os.getenv("DROP_ID") or "1"
 local threads = 0
 local counter = 0
-local base = 0
+
+-- A global on purpose: setup() runs in wrk's main Lua state and thread:set() writes the
+-- thread's *globals*; a chunk-level `local base` would shadow it and every thread would send
+-- the same buyers (their repeats came back as replayed 202s).
+base = 0
 
 function setup(thread)
   threads = threads + 1
   thread:set("base", threads * 100000000)
-end
-
-function init(args)
-  base = base + 1
 end
 
 request = function()
