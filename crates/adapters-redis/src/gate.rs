@@ -119,7 +119,7 @@ impl RedisGate {
         for order in seed.orders.iter().filter(|o| o.live) {
             *held.entry(order.user_id).or_default() += order.quantity.get();
         }
-        let expires = (seed.expires_at + GRACE).unix_timestamp();
+        let expires = seed.expires_at.saturating_add(GRACE).unix_timestamp();
         let mut args: Vec<Value> = vec![
             i64::from(seed.remaining).into(),
             expires.into(),

@@ -9,9 +9,17 @@ use goods_domain::{
 };
 use time::{OffsetDateTime, PrimitiveDateTime, UtcOffset};
 
-/// A UTC instant as stored: no offset, microsecond precision (MySQL's `DATETIME(6)`).
+/// A UTC instant as stored: no offset, microsecond precision (MySQL's `DATETIME(6)`). Instants
+/// reaching the store are bounded at the edge (drop dates within a few years of now); one whose
+/// UTC date is out of range saturates instead of panicking.
 pub fn to_db(at: OffsetDateTime) -> PrimitiveDateTime {
-    let utc = at.to_offset(UtcOffset::UTC);
+    let Some(utc) = at.checked_to_offset(UtcOffset::UTC) else {
+        return if at.year() > 0 {
+            PrimitiveDateTime::MAX
+        } else {
+            PrimitiveDateTime::MIN
+        };
+    };
     let micros = utc.microsecond();
     let time = utc.time().replace_microsecond(micros).unwrap_or(utc.time());
     PrimitiveDateTime::new(utc.date(), time)

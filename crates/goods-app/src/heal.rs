@@ -213,7 +213,11 @@ impl GoodsApp {
     /// counted in [`HealReport::failed`], and does not stop the pass.
     pub async fn heal_all(&self) -> Result<HealReport, InfraError> {
         let now = self.ports.clock.now();
-        let drops = self.ports.drops.list_unclosed(now - CLOSED_GRACE).await?;
+        let drops = self
+            .ports
+            .drops
+            .list_unclosed(now.saturating_sub(CLOSED_GRACE))
+            .await?;
         let mut report = HealReport {
             drops: drops.len(),
             ..HealReport::default()

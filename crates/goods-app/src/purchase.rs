@@ -167,7 +167,7 @@ impl GoodsApp {
             }
             return self.commit(&place_order(&drop, &cmd, now)).await;
         };
-        let reservation = reservation(&drop, cmd, now + self.lease);
+        let reservation = reservation(&drop, cmd, now.saturating_add(self.lease));
         match self.reserve(gate.as_ref(), &drop, &reservation).await {
             Ok(outcome) => {
                 if self.breaker.reset() {

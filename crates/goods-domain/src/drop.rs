@@ -217,9 +217,19 @@ pub struct DropInput {
     pub per_user_limit: i64,
 }
 
+/// How far in the past `openAt` may be when a drop is created.
+pub const OPEN_AT_MAX_PAST: time::Duration = time::Duration::days(1);
+/// How far ahead `openAt` may be when a drop is created.
+pub const OPEN_AT_MAX_AHEAD: time::Duration = time::Duration::days(730);
+/// The longest sale window (`closeAt - openAt`).
+pub const MAX_WINDOW: time::Duration = time::Duration::days(366);
+
 impl NewLimitedDrop {
     /// Parses creation input at `now`, collecting every failing field: `openAt < closeAt`,
-    /// `closeAt` in the future, `1 <= perUserLimit <= limitedQuantity`.
+    /// `closeAt` in the future, `openAt` within [`OPEN_AT_MAX_PAST`] before and
+    /// [`OPEN_AT_MAX_AHEAD`] after `now`, a window of at most [`MAX_WINDOW`] (so every instant
+    /// stays far inside what every store and clock can represent), `1 <= perUserLimit <=
+    /// limitedQuantity`.
     ///
     /// # Errors
     /// One [`ValidationError`] per failing rule.
@@ -233,6 +243,24 @@ impl NewLimitedDrop {
             .ok();
         if input.close_at <= now {
             errors.push(ValidationError::new("closeAt", "must be in the future"));
+        }
+        // Instants are compared, never shifted, so no arithmetic here can overflow whatever
+        // year a client sends; the bounds keep every later computation in range.
+        if input.open_at < now - OPEN_AT_MAX_PAST {
+            errors.push(ValidationError::new(
+                "openAt",
+                "must not be more than 1 day in the past",
+            ));
+        } else if input.open_at > now + OPEN_AT_MAX_AHEAD {
+            errors.push(ValidationError::new(
+                "openAt",
+                "must be at most 730 days ahead",
+            ));
+        } else if input.close_at > input.open_at + MAX_WINDOW {
+            errors.push(ValidationError::new(
+                "closeAt",
+                "must be at most 366 days after openAt",
+            ));
         }
         let limited = Quantity::parse("limitedQuantity", input.limited_quantity)
             .map_err(|e| errors.push(e))
@@ -417,6 +445,13 @@ mod tests {
     #[case::zero_per_user(DropInput { per_user_limit: 0, ..input() }, vec!["perUserLimit"])]
     #[case::per_user_over_limited(DropInput { per_user_limit: 101, ..input() }, vec!["perUserLimit"])]
     #[case::per_user_equals_limited(DropInput { per_user_limit: 100, ..input() }, vec![])]
+    #[case::year_zero(DropInput { open_at: datetime!(0000-01-01 00:00 +01:00), ..input() }, vec!["openAt"])]
+    #[case::open_a_day_ago(DropInput { open_at: OPEN - Duration::hours(25), ..input() }, vec![])]
+    #[case::open_too_long_ago(DropInput { open_at: OPEN - Duration::hours(25) - MS, ..input() }, vec!["openAt"])]
+    #[case::open_too_far_ahead(DropInput { open_at: OPEN + Duration::days(730), close_at: OPEN + Duration::days(731), ..input() }, vec!["openAt"])]
+    #[case::year_9999(DropInput { close_at: datetime!(9999-12-31 22:00 -05:00), ..input() }, vec!["closeAt"])]
+    #[case::longest_window(DropInput { close_at: OPEN + Duration::days(366), ..input() }, vec![])]
+    #[case::window_too_long(DropInput { close_at: OPEN + Duration::days(366) + MS, ..input() }, vec!["closeAt"])]
     fn drop_creation_validates_every_rule(
         #[case] input: DropInput,
         #[case] expected: Vec<&'static str>,

@@ -12,7 +12,10 @@ pub mod ports;
 pub mod product;
 pub mod quantity;
 
-pub use drop::{DropInput, DropStatus, LimitedDrop, NewLimitedDrop, PurchaseRejection, SaleWindow};
+pub use drop::{
+    DropInput, DropStatus, LimitedDrop, MAX_WINDOW, NewLimitedDrop, OPEN_AT_MAX_AHEAD,
+    OPEN_AT_MAX_PAST, PurchaseRejection, SaleWindow,
+};
 pub use error::{InfraError, ValidationError};
 pub use ids::{DropId, IdempotencyKey, OrderId, ProductId, UserId};
 pub use order::{GoodsOrder, OrderStatus};

@@ -10,11 +10,13 @@ const HOUR: Duration = Duration::from_secs(3600);
 async fn a_drop_is_created_scheduled_with_a_default_per_user_limit_of_one() {
     let app = TestApp::spawn().await;
     let product = app.create_product(150).await;
+    // A whole hour some days ahead, sent once in UTC and once with an offset.
+    let day = (OffsetDateTime::now_utc() + time::Duration::days(3)).date();
     let res = app
         .post_drop(&json!({
             "productId": product,
-            "openAt": "2100-12-01T09:00:00Z",
-            "closeAt": "2100-12-01T11:00:00+01:00",
+            "openAt": format!("{day}T09:00:00Z"),
+            "closeAt": format!("{day}T11:00:00+01:00"),
             "limitedQuantity": 100,
         }))
         .await;
@@ -23,9 +25,10 @@ async fn a_drop_is_created_scheduled_with_a_default_per_user_limit_of_one() {
     assert_eq!(drop["status"], "SCHEDULED");
     assert_eq!(drop["perUserLimit"], 1);
     assert_eq!(drop["remaining"], 100);
-    assert_eq!(drop["openAt"], "2100-12-01T09:00:00Z");
+    assert_eq!(drop["openAt"], format!("{day}T09:00:00Z"));
     assert_eq!(
-        drop["closeAt"], "2100-12-01T10:00:00Z",
+        drop["closeAt"],
+        format!("{day}T10:00:00Z"),
         "timestamps come back in UTC"
     );
     let id = drop["dropId"].as_i64().unwrap();
@@ -57,6 +60,13 @@ async fn every_creation_rule_is_a_422_naming_its_field() {
         (
             "limitedQuantity",
             json!({"limitedQuantity": 11, "perUserLimit": 1}),
+        ),
+        // Valid RFC 3339 instants far outside the horizon: refused, never a crash.
+        ("closeAt", json!({"closeAt": "9999-12-31T22:00:00-05:00"})),
+        ("openAt", json!({"openAt": "0000-01-01T00:00:00+01:00"})),
+        (
+            "openAt",
+            json!({"openAt": "9999-12-31T23:00:00Z", "closeAt": "9999-12-31T23:30:00Z"}),
         ),
     ];
     for (field, change) in cases {
