@@ -7,6 +7,7 @@
 mod auth;
 mod dto;
 mod metrics;
+mod panics;
 mod problem;
 mod request_id;
 mod routes;
@@ -54,6 +55,7 @@ pub fn server(listener: TcpListener, state: ApiState, workers: usize) -> std::io
                 actix_web::middleware::ErrorHandlers::new()
                     .default_handler(problem::framework_errors),
             )
+            .wrap(actix_web::middleware::from_fn(panics::catch_panic))
             .wrap(actix_web::middleware::from_fn(request_id::middleware))
             .configure(configure)
     })

@@ -15,8 +15,23 @@ struct Series {
 /// Reads a counter kept elsewhere (an adapter's).
 pub type Counter = Arc<dyn Fn() -> u64 + Send + Sync>;
 
-/// (method, route pattern, status). Routes are static labels, so counting allocates nothing.
-type SeriesKey = (Method, &'static str, u16);
+/// (method, route pattern, status). Every part comes from a fixed set (methods outside the
+/// standard ones are `OTHER`, unmatched paths `unmatched`), so no client can add series.
+type SeriesKey = (&'static str, &'static str, u16);
+
+/// The method's label: one of the standard methods, or `OTHER`.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "OTHER",
+    }
+}
 
 /// Per (method, route, status) request counts and latency sums. Routes are patterns
 /// (`/limited-drops/{dropId}`), never raw paths, so the label set stays small.
@@ -29,7 +44,9 @@ impl Metrics {
     /// Counts one request.
     pub fn observe(&self, method: &Method, route: &'static str, status: u16, took: Duration) {
         if let Ok(mut series) = self.series.lock() {
-            let s = series.entry((method.clone(), route, status)).or_default();
+            let s = series
+                .entry((method_label(method), route, status))
+                .or_default();
             s.count += 1;
             s.seconds += took.as_secs_f64();
         }
@@ -52,9 +69,9 @@ impl Metrics {
         let mut series: Vec<(SeriesKey, Series)> = self
             .series
             .lock()
-            .map(|s| s.iter().map(|(k, v)| (k.clone(), *v)).collect())
+            .map(|s| s.iter().map(|(k, v)| (*k, *v)).collect())
             .unwrap_or_default();
-        series.sort_by(|a, b| (a.0.0.as_str(), a.0.1, a.0.2).cmp(&(b.0.0.as_str(), b.0.1, b.0.2)));
+        series.sort_by_key(|(key, _)| *key);
         for ((method, route, status), s) in &series {
             let _ = writeln!(
                 out,
@@ -74,5 +91,27 @@ impl Metrics {
             );
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn made_up_methods_share_one_series() {
+        let metrics = Metrics::default();
+        for name in ["FOO1", "FOO2", "FOO3"] {
+            let method = Method::from_bytes(name.as_bytes()).unwrap_or(Method::GET);
+            metrics.observe(&method, "unmatched", 405, Duration::ZERO);
+        }
+        let text = metrics.render(0, 0);
+        assert!(!text.contains("FOO"), "{text}");
+        assert!(
+            text.contains(
+                "http_requests_total{method=\"OTHER\",route=\"unmatched\",status=\"405\"} 3"
+            ),
+            "{text}"
+        );
     }
 }

@@ -7,12 +7,16 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
-use actix_web::web;
+use actix_web::{HttpMessage as _, web};
 use std::time::Instant;
 use tracing::Instrument as _;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const RUN_ID: &str = "x-load-test-run-id";
+
+/// The request's id, in its extensions for whoever answers it.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
 
 fn acceptable(id: &str) -> bool {
     !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
@@ -51,8 +55,21 @@ pub async fn middleware(
         .app_data::<web::Data<ApiState>>()
         .map(|s| s.metrics.clone());
     let method = req.method().clone();
+    req.extensions_mut().insert(RequestId(id.clone()));
     let started = Instant::now();
-    let mut response = next.call(req).instrument(span.clone()).await?;
+    let mut response = match next.call(req).instrument(span.clone()).await {
+        Ok(response) => response,
+        Err(error) => {
+            // A handler's panic (see `panics`) or a framework error: the server renders it;
+            // it is still counted and traced here.
+            let status = error.as_response_error().status_code().as_u16();
+            span.record("http.status", status);
+            if let Some(metrics) = metrics {
+                metrics.observe(&method, "unmatched", status, started.elapsed());
+            }
+            return Err(error);
+        }
+    };
     // Routing attached the route's label to the request; unmatched paths have none.
     let route = response
         .request()

@@ -108,3 +108,25 @@ async fn errors_the_framework_raises_are_problems_too() {
     problem(res, 413, "PAYLOAD_TOO_LARGE").await;
     assert_eq!(app.stock(product).await, 10, "nothing was bought");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_http_methods_add_no_metric_series() {
+    let app = TestApp::spawn().await;
+    let series = |text: String| text.lines().filter(|l| !l.starts_with('#')).count();
+    let send = |name: &str| {
+        app.request(
+            reqwest::Method::from_bytes(name.as_bytes()).unwrap(),
+            "/products",
+            None,
+        )
+        .send()
+    };
+    send("FOO1").await.unwrap();
+    let after_one = series(app.get("/metrics", None).await.text().await.unwrap());
+    send("FOO2").await.unwrap();
+    send("FOO3").await.unwrap();
+    let text = app.get("/metrics", None).await.text().await.unwrap();
+    assert!(!text.contains("FOO"), "{text}");
+    // The only new series is the first /metrics read's own (a count and a duration line).
+    assert_eq!(series(text), after_one + 2);
+}
