@@ -52,6 +52,10 @@ pub async fn catch_panic(
 mod tests {
     use actix_web::{App, HttpResponse, test, web};
 
+    async fn boom() -> HttpResponse {
+        panic!("simulated fault in a handler")
+    }
+
     #[actix_web::test]
     async fn a_panicking_handler_answers_500_with_the_request_id_and_the_next_request_is_served() {
         let app = test::init_service(
@@ -60,14 +64,7 @@ mod tests {
                 .wrap(actix_web::middleware::from_fn(
                     crate::request_id::middleware,
                 ))
-                .route(
-                    "/boom",
-                    web::get().to(|| async {
-                        let fault: Option<u8> = None;
-                        #[allow(clippy::unwrap_used)]
-                        HttpResponse::Ok().body(fault.unwrap().to_string())
-                    }),
-                )
+                .route("/boom", web::get().to(boom))
                 .route("/fine", web::get().to(|| async { "fine" })),
         )
         .await;
