@@ -61,7 +61,7 @@ impl RedisConnection {
             .await
             .is_err()
         {
-            tracing::warn!(url = %config.url, "gate_degraded: Redis does not answer yet; purchases use the database until it does");
+            tracing::warn!(url = %redacted(&config.url), "gate_degraded: Redis does not answer yet; purchases use the database until it does");
         }
         Ok(Self {
             pool,
@@ -81,5 +81,35 @@ impl RedisConnection {
             .await
             .map(drop)
             .map_err(|e| e.to_string())
+    }
+}
+
+/// `url` without its credentials, for logs: `redis://user:***@host:port`.
+pub fn redacted(url: &str) -> String {
+    match (url.split_once("://"), url.rfind('@')) {
+        (Some((scheme, rest)), Some(at)) if at > scheme.len() => {
+            let userinfo = &rest[..at - scheme.len() - 3];
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            format!("{scheme}://{user}:***@{}", &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn credentials_never_reach_the_log() {
+        assert_eq!(
+            redacted("redis://:hunter2@cache:6379/0"),
+            "redis://:***@cache:6379/0"
+        );
+        assert_eq!(
+            redacted("redis://app:hunter2@cache:6379"),
+            "redis://app:***@cache:6379"
+        );
+        assert_eq!(redacted("redis://cache:6379"), "redis://cache:6379");
     }
 }

@@ -1,36 +1,94 @@
 //! Configuration from the environment (shared/spec/config.md), validated at start: a bad value
 //! stops the server with one line naming the variable.
 
+use ipnet::IpNet;
+use secrecy::{ExposeSecret as _, SecretString};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Which source of truth.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Database {
     /// `sqlite://path`: the embedded file.
     Sqlite(String),
-    /// `mysql://...`: MySQL 8 or MariaDB.
-    Mysql(String),
+    /// `mysql://...`: MySQL 8 or MariaDB. Secret: the URL may hold the password.
+    Mysql(SecretString),
+}
+
+impl PartialEq for Database {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Sqlite(a), Self::Sqlite(b)) => a == b,
+            (Self::Mysql(a), Self::Mysql(b)) => a.expose_secret() == b.expose_secret(),
+            _ => false,
+        }
+    }
 }
 
 /// Which admission gate.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Gate {
-    /// Redis at this URL (shared by every instance).
-    Redis(String),
+    /// Redis at this URL (shared by every instance). Secret: it may hold the password.
+    Redis(SecretString),
     /// In-process (one instance only).
     Memory,
     /// No gate: the database's conditional updates alone (strategy B).
     Off,
 }
 
+impl PartialEq for Gate {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Redis(a), Self::Redis(b)) => a.expose_secret() == b.expose_secret(),
+            (Self::Memory, Self::Memory) | (Self::Off, Self::Off) => true,
+            _ => false,
+        }
+    }
+}
+
 /// How callers are identified.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Auth {
-    /// HS256 JWTs signed with this secret.
-    Jwt(String),
-    /// Identity headers from a trusted gateway.
-    TrustedHeader,
+    /// HS256 JWTs (`AUTH_JWT_SECRET`, `AUTH_JWT_ISSUER`, `AUTH_JWT_AUDIENCE`).
+    Jwt {
+        /// The signing secret: at least 32 bytes, never a placeholder.
+        secret: SecretString,
+        /// The required `iss`, when set.
+        issuer: Option<String>,
+        /// The required `aud`, when set.
+        audience: Option<String>,
+    },
+    /// Identity headers from a gateway at one of these addresses (`AUTH_TRUSTED_PROXIES`).
+    TrustedHeader {
+        /// Peers whose identity headers count.
+        proxies: Vec<IpNet>,
+    },
+}
+
+/// Loopback, the trusted peers of a loopback-bound trusted-header server by default.
+fn loopback_nets() -> Vec<IpNet> {
+    ["127.0.0.0/8", "::1/128"]
+        .iter()
+        .filter_map(|net| net.parse().ok())
+        .collect()
+}
+
+/// `AUTH_TRUSTED_PROXIES`: comma-separated CIDRs or single addresses.
+fn proxies(raw: &str) -> Result<Vec<IpNet>, ConfigError> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<IpNet>()
+                .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map_err(|_| {
+                    bad(
+                        "AUTH_TRUSTED_PROXIES",
+                        format!("{s:?} is not a CIDR or an address"),
+                    )
+                })
+        })
+        .collect()
 }
 
 /// The whole configuration.
@@ -128,7 +186,7 @@ impl Config {
             .map_err(|e| bad("BIND_ADDR", format!("not a socket address: {e}")))?;
         let url = get("DATABASE_URL").unwrap_or_else(|| "sqlite://data/goods.db".into());
         let database = if url.starts_with("mysql://") {
-            Database::Mysql(url)
+            Database::Mysql(url.into())
         } else if let Some(path) = url.strip_prefix("sqlite://") {
             if path.is_empty() {
                 return Err(bad("DATABASE_URL", "sqlite:// needs a file path"));
@@ -154,7 +212,7 @@ impl Config {
                 if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
                     return Err(bad("REDIS_URL", "must start with redis:// or rediss://"));
                 }
-                Gate::Redis(url)
+                Gate::Redis(url.into())
             }
             (Some("redis"), None) => return Err(bad("GATE", "redis needs REDIS_URL")),
             (Some("memory") | None, _) => Gate::Memory,
@@ -173,18 +231,42 @@ impl Config {
         let write_permits = number(&get, "DB_WRITE_PERMITS", pool_size, 1)?;
         let write_wait = Duration::from_millis(number(&get, "DB_WRITE_WAIT_MS", 2000_u64, 0)?);
         let loopback = bind_addr.ip().is_loopback();
+        let embedded = loopback && matches!(database, Database::Sqlite(_));
+        let trusted_header = || match get("AUTH_TRUSTED_PROXIES") {
+            Some(raw) => Ok(Auth::TrustedHeader {
+                proxies: proxies(&raw)?,
+            }),
+            None if loopback => Ok(Auth::TrustedHeader {
+                proxies: loopback_nets(),
+            }),
+            None => Err(bad(
+                "AUTH_TRUSTED_PROXIES",
+                "required with AUTH_MODE=trusted-header when BIND_ADDR is not loopback",
+            )),
+        };
         let auth = match get("AUTH_MODE").as_deref() {
             Some("jwt") => match get("AUTH_JWT_SECRET") {
-                Some(secret) if secret.len() >= 16 => Auth::Jwt(secret),
-                Some(_) => return Err(bad("AUTH_JWT_SECRET", "must be at least 16 bytes")),
+                Some(secret) if secret.to_ascii_lowercase().contains("change-me") => {
+                    return Err(bad(
+                        "AUTH_JWT_SECRET",
+                        "is the example's placeholder; generate one (openssl rand -base64 48)",
+                    ));
+                }
+                Some(secret) if secret.len() >= 32 => Auth::Jwt {
+                    secret: secret.into(),
+                    issuer: get("AUTH_JWT_ISSUER"),
+                    audience: get("AUTH_JWT_AUDIENCE"),
+                },
+                Some(_) => return Err(bad("AUTH_JWT_SECRET", "must be at least 32 bytes")),
                 None => return Err(bad("AUTH_JWT_SECRET", "required when AUTH_MODE=jwt")),
             },
-            Some("trusted-header") => Auth::TrustedHeader,
-            None if loopback => Auth::TrustedHeader,
+            Some("trusted-header") => trusted_header()?,
+            // Trusting headers by default is only safe where nothing but this machine can call.
+            None if embedded => trusted_header()?,
             None => {
                 return Err(bad(
                     "AUTH_MODE",
-                    "required when BIND_ADDR is not loopback (jwt or trusted-header)",
+                    "required outside the embedded mode (SQLite on a loopback BIND_ADDR): choose jwt or trusted-header",
                 ));
             }
             Some(other) => {
@@ -265,7 +347,11 @@ mod tests {
             Database::Sqlite("sqlite://data/goods.db".into())
         );
         assert_eq!(c.gate, Gate::Memory);
-        assert_eq!(c.auth, Auth::TrustedHeader);
+        assert!(
+            matches!(&c.auth, Auth::TrustedHeader { proxies } if *proxies == loopback_nets()),
+            "{:?}",
+            c.auth
+        );
         assert_eq!((c.pool_size, c.write_permits), (16, 16));
         assert_eq!(c.write_wait, Duration::from_millis(2000));
         assert_eq!(c.reconcile_interval, Some(Duration::from_millis(5000)));
@@ -286,7 +372,7 @@ mod tests {
             config(&[("REDIS_URL", "redis://127.0.0.1:6379/0")])
                 .unwrap()
                 .gate,
-            Gate::Redis("redis://127.0.0.1:6379/0".into())
+            Gate::Redis(SecretString::from("redis://127.0.0.1:6379/0"))
         );
         assert_eq!(
             config(&[("REDIS_URL", "redis://x"), ("GATE", "off")])
@@ -304,6 +390,32 @@ mod tests {
                 .write_permits,
             64
         );
+    }
+
+    #[test]
+    fn production_settings_choose_identity_explicitly_and_keep_secrets_out_of_debug() {
+        let c = config(&[
+            ("DATABASE_URL", "mysql://goods:hunter2@db:3306/goods"),
+            ("REDIS_URL", "redis://:hunter3@cache:6379"),
+            ("AUTH_MODE", "jwt"),
+            ("AUTH_JWT_SECRET", "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t"),
+            ("AUTH_JWT_ISSUER", "https://id.example"),
+        ])
+        .unwrap();
+        assert!(
+            matches!(&c.auth, Auth::Jwt { issuer: Some(i), audience: None, .. } if i == "https://id.example")
+        );
+        let printed = format!("{c:?}");
+        for secret in ["hunter2", "hunter3", "s3cr3t"] {
+            assert!(!printed.contains(secret), "{printed}");
+        }
+        let c = config(&[
+            ("BIND_ADDR", "0.0.0.0:8080"),
+            ("AUTH_MODE", "trusted-header"),
+            ("AUTH_TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.7"),
+        ])
+        .unwrap();
+        assert!(matches!(&c.auth, Auth::TrustedHeader { proxies } if proxies.len() == 2));
     }
 
     #[test]
@@ -342,6 +454,38 @@ mod tests {
             (
                 &[("AUTH_MODE", "jwt"), ("AUTH_JWT_SECRET", "short")],
                 "AUTH_JWT_SECRET",
+            ),
+            (
+                &[
+                    ("AUTH_MODE", "jwt"),
+                    ("AUTH_JWT_SECRET", "0123456789abcdef0123456789abcde"),
+                ],
+                "AUTH_JWT_SECRET",
+            ),
+            (
+                &[
+                    ("AUTH_MODE", "jwt"),
+                    ("AUTH_JWT_SECRET", "CHANGE-ME-to-at-least-32-random-bytes"),
+                ],
+                "AUTH_JWT_SECRET",
+            ),
+            (
+                &[("DATABASE_URL", "mysql://root@db:3306/goods")],
+                "AUTH_MODE",
+            ),
+            (
+                &[
+                    ("BIND_ADDR", "0.0.0.0:8080"),
+                    ("AUTH_MODE", "trusted-header"),
+                ],
+                "AUTH_TRUSTED_PROXIES",
+            ),
+            (
+                &[
+                    ("AUTH_MODE", "trusted-header"),
+                    ("AUTH_TRUSTED_PROXIES", "10.0.0.0/33"),
+                ],
+                "AUTH_TRUSTED_PROXIES",
             ),
             (&[("AUTH_MODE", "basic")], "AUTH_MODE"),
             (&[("RECONCILE_INTERVAL_MS", "1.5")], "RECONCILE_INTERVAL_MS"),

@@ -15,6 +15,7 @@ use goods_domain::ports::{
     AdmissionGate, DropRepository, EventOutbox, OrderRepository, ProductRepository, PurchaseLedger,
     StatsRecorder, SystemClock,
 };
+use secrecy::ExposeSecret as _;
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -86,7 +87,7 @@ async fn gate_ports(config: &Config) -> anyhow::Result<GatePorts> {
         },
         Gate::Redis(url) => {
             let redis = RedisConfig {
-                url: url.clone(),
+                url: url.expose_secret().to_owned(),
                 prefix: config.redis_prefix.clone(),
                 pool_size: 8,
                 command_timeout: Duration::from_millis(500),
@@ -117,7 +118,7 @@ const SOLD_OUT_FLAG_TTL: Duration = Duration::from_secs(2);
 pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     match &config.database {
         Database::Sqlite(url) => SqliteStore::open(url, true).await.map(drop),
-        Database::Mysql(url) => adapters_mysql::migrate_database(url).await,
+        Database::Mysql(url) => adapters_mysql::migrate_database(url.expose_secret()).await,
     }
 }
 
@@ -143,8 +144,13 @@ impl Application {
                 )
             }
             Database::Mysql(url) => {
-                let store =
-                    MysqlStore::connect_with(url, config.pool_size, config.migrate, bounds).await?;
+                let store = MysqlStore::connect_with(
+                    url.expose_secret(),
+                    config.pool_size,
+                    config.migrate,
+                    bounds,
+                )
+                .await?;
                 sql_ports(
                     store,
                     |s| async move { s.ping().await },
@@ -169,8 +175,16 @@ impl Application {
         )
         .with_lease(config.lease);
         let auth = match &config.auth {
-            Auth::Jwt(secret) => AuthMode::jwt(secret.as_bytes()),
-            Auth::TrustedHeader => AuthMode::TrustedHeader,
+            Auth::Jwt {
+                secret,
+                issuer,
+                audience,
+            } => AuthMode::jwt(
+                secret.expose_secret().as_bytes(),
+                issuer.as_deref(),
+                audience.as_deref(),
+            ),
+            Auth::TrustedHeader { proxies } => AuthMode::trusted_header(proxies.clone()),
         };
         let state = ApiState {
             app: app.clone(),
@@ -189,9 +203,11 @@ impl Application {
         // The first log line; scripts and tests read the chosen port from it.
         tracing::info!("listening on {address}");
         let server = api_actix::server(listener, state, config.http_workers)?;
-        if config.auth == Auth::TrustedHeader {
+        if let Auth::TrustedHeader { proxies } = &config.auth {
+            let proxies: Vec<String> = proxies.iter().map(ToString::to_string).collect();
             tracing::warn!(
-                "AUTH_MODE=trusted-header: X-User-Id is trusted as sent; only run this behind a gateway that sets it"
+                proxies = %proxies.join(","),
+                "AUTH_MODE=trusted-header: X-User-Id is trusted as sent by these peers only; run this behind a gateway that sets it"
             );
         }
         Ok(Self {

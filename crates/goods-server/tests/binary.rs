@@ -133,20 +133,32 @@ async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
     assert_eq!(exit_code(child).await, Some(0));
 }
 
-#[test]
-fn a_bad_variable_stops_the_server_with_one_line_naming_it() {
+#[rstest::rstest]
+#[case::bad_number(&[("DB_WRITE_WAIT_MS", "soon")], "DB_WRITE_WAIT_MS")]
+#[case::production_without_an_identity_mode(
+    &[("DATABASE_URL", "mysql://root@127.0.0.1:1/goods")],
+    "AUTH_MODE"
+)]
+#[case::placeholder_secret(
+    &[("AUTH_MODE", "jwt"), ("AUTH_JWT_SECRET", "change-me-to-at-least-32-random-bytes")],
+    "AUTH_JWT_SECRET"
+)]
+fn a_bad_variable_stops_the_server_with_one_line_naming_it(
+    #[case] vars: &[(&str, &str)],
+    #[case] named: &str,
+) {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_goods-server"))
         .current_dir(dir.path())
         .env_clear()
-        .env("DB_WRITE_WAIT_MS", "soon")
+        .envs(vars.iter().copied())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
-        stderr.starts_with("invalid configuration: DB_WRITE_WAIT_MS:"),
+        stderr.starts_with(&format!("invalid configuration: {named}:")),
         "{stderr}"
     );
     assert!(!dir.path().join("data").exists(), "nothing was created");

@@ -378,7 +378,10 @@ async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
     server.restart();
     let restarted = Instant::now();
     // Every buyer retries its key until it has a definitive answer; IN_PROGRESS may last at
-    // most the lease plus one healing interval after the restart.
+    // most the lease plus one healing interval after the restart. 503 is "retry with the same
+    // key" too (300 retries at once may outwait the pool bound on a loaded machine); 500 never.
+    let retry_later =
+        |a: &Answer| a.is("IDEMPOTENCY_KEY_IN_PROGRESS") || a.is("SERVICE_UNAVAILABLE");
     let limit = Duration::from_millis(LEASE_MS + HEAL_MS) + Duration::from_secs(3);
     let mut answers: Answers = HashMap::new();
     let mut pending: Vec<i64> = (1..=BUYERS).collect();
@@ -390,16 +393,13 @@ async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
         );
         let got = wave(&client, &server.base, drop, pending.iter().copied()).await;
         for a in got.values() {
-            assert!(a.status < 500, "no 5xx after the restart: {a:?}");
+            assert!(
+                a.status < 500 || a.status == 503,
+                "no 500 after the restart: {a:?}"
+            );
         }
-        pending.retain(|user| {
-            got.get(user)
-                .is_none_or(|a| a.is("IDEMPOTENCY_KEY_IN_PROGRESS"))
-        });
-        answers.extend(
-            got.into_iter()
-                .filter(|(_, a)| !a.is("IDEMPOTENCY_KEY_IN_PROGRESS")),
-        );
+        pending.retain(|user| got.get(user).is_none_or(retry_later));
+        answers.extend(got.into_iter().filter(|(_, a)| !retry_later(a)));
         if !pending.is_empty() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

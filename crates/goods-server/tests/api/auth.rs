@@ -92,9 +92,21 @@ async fn jwt_mode_accepts_signed_tokens_and_refuses_everything_else() {
                 SECRET
             )
         )),
+        // Not valid yet.
+        Some(format!(
+            "Bearer {}",
+            token(
+                &json!({"sub": "5", "role": "seller", "exp": exp(600), "nbf": exp(300)}),
+                SECRET
+            )
+        )),
     ];
     for bearer in refused {
-        problem(post(bearer.clone()).await.unwrap(), 401, "UNAUTHENTICATED").await;
+        let refusal = problem(post(bearer.clone()).await.unwrap(), 401, "UNAUTHENTICATED").await;
+        assert!(
+            !refusal["detail"].as_str().unwrap().contains("Error"),
+            "no library internals: {refusal}"
+        );
     }
     // Identity headers mean nothing in JWT mode.
     let spoofed = app
@@ -133,4 +145,72 @@ async fn trusted_header_mode_refuses_missing_or_malformed_identities() {
             .unwrap();
         problem(res, 401, "UNAUTHENTICATED").await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_issuer_and_audience_are_checked_when_configured() {
+    let app = TestApp::spawn_with(&[
+        ("AUTH_MODE", "jwt"),
+        ("AUTH_JWT_SECRET", SECRET),
+        ("AUTH_JWT_ISSUER", "https://id.example"),
+        ("AUTH_JWT_AUDIENCE", "goods"),
+    ])
+    .await;
+    let get = |claims: Value| {
+        app.client
+            .get(format!("{}/products/1", app.address))
+            .header(
+                "Authorization",
+                format!("Bearer {}", token(&claims, SECRET)),
+            )
+            .send()
+    };
+    let good = json!({"sub": "5", "exp": exp(600), "iss": "https://id.example", "aud": "goods"});
+    assert_eq!(
+        get(good).await.unwrap().status().as_u16(),
+        404,
+        "authenticated: no product 1"
+    );
+    for claims in [
+        json!({"sub": "5", "exp": exp(600), "iss": "https://evil.example", "aud": "goods"}),
+        json!({"sub": "5", "exp": exp(600), "iss": "https://id.example", "aud": "other"}),
+        json!({"sub": "5", "exp": exp(600)}),
+    ] {
+        problem(get(claims).await.unwrap(), 401, "UNAUTHENTICATED").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_identity_header_is_refused() {
+    let app = TestApp::spawn().await;
+    // reqwest appends: the second value is sent as a second header line.
+    for (name, again) in [("X-User-Id", "6"), ("X-User-Role", "seller")] {
+        let req = app
+            .client
+            .get(format!("{}/products/1", app.address))
+            .header("X-User-Id", "5")
+            .header("X-User-Role", "buyer")
+            .header(name, again);
+        problem(req.send().await.unwrap(), 401, "UNAUTHENTICATED").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_headers_from_outside_the_trusted_proxies_are_refused() {
+    // The test client calls from loopback, which this server does not trust.
+    let app = TestApp::spawn_with(&[
+        ("AUTH_MODE", "trusted-header"),
+        ("AUTH_TRUSTED_PROXIES", "10.0.0.0/8"),
+    ])
+    .await;
+    let spoofed = app
+        .client
+        .post(format!("{}/products", app.address))
+        .header("X-User-Id", "5")
+        .header("X-User-Role", "seller")
+        .json(&json!({"name": "P", "stockQuantity": 1}))
+        .send()
+        .await
+        .unwrap();
+    problem(spoofed, 401, "UNAUTHENTICATED").await;
 }

@@ -116,6 +116,8 @@ impl TestApp {
             ("HTTP_WORKERS".into(), "2".into()),
             ("DATABASE_POOL_SIZE".into(), "8".into()),
             ("RECONCILE_INTERVAL_MS".into(), "0".into()),
+            // Explicit: only the embedded mode defaults to it.
+            ("AUTH_MODE".into(), "trusted-header".into()),
         ]);
         env.extend(vars.iter().cloned());
         let config = Config::from_lookup(|name| env.get(name).cloned()).unwrap();
