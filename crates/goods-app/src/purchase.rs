@@ -6,7 +6,10 @@ use goods_domain::ports::{
     AdmissionGate, DomainEvent, PlaceOrder, PlaceOrderError, Placed, PurchaseOutcome, Reservation,
     ReserveOutcome, StaleReservation, StaleResolution,
 };
-use goods_domain::{DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, Quantity, UserId};
+use goods_domain::{
+    DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, PurchaseRejection, Quantity,
+    UserId,
+};
 use time::OffsetDateTime;
 
 /// A purchase request, parsed at the edge.
@@ -147,17 +150,19 @@ impl GoodsApp {
             .await?
             .ok_or(PurchaseError::DropNotFound)?;
         let now = self.ports.clock.now();
-        // The sale-start gate: before openAt neither the gate nor the database is touched.
-        drop.check_started(now)
-            .map_err(|_| PurchaseError::TooEarly {
-                open_at: drop.window.open_at(),
-            })?;
-        if drop.window.is_closed(now) {
-            // A replay still wins over CLOSED; only closed drops pay for this lookup.
-            return match self.find_replay(&cmd).await? {
-                Some(replay) => Ok(replay),
-                None => Err(PurchaseError::Closed),
-            };
+        // The sale window: before openAt neither the gate nor the database is touched.
+        match drop.check_on_sale(now) {
+            Ok(()) => {}
+            Err(PurchaseRejection::TooEarly { open_at }) => {
+                return Err(PurchaseError::TooEarly { open_at });
+            }
+            Err(PurchaseRejection::Closed) => {
+                // A replay still wins over CLOSED; only closed drops pay for this lookup.
+                return match self.find_replay(&cmd).await? {
+                    Some(replay) => Ok(replay),
+                    None => Err(PurchaseError::Closed),
+                };
+            }
         }
         let Some(gate) = self.gate().cloned() else {
             // No gate, or it failed moments ago (its breaker is open): the database decides.

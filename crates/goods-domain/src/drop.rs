@@ -64,9 +64,6 @@ pub enum DropStatus {
 }
 
 impl DropStatus {
-    /// Every state, for tables and tests.
-    pub const ALL: [Self; 4] = [Self::Scheduled, Self::Open, Self::SoldOut, Self::Closed];
-
     /// The serialised name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -76,22 +73,9 @@ impl DropStatus {
             Self::Closed => "CLOSED",
         }
     }
-
-    /// The design document's transition table. Staying in a state is not a transition.
-    ///
-    /// Time only moves forward, so nothing goes back to `Scheduled` and nothing leaves `Closed`;
-    /// the window is non-empty, so `Scheduled` reaches `Closed` only through `Open`. A
-    /// cancellation gives units back, so `SoldOut` may return to `Open`.
-    pub fn can_transit_to(self, next: Self) -> bool {
-        use DropStatus::{Closed, Open, Scheduled, SoldOut};
-        matches!(
-            (self, next),
-            (Scheduled, Open) | (Open, SoldOut | Closed) | (SoldOut, Open | Closed)
-        )
-    }
 }
 
-/// Why a purchase is refused by the drop itself (before any stock is touched).
+/// Why the drop's sale window refuses a purchase (before the gate or any store).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PurchaseRejection {
     /// `now < openAt`.
@@ -103,18 +87,6 @@ pub enum PurchaseRejection {
     /// `now >= closeAt`.
     #[error("the drop is closed")]
     Closed,
-    /// Fewer units left than asked for.
-    #[error("sold out: {remaining} left")]
-    SoldOut {
-        /// Units still for sale.
-        remaining: u32,
-    },
-    /// More units than one buyer may hold.
-    #[error("at most {limit} per buyer")]
-    PerUserLimitExceeded {
-        /// The drop's per-buyer limit.
-        limit: u32,
-    },
 }
 
 /// A limited drop as stored.
@@ -146,45 +118,23 @@ impl LimitedDrop {
         }
     }
 
-    /// The sale-start gate: refuses before `openAt`, without touching any store.
+    /// The sale window's gate at `now`: refuses before `openAt` (the sale-start gate) and from
+    /// `closeAt` on, without touching the gate or any store. Units and the buyer's limit are
+    /// the admission gate's and the database's to decide.
     ///
     /// # Errors
-    /// [`PurchaseRejection::TooEarly`] when `now < openAt`.
-    pub fn check_started(&self, now: OffsetDateTime) -> Result<(), PurchaseRejection> {
+    /// [`PurchaseRejection::TooEarly`] when `now < openAt`, [`PurchaseRejection::Closed`] when
+    /// `now >= closeAt`.
+    pub fn check_on_sale(&self, now: OffsetDateTime) -> Result<(), PurchaseRejection> {
         if self.window.is_before_open(now) {
             Err(PurchaseRejection::TooEarly {
                 open_at: self.window.open_at(),
             })
+        } else if self.window.is_closed(now) {
+            Err(PurchaseRejection::Closed)
         } else {
             Ok(())
         }
-    }
-
-    /// Whether a purchase of `quantity` may go ahead at `now` with `remaining` units left,
-    /// checked in the order of the API contract: time, close, units, buyer limit.
-    ///
-    /// # Errors
-    /// The first [`PurchaseRejection`] that applies.
-    pub fn validate_purchasable(
-        &self,
-        now: OffsetDateTime,
-        remaining: u32,
-        quantity: Quantity,
-        already_held: u32,
-    ) -> Result<(), PurchaseRejection> {
-        self.check_started(now)?;
-        if self.window.is_closed(now) {
-            return Err(PurchaseRejection::Closed);
-        }
-        if remaining < quantity.get() {
-            return Err(PurchaseRejection::SoldOut { remaining });
-        }
-        if already_held.saturating_add(quantity.get()) > self.per_user_limit.get() {
-            return Err(PurchaseRejection::PerUserLimitExceeded {
-                limit: self.per_user_limit.get(),
-            });
-        }
-        Ok(())
     }
 }
 
@@ -328,36 +278,7 @@ mod tests {
         }
     }
 
-    fn qty(n: i64) -> Quantity {
-        Quantity::parse("quantity", n).unwrap()
-    }
-
     use DropStatus::{Closed, Open, Scheduled, SoldOut};
-
-    #[rstest]
-    #[case(Scheduled, Scheduled, false)]
-    #[case(Scheduled, Open, true)]
-    #[case(Scheduled, SoldOut, false)]
-    #[case(Scheduled, Closed, false)]
-    #[case(Open, Scheduled, false)]
-    #[case(Open, Open, false)]
-    #[case(Open, SoldOut, true)]
-    #[case(Open, Closed, true)]
-    #[case(SoldOut, Scheduled, false)]
-    #[case(SoldOut, Open, true)]
-    #[case(SoldOut, SoldOut, false)]
-    #[case(SoldOut, Closed, true)]
-    #[case(Closed, Scheduled, false)]
-    #[case(Closed, Open, false)]
-    #[case(Closed, SoldOut, false)]
-    #[case(Closed, Closed, false)]
-    fn state_machine_allows_exactly_the_design_documents_transitions(
-        #[case] from: DropStatus,
-        #[case] to: DropStatus,
-        #[case] allowed: bool,
-    ) {
-        assert_eq!(from.can_transit_to(to), allowed, "{from:?} -> {to:?}");
-    }
 
     #[rstest]
     #[case(OPEN - MS, 5, Scheduled)]
@@ -385,38 +306,7 @@ mod tests {
         #[case] now: OffsetDateTime,
         #[case] expected: Result<(), PurchaseRejection>,
     ) {
-        assert_eq!(
-            drop_of(5, 1).validate_purchasable(now, 5, qty(1), 0),
-            expected
-        );
-    }
-
-    #[rstest]
-    #[case(5, 1, 0, Ok(()))]
-    #[case(0, 1, 0, Err(PurchaseRejection::SoldOut { remaining: 0 }))]
-    #[case(1, 2, 0, Err(PurchaseRejection::SoldOut { remaining: 1 }))]
-    #[case(5, 2, 0, Ok(()))]
-    #[case(5, 1, 2, Err(PurchaseRejection::PerUserLimitExceeded { limit: 2 }))]
-    #[case(5, 3, 0, Err(PurchaseRejection::PerUserLimitExceeded { limit: 2 }))]
-    #[case(0, 3, 2, Err(PurchaseRejection::SoldOut { remaining: 0 }))]
-    fn purchase_checks_units_before_the_buyer_limit(
-        #[case] remaining: u32,
-        #[case] quantity: i64,
-        #[case] held: u32,
-        #[case] expected: Result<(), PurchaseRejection>,
-    ) {
-        assert_eq!(
-            drop_of(5, 2).validate_purchasable(OPEN, remaining, qty(quantity), held),
-            expected
-        );
-    }
-
-    #[test]
-    fn too_early_is_checked_before_anything_else() {
-        assert_eq!(
-            drop_of(5, 1).validate_purchasable(OPEN - MS, 0, qty(9), 9),
-            Err(PurchaseRejection::TooEarly { open_at: OPEN })
-        );
+        assert_eq!(drop_of(5, 1).check_on_sale(now), expected);
     }
 
     fn input() -> DropInput {
