@@ -1,0 +1,229 @@
+//! Property tests of the purchase invariants: random sequences of purchases, replays, cancels
+//! and clock steps run against the real application (embedded SQLite and the in-process gate),
+//! and after every step:
+//!
+//! - units sold never exceed `limitedQuantity`, and the gate admits exactly what is left
+//!   (`gateRemaining = limitedQuantity - units in live orders`, drift 0);
+//! - no buyer holds more than `perUserLimit` in live orders;
+//! - one order per (buyer, key): a key that succeeded always answers with the same order;
+//! - the product's stock plus the units sold stays what it was.
+//!
+//! Time moves with a controllable clock from before `openAt` to past `closeAt`, so the sale
+//! window's refusals are part of the sequences.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use adapters_memory::{LogEventPublisher, MemoryGate, MemoryStats};
+use adapters_sqlite::SqliteStore;
+use goods_app::{Actor, GoodsApp, Ports, PurchaseCommand, PurchaseError, Role, WriteBuffer};
+use goods_domain::ports::Clock;
+use goods_domain::{
+    DropId, DropInput, IdempotencyKey, NewProduct, OrderId, OrderStatus, ProductId, Quantity,
+    UserId,
+};
+use proptest::prelude::*;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use time::OffsetDateTime;
+
+const STOCK: u32 = 12;
+const LIMITED: u32 = 8;
+const PER_USER: u32 = 3;
+
+/// A clock the test moves.
+struct TestClock(Mutex<OffsetDateTime>);
+
+impl Clock for TestClock {
+    fn now(&self) -> OffsetDateTime {
+        *self.0.lock().unwrap()
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// Buyer `user` buys `quantity` with key `key` (a repeat is a replay or a reuse).
+    Buy { user: i64, key: u8, quantity: i64 },
+    /// The buyer of the `nth` order so far cancels it (again, maybe).
+    Cancel { nth: usize },
+    /// Time moves on by this many seconds.
+    Wait { seconds: i64 },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        6 => (1..=4_i64, 0..3_u8, 1..=3_i64).prop_map(|(user, key, quantity)| Step::Buy { user, key, quantity }),
+        2 => (0..16_usize).prop_map(|nth| Step::Cancel { nth }),
+        1 => (0..900_i64).prop_map(|seconds| Step::Wait { seconds }),
+    ]
+}
+
+struct World {
+    app: GoodsApp,
+    clock: Arc<TestClock>,
+    drop: DropId,
+    product: ProductId,
+    /// (buyer, key) -> the order its first success created.
+    orders_by_key: HashMap<(i64, u8), OrderId>,
+    /// Orders in creation order, with their buyer.
+    orders: Vec<(OrderId, i64)>,
+    _dir: tempfile::TempDir,
+}
+
+impl World {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("goods.db").display());
+        let store = Arc::new(SqliteStore::open(&url, true).await.unwrap());
+        // Close to real time: the lease fence compares with the database's clock.
+        let start = OffsetDateTime::now_utc();
+        let clock = Arc::new(TestClock(Mutex::new(start)));
+        let app = GoodsApp::new(
+            Ports {
+                products: store.clone(),
+                drops: store.clone(),
+                orders: store.clone(),
+                ledger: store.clone(),
+                outbox: store.clone(),
+                gate: Some(Arc::new(MemoryGate::default())),
+                clock: clock.clone(),
+                events: Arc::new(LogEventPublisher),
+                stats: Arc::new(MemoryStats::default()),
+            },
+            WriteBuffer::new(4, Duration::from_secs(5)),
+        );
+        let product = app
+            .create_product(&NewProduct::parse("Sneaker", i64::from(STOCK)).unwrap())
+            .await
+            .unwrap();
+        let drop = app
+            .create_drop(DropInput {
+                product_id: product.id.get(),
+                open_at: start + time::Duration::seconds(60),
+                close_at: start + time::Duration::hours(1),
+                limited_quantity: i64::from(LIMITED),
+                per_user_limit: i64::from(PER_USER),
+            })
+            .await
+            .unwrap();
+        Self {
+            app,
+            clock,
+            drop: drop.drop.id,
+            product: product.id,
+            orders_by_key: HashMap::new(),
+            orders: Vec::new(),
+            _dir: dir,
+        }
+    }
+
+    fn actor(user: i64) -> Actor {
+        Actor {
+            user_id: UserId::parse(user).unwrap(),
+            role: Role::Buyer,
+        }
+    }
+
+    async fn run(&mut self, step: &Step) {
+        match *step {
+            Step::Buy {
+                user,
+                key,
+                quantity,
+            } => {
+                let result = self
+                    .app
+                    .purchase(PurchaseCommand {
+                        drop_id: self.drop,
+                        user_id: UserId::parse(user).unwrap(),
+                        quantity: Quantity::parse("quantity", quantity).unwrap(),
+                        key: IdempotencyKey::parse(&format!("k{key}")).unwrap(),
+                    })
+                    .await;
+                match result {
+                    Ok(bought) => {
+                        let first = *self
+                            .orders_by_key
+                            .entry((user, key))
+                            .or_insert(bought.order.id);
+                        assert_eq!(first, bought.order.id, "one order per (buyer, key)");
+                        assert_eq!(
+                            bought.replayed,
+                            self.orders.iter().any(|(id, _)| *id == first)
+                        );
+                        if !bought.replayed {
+                            self.orders.push((bought.order.id, user));
+                        }
+                    }
+                    Err(
+                        PurchaseError::TooEarly { .. }
+                        | PurchaseError::Closed
+                        | PurchaseError::SoldOut { .. }
+                        | PurchaseError::PerUserLimitExceeded { .. }
+                        | PurchaseError::KeyReused,
+                    ) => {}
+                    Err(other) => panic!("unexpected refusal {other:?} for {step:?}"),
+                }
+            }
+            Step::Cancel { nth } => {
+                if let Some(&(order, user)) = self.orders.get(nth) {
+                    let cancelled = self.app.cancel_order(order, Self::actor(user)).await;
+                    assert_eq!(cancelled.unwrap().status, OrderStatus::Cancelled);
+                }
+            }
+            Step::Wait { seconds } => {
+                *self.clock.0.lock().unwrap() += time::Duration::seconds(seconds);
+            }
+        }
+    }
+
+    async fn check(&self) {
+        let recon = self.app.reconcile_drop(self.drop).await.unwrap();
+        assert!(recon.sold_quantity <= LIMITED, "oversold: {recon:?}");
+        assert!(!recon.oversold);
+        if let Some(remaining) = recon.gate_remaining {
+            assert_eq!(remaining, LIMITED - recon.sold_quantity, "{recon:?}");
+        }
+        let stock = self
+            .app
+            .get_product(self.product)
+            .await
+            .unwrap()
+            .stock
+            .quantity();
+        assert_eq!(
+            stock + recon.sold_quantity,
+            STOCK,
+            "stock + sold is constant"
+        );
+        let mut held: HashMap<i64, u32> = HashMap::new();
+        let mut live = 0;
+        for &(id, user) in &self.orders {
+            let order = self.app.get_order(id, Self::actor(user)).await.unwrap();
+            if order.status.is_live() {
+                *held.entry(user).or_default() += order.quantity.get();
+                live += order.quantity.get();
+            }
+        }
+        assert_eq!(live, recon.sold_quantity, "sold = units in live orders");
+        assert!(held.values().all(|h| *h <= PER_USER), "{held:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_sequence_of_purchases_replays_cancels_and_clock_steps_keeps_the_invariants(
+        steps in proptest::collection::vec(step(), 1..40)
+    ) {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let mut world = World::new().await;
+            for step in &steps {
+                world.run(step).await;
+                world.check().await;
+            }
+        });
+    }
+}
