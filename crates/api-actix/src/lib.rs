@@ -11,6 +11,7 @@ mod panics;
 mod problem;
 mod request_id;
 mod routes;
+mod timeout;
 
 pub use auth::AuthMode;
 pub use metrics::{Counter, Metrics};
@@ -55,11 +56,17 @@ pub fn server(listener: TcpListener, state: ApiState, workers: usize) -> std::io
                 actix_web::middleware::ErrorHandlers::new()
                     .default_handler(problem::framework_errors),
             )
+            .wrap(actix_web::middleware::from_fn(timeout::bound))
             .wrap(actix_web::middleware::from_fn(panics::catch_panic))
             .wrap(actix_web::middleware::from_fn(request_id::middleware))
             .configure(configure)
     })
     .workers(workers)
+    // The request head must arrive within 5 s (then 408), an idle keep-alive connection is
+    // closed after 30 s, and a closing connection gets 1 s to go.
+    .client_request_timeout(std::time::Duration::from_secs(5))
+    .keep_alive(std::time::Duration::from_secs(30))
+    .client_disconnect_timeout(std::time::Duration::from_secs(1))
     .shutdown_timeout(30)
     .listen(listener)?
     .run();

@@ -378,10 +378,12 @@ async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
     server.restart();
     let restarted = Instant::now();
     // Every buyer retries its key until it has a definitive answer; IN_PROGRESS may last at
-    // most the lease plus one healing interval after the restart. 503 is "retry with the same
-    // key" too (300 retries at once may outwait the pool bound on a loaded machine); 500 never.
-    let retry_later =
-        |a: &Answer| a.is("IDEMPOTENCY_KEY_IN_PROGRESS") || a.is("SERVICE_UNAVAILABLE");
+    // most the lease plus one healing interval after the restart. 429 and 503 are "retry with
+    // the same key" too (300 retries at once may outwait the write-slot or pool bound on a
+    // loaded machine); 500 never.
+    let retry_later = |a: &Answer| {
+        a.is("IDEMPOTENCY_KEY_IN_PROGRESS") || a.is("SERVICE_UNAVAILABLE") || a.is("THROTTLED")
+    };
     let limit = Duration::from_millis(LEASE_MS + HEAL_MS) + Duration::from_secs(3);
     let mut answers: Answers = HashMap::new();
     let mut pending: Vec<i64> = (1..=BUYERS).collect();

@@ -1,0 +1,69 @@
+//! A bound on the whole request, body reading included: past [`REQUEST_TIMEOUT`] the handler is
+//! dropped (a transaction in it rolls back) and the client gets `503 SERVICE_UNAVAILABLE` with
+//! `Retry-After`, so no worker waits on a slow client or a stuck dependency without end. The
+//! slowest legitimate request, a purchase, is bounded well below it by its own waits (write
+//! slot, pool, transaction).
+
+use crate::problem::Problem;
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use std::time::Duration;
+
+/// How long one request may take, from its head to its answer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The middleware.
+///
+/// # Errors
+/// Whatever the inner service returns; the 503 problem when the request took too long.
+pub async fn bound(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, next.call(req)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::warn!(
+                timeout_ms = REQUEST_TIMEOUT.as_millis(),
+                "request took too long; answered 503"
+            );
+            Err(Problem::new(
+                actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+                "SERVICE_UNAVAILABLE",
+                "Service unavailable",
+                "the request took too long; retry with the same Idempotency-Key",
+            )
+            .retry_after(1)
+            .into())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::{App, HttpResponse, test, web};
+
+    async fn stuck() -> HttpResponse {
+        tokio::time::sleep(super::REQUEST_TIMEOUT * 4).await;
+        HttpResponse::Ok().finish()
+    }
+
+    #[actix_web::test]
+    async fn a_request_past_the_bound_is_answered_503_with_retry_after() {
+        tokio::time::pause();
+        let app = test::init_service(
+            App::new()
+                .wrap(actix_web::middleware::from_fn(super::bound))
+                .route("/stuck", web::get().to(stuck)),
+        )
+        .await;
+        let req = test::TestRequest::get().uri("/stuck").to_request();
+        let Err(error) = test::try_call_service(&app, req).await else {
+            panic!("a stuck request must be cut off");
+        };
+        let res = error.error_response();
+        assert_eq!(res.status().as_u16(), 503);
+        assert_eq!(res.headers().get("retry-after").unwrap(), "1");
+    }
+}
