@@ -14,78 +14,98 @@ use actix_web::{HttpResponse, web};
 #[derive(Debug, Clone, Copy)]
 pub struct RouteLabel(pub &'static str);
 
-/// Registers every route; anything else is a problem+json 404 (or 405 on a known path).
+/// The methods a resource allows, for the `Allow` header of its 405.
+#[derive(Debug, Clone, Copy)]
+struct Allow(&'static str);
+
+/// Registers every route; anything else is a problem+json 404 (or 405 with `Allow` on a known
+/// path).
 pub fn configure(cfg: &mut web::ServiceConfig) {
     // actix tries routes in registration order, matching path parameters with a regex; the
     // purchase route takes nearly all the traffic of a drop, so it is tried first.
     cfg.service(
         web::resource("/limited-drops/{dropId}/orders")
+            .app_data(Allow("POST"))
             .app_data(RouteLabel("/limited-drops/{dropId}/orders"))
             .post(drops::purchase)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/health/live")
+            .app_data(Allow("GET"))
             .app_data(RouteLabel("/health/live"))
-            .get(ops::live),
+            .get(ops::live)
+            .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/limited-drops/{dropId}")
+            .app_data(Allow("GET"))
             .app_data(RouteLabel("/limited-drops/{dropId}"))
             .get(drops::get)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/limited-drops")
+            .app_data(Allow("POST"))
             .app_data(RouteLabel("/limited-drops"))
             .post(drops::create)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/limited-drops/{dropId}/stats")
+            .app_data(Allow("GET"))
             .app_data(RouteLabel("/limited-drops/{dropId}/stats"))
             .get(drops::stats)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/limited-drops/{dropId}/reconciliation")
+            .app_data(Allow("GET"))
             .app_data(RouteLabel("/limited-drops/{dropId}/reconciliation"))
             .get(drops::reconciliation)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/products")
+            .app_data(Allow("POST"))
             .app_data(RouteLabel("/products"))
             .post(products::create)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/products/{productId}")
+            .app_data(Allow("GET"))
             .app_data(RouteLabel("/products/{productId}"))
             .get(products::get)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/orders/{orderId}")
+            .app_data(Allow("GET"))
             .app_data(RouteLabel("/orders/{orderId}"))
             .get(orders::get)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/orders/{orderId}/cancel")
+            .app_data(Allow("POST"))
             .app_data(RouteLabel("/orders/{orderId}/cancel"))
             .post(orders::cancel)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/health/ready")
+            .app_data(Allow("GET"))
             .app_data(RouteLabel("/health/ready"))
-            .get(ops::ready),
+            .get(ops::ready)
+            .default_service(web::to(method_not_allowed)),
     )
     .service(
         web::resource("/metrics")
+            .app_data(Allow("GET"))
             .app_data(RouteLabel("/metrics"))
-            .get(ops::metrics),
+            .get(ops::metrics)
+            .default_service(web::to(method_not_allowed)),
     )
     .default_service(web::to(not_found));
 }
@@ -94,13 +114,21 @@ async fn not_found() -> Result<HttpResponse, Problem> {
     Err(Problem::not_found("NOT_FOUND", "no such resource"))
 }
 
-async fn method_not_allowed() -> Result<HttpResponse, Problem> {
-    Err(Problem::new(
+async fn method_not_allowed(req: actix_web::HttpRequest) -> HttpResponse {
+    use actix_web::ResponseError as _;
+    let allow = req.app_data::<Allow>().map_or("GET", |a| a.0);
+    let mut res = Problem::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "METHOD_NOT_ALLOWED",
         "Method not allowed",
-        "this resource does not support that method",
-    ))
+        format!("this resource allows {allow} only"),
+    )
+    .error_response();
+    res.headers_mut().insert(
+        actix_web::http::header::ALLOW,
+        actix_web::http::header::HeaderValue::from_static(allow),
+    );
+    res
 }
 
 /// Parses a path id into a domain id; anything that is not a positive integer names no

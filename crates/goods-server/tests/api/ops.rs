@@ -130,3 +130,18 @@ async fn made_up_http_methods_add_no_metric_series() {
     // The only new series is the first /metrics read's own (a count and a duration line).
     assert_eq!(series(text), after_one + 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_405_names_the_methods_the_resource_allows() {
+    let app = TestApp::spawn().await;
+    for (method, path, allow) in [
+        (reqwest::Method::DELETE, "/products", "POST"),
+        (reqwest::Method::GET, "/limited-drops/1/orders", "POST"),
+        (reqwest::Method::PUT, "/health/live", "GET"),
+        (reqwest::Method::POST, "/metrics", "GET"),
+    ] {
+        let res = app.request(method, path, None).send().await.unwrap();
+        assert_eq!(res.headers()["allow"], allow, "{path}");
+        problem(res, 405, "METHOD_NOT_ALLOWED").await;
+    }
+}
