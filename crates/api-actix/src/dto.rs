@@ -4,14 +4,57 @@
 use crate::problem::Problem;
 use goods_app::{DropStats, DropView, Reconciliation};
 use goods_domain::{GoodsOrder, Product};
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, Deserializer, Error as _, Visitor};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 use time::format_description::well_known::Rfc3339;
 use time::{OffsetDateTime, UtcOffset};
 
-/// Formats an instant as RFC 3339 in UTC.
+/// Formats an instant as RFC 3339 in UTC; `None` when it has no UTC form in range.
 pub fn rfc3339(at: OffsetDateTime) -> Option<String> {
-    at.to_offset(UtcOffset::UTC).format(&Rfc3339).ok()
+    at.checked_to_offset(UtcOffset::UTC)?.format(&Rfc3339).ok()
+}
+
+/// A JSON Schema `integer`: a JSON number with no fractional part, so `2` and `2.0` alike
+/// (serde alone refuses the second; the OpenAPI description allows it).
+fn whole<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    struct Whole;
+    impl Visitor<'_> for Whole {
+        type Value = i64;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an integer")
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<i64, E> {
+            Ok(v)
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<i64, E> {
+            i64::try_from(v).map_err(|_| E::custom(format!("{v} is too large")))
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<i64, E> {
+            // Exactly representable whole numbers only (|v| < 2^53), so nothing is rounded.
+            const EXACT: f64 = 9_007_199_254_740_992.0;
+            if v.fract() == 0.0 && v.abs() < EXACT {
+                #[allow(clippy::cast_possible_truncation)]
+                Ok(v as i64)
+            } else {
+                Err(E::custom(format!("{v} is not an integer")))
+            }
+        }
+    }
+    deserializer.deserialize_any(Whole)
+}
+
+/// [`whole`] for an optional field.
+fn whole_opt<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    #[derive(Deserialize)]
+    struct Wrapped(#[serde(deserialize_with = "whole")] i64);
+    Option::<Wrapped>::deserialize(deserializer)
+        .map(|w| w.map(|Wrapped(v)| v))
+        .map_err(D::Error::custom)
 }
 
 /// Parses a JSON body, turning every failure into 400 MALFORMED_REQUEST with serde's reason.
@@ -26,6 +69,7 @@ pub struct CreateProduct {
     /// Display name.
     pub name: String,
     /// Initial stock.
+    #[serde(deserialize_with = "whole")]
     pub stock_quantity: i64,
 }
 
@@ -53,6 +97,7 @@ impl From<Product> for ProductBody {
 #[serde(rename_all = "camelCase")]
 pub struct CreateDrop {
     /// Product on sale.
+    #[serde(deserialize_with = "whole")]
     pub product_id: i64,
     /// Sale start.
     #[serde(with = "time::serde::rfc3339")]
@@ -61,8 +106,10 @@ pub struct CreateDrop {
     #[serde(with = "time::serde::rfc3339")]
     pub close_at: OffsetDateTime,
     /// Units for sale.
+    #[serde(deserialize_with = "whole")]
     pub limited_quantity: i64,
     /// Units per buyer; 1 when absent.
+    #[serde(default, deserialize_with = "whole_opt")]
     pub per_user_limit: Option<i64>,
 }
 
@@ -99,6 +146,7 @@ impl From<DropView> for DropBody {
 #[derive(Debug, Deserialize)]
 pub struct Purchase {
     /// Units.
+    #[serde(deserialize_with = "whole")]
     pub quantity: i64,
 }
 
@@ -184,5 +232,32 @@ impl From<Reconciliation> for ReconciliationBody {
             oversold: r.oversold,
             checked_at: rfc3339(r.checked_at),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_integer_may_be_written_with_a_zero_fraction_and_nothing_else() {
+        let quantity = |body: &str| parse::<Purchase>(body.as_bytes()).map(|p| p.quantity);
+        assert_eq!(quantity(r#"{"quantity": 2}"#).ok(), Some(2));
+        assert_eq!(quantity(r#"{"quantity": 2097153.0}"#).ok(), Some(2_097_153));
+        assert_eq!(quantity(r#"{"quantity": -3.0}"#).ok(), Some(-3));
+        for bad in [
+            r#"{"quantity": 2.5}"#,
+            r#"{"quantity": 1e300}"#,
+            r#"{"quantity": "2"}"#,
+        ] {
+            assert!(quantity(bad).is_err(), "{bad}");
+        }
+        let drop = |body: &str| parse::<CreateDrop>(body.as_bytes()).map(|d| d.per_user_limit);
+        let base = r#""productId": 1, "openAt": "2026-12-01T09:00:00Z", "closeAt": "2026-12-01T10:00:00Z", "limitedQuantity": 5.0"#;
+        assert_eq!(drop(&format!("{{{base}}}")).ok(), Some(None));
+        assert_eq!(
+            drop(&format!("{{{base}, \"perUserLimit\": 2.0}}")).ok(),
+            Some(Some(2))
+        );
     }
 }
