@@ -31,3 +31,7 @@ loadtest:
     cargo build --release -p goods-server
     loadtest/soldout-vs-live.sh
     loadtest/fault-redis-pause.sh
+
+# Supply chain: licenses, bans, sources and advisories (deny.toml; advisories need GitHub).
+deny:
+    cargo deny check
