@@ -30,6 +30,7 @@ impl DropGate {
     /// committed after the seed was read), keeps its units taken.
     fn rebuilt(seed: &GateSeed, previous: Option<&DropGate>) -> DropGate {
         let mut gate = DropGate {
+            expires_at: Some(seed.expires_at.saturating_add(GRACE)),
             remaining: seed.remaining,
             ..DropGate::default()
         };
@@ -63,6 +64,8 @@ impl DropGate {
 
 #[derive(Debug, Default)]
 struct DropGate {
+    /// When the gate may forget the drop: an hour after its `closeAt`, as Redis's keys expire.
+    expires_at: Option<OffsetDateTime>,
     remaining: u32,
     held: HashMap<UserId, u32>,
     markers: HashMap<(UserId, IdempotencyKey), Marker>,
@@ -74,11 +77,26 @@ pub struct MemoryGate {
     drops: Mutex<HashMap<DropId, DropGate>>,
 }
 
+/// How long after `closeAt` a drop's state is kept (purchases in flight at close settle).
+const GRACE: time::Duration = time::Duration::hours(1);
+
 impl MemoryGate {
     fn lock(&self) -> Result<MutexGuard<'_, HashMap<DropId, DropGate>>, InfraError> {
         self.drops
             .lock()
             .map_err(|_| InfraError::msg("gate lock poisoned"))
+    }
+
+    /// Forgets drops past their expiry, so per-drop and per-buyer state does not outlive the
+    /// sale; runs whenever a drop is seeded or resynced.
+    fn evict_expired(drops: &mut HashMap<DropId, DropGate>) {
+        let now = OffsetDateTime::now_utc();
+        drops.retain(|_, gate| gate.expires_at.is_none_or(|at| at > now));
+    }
+
+    /// How many drops it holds state for.
+    pub fn drops_held(&self) -> usize {
+        self.drops.lock().map(|d| d.len()).unwrap_or(0)
     }
 }
 
@@ -86,6 +104,7 @@ impl MemoryGate {
 impl AdmissionGate for MemoryGate {
     async fn seed_if_absent(&self, seed: &GateSeed) -> Result<(), InfraError> {
         let mut drops = self.lock()?;
+        Self::evict_expired(&mut drops);
         drops
             .entry(seed.drop_id)
             .or_insert_with(|| DropGate::rebuilt(seed, None));
@@ -94,6 +113,7 @@ impl AdmissionGate for MemoryGate {
 
     async fn resync(&self, seed: &GateSeed) -> Result<(), InfraError> {
         let mut drops = self.lock()?;
+        Self::evict_expired(&mut drops);
         let gate = DropGate::rebuilt(seed, drops.get(&seed.drop_id));
         drops.insert(seed.drop_id, gate);
         Ok(())
@@ -229,5 +249,41 @@ impl AdmissionGate for MemoryGate {
 
     async fn remaining(&self, drop_id: DropId) -> Result<Option<u32>, InfraError> {
         Ok(self.lock()?.get(&drop_id).map(|g| g.remaining))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seed(drop: i64, closed_ago: time::Duration) -> GateSeed {
+        GateSeed {
+            drop_id: DropId::parse(drop).unwrap_or_else(|_| unreachable!()),
+            remaining: 1,
+            expires_at: OffsetDateTime::now_utc() - closed_ago,
+            orders: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_drop_is_forgotten_an_hour_after_it_closed() {
+        let gate = MemoryGate::default();
+        let held = async |gate: &MemoryGate, drop, closed_ago| {
+            gate.seed_if_absent(&seed(drop, closed_ago))
+                .await
+                .unwrap_or_else(|_| unreachable!());
+            gate.drops_held()
+        };
+        assert_eq!(held(&gate, 1, time::Duration::minutes(61)).await, 1);
+        assert_eq!(
+            held(&gate, 2, time::Duration::minutes(59)).await,
+            1,
+            "drop 1 is gone once another drop is seeded"
+        );
+        assert_eq!(
+            held(&gate, 3, time::Duration::ZERO).await,
+            2,
+            "drop 2 is still in its grace hour"
+        );
     }
 }

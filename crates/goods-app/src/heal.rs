@@ -213,6 +213,7 @@ impl GoodsApp {
     /// counted in [`HealReport::failed`], and does not stop the pass.
     pub async fn heal_all(&self) -> Result<HealReport, InfraError> {
         let now = self.ports.clock.now();
+        self.prune_closed_drops(now, CLOSED_GRACE);
         let drops = self
             .ports
             .drops
@@ -429,6 +430,18 @@ mod tests {
             .returning(|_| Ok(()));
         let report = m.app(Some(gate)).heal_all().await.unwrap();
         assert_eq!((report.stale_resolved, report.failed), (2, 0));
+    }
+
+    #[tokio::test]
+    async fn a_pass_forgets_cached_drops_an_hour_after_they_closed() {
+        let mut m = Mocks::at(CLOSE + CLOSED_GRACE);
+        m.drops.expect_list_unclosed().returning(|_| Ok(Vec::new()));
+        m.outbox.expect_unpublished().returning(|_| Ok(Vec::new()));
+        let app = m.app(None);
+        app.load_drop(drop_id()).await.unwrap();
+        assert_eq!(app.cached_drops(), 1);
+        app.heal_all().await.unwrap();
+        assert_eq!(app.cached_drops(), 0);
     }
 
     #[tokio::test]

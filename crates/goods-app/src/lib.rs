@@ -72,8 +72,9 @@ pub struct GoodsApp {
     ports: Ports,
     buffer: WriteBuffer,
     breaker: Arc<breaker::GateBreaker>,
-    /// Drops never change once created, so every instance may cache them forever: the hot
-    /// path reads a drop without a database round trip.
+    /// Drops never change once created, so every instance may cache them: the hot path reads a
+    /// drop without a database round trip. The healing pass forgets drops an hour after they
+    /// close.
     drops: Arc<RwLock<HashMap<DropId, LimitedDrop>>>,
     /// The admission lease of every reservation.
     lease: time::Duration,
@@ -111,6 +112,20 @@ impl GoodsApp {
     /// The ports, for the health check and the reconciliation task.
     pub fn ports(&self) -> &Ports {
         &self.ports
+    }
+
+    /// Forgets cached drops that closed more than `grace` before `now` (the healing pass calls
+    /// it), so the cache holds the drops that can still be bought, not every drop ever read.
+    pub(crate) fn prune_closed_drops(&self, now: time::OffsetDateTime, grace: time::Duration) {
+        if let Ok(mut cache) = self.drops.write() {
+            cache.retain(|_, drop| drop.window.close_at().saturating_add(grace) > now);
+        }
+    }
+
+    /// How many drops are cached (for tests of the pruning).
+    #[cfg(test)]
+    pub(crate) fn cached_drops(&self) -> usize {
+        self.drops.read().map(|c| c.len()).unwrap_or(0)
     }
 
     /// The drop with `id`, from the cache or the database.
