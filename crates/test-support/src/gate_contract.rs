@@ -28,7 +28,8 @@ macro_rules! gate_contract_tests {
             seeding_again_changes_nothing_and_a_seed_restores_counts_and_markers,
             a_reservation_is_stale_only_after_its_lease_and_cancel_spares_a_newer_attempt,
             resync_rebuilds_from_the_truth_and_keeps_what_is_in_flight,
-            resync_seeds_a_gate_that_holds_nothing
+            resync_seeds_a_gate_that_holds_nothing,
+            random_sequences_behave_like_the_reference_model
         );
     };
     (@cases $make:expr; $($case:ident),*) => {
@@ -346,4 +347,186 @@ pub async fn resync_seeds_a_gate_that_holds_nothing(gate: Gate) {
         gate.reserve(&res(1, "k", 1, 1)).await.unwrap(),
         ReserveOutcome::Replay(OrderId::parse(1).unwrap())
     );
+}
+
+/// One operation of a random sequence.
+#[derive(Debug, Clone)]
+enum Op {
+    Reserve {
+        user: i64,
+        key: u8,
+        quantity: i64,
+    },
+    /// Settle the `nth` admitted reservation as an order.
+    Confirm {
+        nth: usize,
+    },
+    /// Give the `nth` admitted reservation back.
+    Cancel {
+        nth: usize,
+    },
+    /// Cancel the `nth` confirmed order (its units go back through `release`).
+    Release {
+        nth: usize,
+    },
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        5 => (1..=4_i64, 0..3_u8, 1..=3_i64).prop_map(|(user, key, quantity)| Op::Reserve { user, key, quantity }),
+        2 => (0..12_usize).prop_map(|nth| Op::Confirm { nth }),
+        2 => (0..12_usize).prop_map(|nth| Op::Cancel { nth }),
+        1 => (0..12_usize).prop_map(|nth| Op::Release { nth }),
+    ]
+}
+
+/// What a correct gate holds, kept by hand.
+#[derive(Default)]
+struct Model {
+    remaining: u32,
+    held: std::collections::HashMap<i64, u32>,
+    /// (user, key) -> (units, order once confirmed)
+    markers: std::collections::HashMap<(i64, u8), (i64, Option<i64>)>,
+    /// Admitted reservations, in order, with whether they are still in progress.
+    admitted: Vec<((i64, u8), bool)>,
+    /// Confirmed orders, with whether they were released.
+    orders: Vec<((i64, u8), bool)>,
+}
+
+const MODEL_LIMIT: i64 = 3;
+
+impl Model {
+    fn expect_reserve(
+        &self,
+        user: i64,
+        key: u8,
+        quantity: i64,
+        deadline: OffsetDateTime,
+    ) -> ReserveOutcome {
+        match self.markers.get(&(user, key)) {
+            Some((q, _)) if *q != quantity => ReserveOutcome::KeyReused,
+            Some((_, Some(order))) => ReserveOutcome::Replay(OrderId::parse(*order).unwrap()),
+            Some((_, None)) => ReserveOutcome::InProgress { deadline },
+            None if self.remaining < quantity as u32 => ReserveOutcome::SoldOut {
+                remaining: self.remaining,
+            },
+            None if self.held.get(&user).copied().unwrap_or(0) + quantity as u32
+                > MODEL_LIMIT as u32 =>
+            {
+                ReserveOutcome::PerUserLimitExceeded {
+                    limit: MODEL_LIMIT as u32,
+                }
+            }
+            None => ReserveOutcome::Admitted,
+        }
+    }
+}
+
+/// Random sequences of reserves (new, repeated, reused keys), confirms, cancels and releases:
+/// after every step the gate's answer and its units left are what the model says, so it never
+/// admits more than was seeded, never lets a buyer past the limit, and keeps one outcome per
+/// (buyer, key).
+pub async fn random_sequences_behave_like_the_reference_model(gate: Gate) {
+    use proptest::test_runner::{Config, TestRunner};
+    let next_drop = std::sync::atomic::AtomicI64::new(1_000);
+    let handle = tokio::runtime::Handle::current();
+    let mut runner = TestRunner::new(Config {
+        cases: 24,
+        ..Config::default()
+    });
+    let result = runner.run(&proptest::collection::vec(op(), 1..30), |ops| {
+        tokio::task::block_in_place(|| {
+            handle.block_on(async {
+                let drop =
+                    DropId::parse(next_drop.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
+                        .unwrap();
+                run_against_model(&gate, drop, &ops).await;
+            });
+        });
+        Ok(())
+    });
+    result.unwrap();
+}
+
+async fn run_against_model(gate: &Gate, drop: DropId, ops: &[Op]) {
+    let deadline = lease_end();
+    let res = |user: i64, key: u8, quantity: i64| Reservation {
+        drop_id: drop,
+        user_id: UserId::parse(user).unwrap(),
+        quantity: Quantity::parse("quantity", quantity).unwrap(),
+        per_user_limit: Quantity::parse("perUserLimit", MODEL_LIMIT).unwrap(),
+        key: IdempotencyKey::parse(&format!("k{key}")).unwrap(),
+        deadline,
+    };
+    let mut seed = seed(6);
+    seed.drop_id = drop;
+    gate.seed_if_absent(&seed).await.unwrap();
+    let mut model = Model {
+        remaining: 6,
+        ..Model::default()
+    };
+    let mut next_order = 1;
+    for op in ops {
+        match *op {
+            Op::Reserve {
+                user,
+                key,
+                quantity,
+            } => {
+                let expected = model.expect_reserve(user, key, quantity, deadline);
+                let got = gate.reserve(&res(user, key, quantity)).await.unwrap();
+                assert_eq!(got, expected, "{op:?} in {ops:?}");
+                if got == ReserveOutcome::Admitted {
+                    model.remaining -= quantity as u32;
+                    *model.held.entry(user).or_default() += quantity as u32;
+                    model.markers.insert((user, key), (quantity, None));
+                    model.admitted.push(((user, key), true));
+                }
+            }
+            Op::Confirm { nth } | Op::Cancel { nth } => {
+                let Some(&((user, key), true)) = model.admitted.get(nth) else {
+                    continue;
+                };
+                let quantity = model.markers[&(user, key)].0;
+                model.admitted[nth].1 = false;
+                if let Op::Confirm { .. } = op {
+                    let order = next_order;
+                    next_order += 1;
+                    gate.confirm(&res(user, key, quantity), OrderId::parse(order).unwrap())
+                        .await
+                        .unwrap();
+                    model.markers.insert((user, key), (quantity, Some(order)));
+                    model.orders.push(((user, key), false));
+                } else {
+                    gate.cancel(&res(user, key, quantity)).await.unwrap();
+                    model.markers.remove(&(user, key));
+                    model.remaining += quantity as u32;
+                    *model.held.get_mut(&user).unwrap() -= quantity as u32;
+                }
+            }
+            Op::Release { nth } => {
+                let Some(&((user, key), false)) = model.orders.get(nth) else {
+                    continue;
+                };
+                let quantity = model.markers[&(user, key)].0;
+                model.orders[nth].1 = true;
+                gate.release(
+                    drop,
+                    UserId::parse(user).unwrap(),
+                    Quantity::parse("quantity", quantity).unwrap(),
+                )
+                .await
+                .unwrap();
+                model.remaining += quantity as u32;
+                *model.held.get_mut(&user).unwrap() -= quantity as u32;
+            }
+        }
+        assert_eq!(
+            gate.remaining(drop).await.unwrap(),
+            Some(model.remaining),
+            "after {op:?} in {ops:?}"
+        );
+        assert!(model.held.values().all(|h| *h <= MODEL_LIMIT as u32));
+    }
 }
