@@ -51,6 +51,8 @@ diesel::table! {
         user_id -> BigInt,
         /// Units in the buyer's live orders.
         quantity -> Integer,
+        /// Orders the buyer placed in the drop, cancelled ones included.
+        orders_placed -> Integer,
     }
 }
 

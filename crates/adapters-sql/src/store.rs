@@ -423,18 +423,41 @@ macro_rules! impl_goods_store {
                                 .bind::<BigInt, _>(user)
                                 .execute(c)
                                 .await?;
+                            let max_orders = column(ports::max_orders_per_buyer(order.per_user_limit));
                             let held = update(
                                 drop_holdings::table
                                     .find((drop, user))
-                                    .filter((drop_holdings::quantity + q).le(per_user)),
+                                    .filter((drop_holdings::quantity + q).le(per_user))
+                                    .filter(drop_holdings::orders_placed.lt(max_orders)),
                             )
-                            .set(drop_holdings::quantity.eq(drop_holdings::quantity + q))
+                            .set((
+                                drop_holdings::quantity.eq(drop_holdings::quantity + q),
+                                drop_holdings::orders_placed.eq(drop_holdings::orders_placed + 1),
+                            ))
                             .execute(c)
                             .await?;
                             if held == 0 {
+                                // Which condition refused it: only refusals pay for this read,
+                                // a locking one (the snapshot may predate the row).
+                                let placed: $crate::rows::Remaining = diesel::sql_query(format!(
+                                    "SELECT orders_placed AS remaining FROM drop_holdings \
+                                     WHERE drop_id = ? AND user_id = ?{}",
+                                    $lock
+                                ))
+                                .bind::<BigInt, _>(drop)
+                                .bind::<BigInt, _>(user)
+                                .get_result(c)
+                                .await?;
+                                let placed = placed.remaining;
                                 return Err(TxError::Refused(Rollback::Refuse(
-                                    PlaceOrderError::PerUserLimitExceeded {
-                                        limit: order.per_user_limit.get(),
+                                    if placed >= max_orders {
+                                        PlaceOrderError::OrderLimitReached {
+                                            limit: units(max_orders, "order cap")?,
+                                        }
+                                    } else {
+                                        PlaceOrderError::PerUserLimitExceeded {
+                                            limit: order.per_user_limit.get(),
+                                        }
                                     },
                                 )));
                             }

@@ -262,6 +262,15 @@ impl From<PurchaseError> for Problem {
                 format!("a buyer may hold at most {limit} units of this drop"),
             )
             .with("limit", json!(limit)),
+            PurchaseError::OrderLimitReached { limit } => Self::new(
+                S::CONFLICT,
+                "ORDER_LIMIT_REACHED",
+                "Order limit reached",
+                format!(
+                    "a buyer may place at most {limit} orders in this drop, cancelled ones included"
+                ),
+            )
+            .with("limit", json!(limit)),
             PurchaseError::Throttled => Self::new(
                 S::TOO_MANY_REQUESTS,
                 "THROTTLED",

@@ -67,6 +67,12 @@ pub enum PurchaseError {
         /// The limit.
         limit: u32,
     },
+    /// The buyer placed as many orders in the drop as anyone may (cancelled ones included).
+    #[error("order limit reached")]
+    OrderLimitReached {
+        /// The cap.
+        limit: u32,
+    },
     /// Admitted, but no database write slot within the wait bound.
     #[error("throttled")]
     Throttled,
@@ -86,6 +92,7 @@ impl From<PlaceOrderError> for PurchaseError {
             PlaceOrderError::SoldOut { remaining } => Self::SoldOut { remaining },
             PlaceOrderError::PerUserLimitExceeded { limit } => Self::PerUserLimitExceeded { limit },
             PlaceOrderError::KeyReused => Self::KeyReused,
+            PlaceOrderError::OrderLimitReached { limit } => Self::OrderLimitReached { limit },
             PlaceOrderError::LeaseExpired => Self::Unavailable,
             PlaceOrderError::Infra(e) => e.into(),
         }
@@ -109,7 +116,9 @@ impl PurchaseError {
             Self::TooEarly { .. } => Some(PurchaseOutcome::TooEarly),
             Self::Closed => Some(PurchaseOutcome::Closed),
             Self::SoldOut { .. } => Some(PurchaseOutcome::SoldOut),
-            Self::PerUserLimitExceeded { .. } => Some(PurchaseOutcome::PerUserLimit),
+            Self::PerUserLimitExceeded { .. } | Self::OrderLimitReached { .. } => {
+                Some(PurchaseOutcome::PerUserLimit)
+            }
             Self::Throttled => Some(PurchaseOutcome::Throttled),
             Self::DropNotFound
             | Self::KeyReused

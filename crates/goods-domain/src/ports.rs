@@ -21,7 +21,7 @@ pub use gate::{
 };
 pub use ledger::{
     CancelOrderError, Cancelled, PlaceOrder, PlaceOrderError, Placed, PurchaseLedger,
-    StaleResolution,
+    StaleResolution, max_orders_per_buyer,
 };
 pub use outbox::{EventOutbox, OutboxEntry};
 pub use stats::{OutcomeCounts, PurchaseOutcome, StatsRecorder};

@@ -160,6 +160,7 @@ impl World {
                         | PurchaseError::Closed
                         | PurchaseError::SoldOut { .. }
                         | PurchaseError::PerUserLimitExceeded { .. }
+                        | PurchaseError::OrderLimitReached { .. }
                         | PurchaseError::KeyReused,
                     ) => {}
                     Err(other) => panic!("unexpected refusal {other:?} for {step:?}"),

@@ -47,7 +47,8 @@ macro_rules! sql_contract_tests {
             a_purchase_past_its_lease_is_refused_and_changes_nothing,
             a_stale_reservation_resolves_to_its_order_or_to_abandoned,
             racing_cancels_of_a_multi_unit_order_give_its_units_back_once,
-            an_event_is_recorded_once_and_relayed_until_marked
+            an_event_is_recorded_once_and_relayed_until_marked,
+            cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop
         );
     };
     (@cases $make:expr; $($case:ident),*) => {
@@ -560,4 +561,25 @@ pub async fn an_event_is_recorded_once_and_relayed_until_marked<S: SqlStore>(sto
     store.mark_published(pending[0].id, now()).await.unwrap();
     assert!(store.unpublished(10).await.unwrap().is_empty());
     assert!(!store.record_once(&key, &event, now()).await.unwrap());
+}
+
+pub async fn cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 5, 1).await;
+    let cap = goods_domain::ports::max_orders_per_buyer(drop.per_user_limit);
+    assert_eq!(cap, 11);
+    for cycle in 0..cap {
+        let placed = created(&store, &order(&drop, 7, &format!("k{cycle}"), 1)).await;
+        store.cancel_order(placed.id, user(7)).await.unwrap();
+    }
+    let refused = store.place_order(&order(&drop, 7, "one-more", 1)).await;
+    assert!(
+        matches!(
+            refused,
+            Err(PlaceOrderError::OrderLimitReached { limit: 11 })
+        ),
+        "{refused:?}"
+    );
+    // Nothing was taken, and other buyers are not affected.
+    assert_eq!(stock(&store, &drop).await, 10);
+    created(&store, &order(&drop, 8, "k", 1)).await;
 }

@@ -32,6 +32,13 @@ pub struct PlaceOrder {
     pub deadline: Option<OffsetDateTime>,
 }
 
+/// How many orders one buyer may place in one drop, cancelled ones included: the per-buyer
+/// limit plus ten cancel-and-rebuy cycles. Bounds what one buyer can churn (orders, markers,
+/// restock messages) in a drop.
+pub fn max_orders_per_buyer(per_user_limit: Quantity) -> u32 {
+    per_user_limit.get().saturating_add(10)
+}
+
 /// A committed purchase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placed {
@@ -59,6 +66,13 @@ pub enum PlaceOrderError {
     /// The buyer's key already belongs to a different request.
     #[error("idempotency key reused for a different request")]
     KeyReused,
+    /// The buyer has placed as many orders in the drop as anyone may, cancelled ones included
+    /// ([`max_orders_per_buyer`]): no more cancel-and-rebuy cycles.
+    #[error("at most {limit} orders per buyer in this drop")]
+    OrderLimitReached {
+        /// The cap.
+        limit: u32,
+    },
     /// The admission lease ended before the transaction could commit; nothing was committed,
     /// and a resolution of the reservation may already have given its units back.
     #[error("the admission lease ended before the purchase committed")]

@@ -1,0 +1,1 @@
+ALTER TABLE drop_holdings DROP COLUMN orders_placed;
