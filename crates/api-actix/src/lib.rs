@@ -56,8 +56,6 @@ pub fn server(listener: TcpListener, state: ApiState, workers: usize) -> std::io
                 actix_web::middleware::ErrorHandlers::new()
                     .default_handler(problem::framework_errors),
             )
-            .wrap(actix_web::middleware::from_fn(timeout::bound))
-            .wrap(actix_web::middleware::from_fn(panics::catch_panic))
             .wrap(actix_web::middleware::from_fn(request_id::middleware))
             .configure(configure)
     })

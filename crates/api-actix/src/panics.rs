@@ -1,51 +1,29 @@
 //! A panic in a handler becomes `500 INTERNAL` problem+json carrying the request id, instead of
-//! a connection closed without an answer; the worker goes on serving. Nothing a client sends
+//! a connection closed without an answer; the worker goes on serving. The request-id middleware
+//! catches it (`request_id.rs`); this module says what the answer is. Nothing a client sends
 //! should panic (input is parsed at the edge, time arithmetic is checked); this is the net under
 //! what was missed.
 
 use crate::problem::Problem;
-use crate::request_id::RequestId;
-use actix_web::HttpMessage as _;
-use actix_web::body::MessageBody;
-use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::middleware::Next;
-use futures::FutureExt as _;
 use serde_json::json;
-use std::panic::AssertUnwindSafe;
+use std::any::Any;
 
-/// The middleware. The request cannot be kept for the answer (routing needs it unshared), so
-/// the problem travels as the error, which the server renders as the response.
-///
-/// # Errors
-/// Whatever the inner service returns; the 500 problem when it panicked.
-pub async fn catch_panic(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let id = req.extensions().get::<RequestId>().map(|id| id.0.clone());
-    // The handler's state is dropped with its future, never observed half-updated afterwards.
-    match AssertUnwindSafe(next.call(req)).catch_unwind().await {
-        Ok(response) => response,
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            tracing::error!(panic = %message, request.id = ?id, "handler panicked");
-            let problem = Problem::new(
-                actix_web::http::StatusCode::INTERNAL_SERVER_ERROR,
-                "INTERNAL",
-                "Internal error",
-                "the request could not be completed; it changed nothing that was not committed",
-            )
-            .with(
-                "requestId",
-                id.map_or(serde_json::Value::Null, |id| json!(id)),
-            );
-            Err(problem.into())
-        }
-    }
+/// The answer to a handler that panicked with `panic` while serving request `id`.
+pub fn internal(panic: &(dyn Any + Send), id: &str) -> actix_web::Error {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    tracing::error!(panic = %message, request.id = %id, "handler panicked");
+    Problem::new(
+        actix_web::http::StatusCode::INTERNAL_SERVER_ERROR,
+        "INTERNAL",
+        "Internal error",
+        "the request could not be completed; it changed nothing that was not committed",
+    )
+    .with("requestId", json!(id))
+    .into()
 }
 
 #[cfg(test)]
@@ -60,7 +38,6 @@ mod tests {
     async fn a_panicking_handler_answers_500_with_the_request_id_and_the_next_request_is_served() {
         let app = test::init_service(
             App::new()
-                .wrap(actix_web::middleware::from_fn(super::catch_panic))
                 .wrap(actix_web::middleware::from_fn(
                     crate::request_id::middleware,
                 ))

@@ -1,5 +1,9 @@
 //! `X-Request-Id` on every response (echoed or generated), one tracing span per request with
-//! the request id and the load-test run id, and request counting for `/metrics`.
+//! the request id and the load-test run id, request counting for `/metrics`, and the two nets
+//! under every handler: a panic becomes `500 INTERNAL` with the request id ([`crate::panics`]),
+//! and a request past [`REQUEST_TIMEOUT`](crate::timeout::REQUEST_TIMEOUT) becomes `503`
+//! ([`crate::timeout`]). One middleware for all of it keeps the per-request cost of the
+//! cheapest answers (a sold-out refusal) low.
 
 use crate::ApiState;
 use crate::routes::RouteLabel;
@@ -7,16 +11,14 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
-use actix_web::{HttpMessage as _, web};
+use actix_web::web;
+use futures::FutureExt as _;
+use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 use tracing::Instrument as _;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const RUN_ID: &str = "x-load-test-run-id";
-
-/// The request's id, in its extensions for whoever answers it.
-#[derive(Debug, Clone)]
-pub struct RequestId(pub String);
 
 fn acceptable(id: &str) -> bool {
     !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
@@ -55,9 +57,17 @@ pub async fn middleware(
         .app_data::<web::Data<ApiState>>()
         .map(|s| s.metrics.clone());
     let method = req.method().clone();
-    req.extensions_mut().insert(RequestId(id.clone()));
     let started = Instant::now();
-    let mut response = match next.call(req).instrument(span.clone()).await {
+    let guarded = AssertUnwindSafe(next.call(req)).catch_unwind();
+    let answered = tokio::time::timeout(crate::timeout::REQUEST_TIMEOUT, guarded)
+        .instrument(span.clone())
+        .await;
+    let answered = match answered {
+        Ok(Ok(answered)) => answered,
+        Ok(Err(panic)) => Err(crate::panics::internal(&panic, &id)),
+        Err(_) => Err(crate::timeout::too_long()),
+    };
+    let mut response = match answered {
         Ok(response) => response,
         Err(error) => {
             // A handler's panic (see `panics`) or a framework error: the server renders it;

@@ -5,39 +5,26 @@
 //! slot, pool, transaction).
 
 use crate::problem::Problem;
-use actix_web::body::MessageBody;
-use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::middleware::Next;
 use std::time::Duration;
 
 /// How long one request may take, from its head to its answer.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The middleware.
-///
-/// # Errors
-/// Whatever the inner service returns; the 503 problem when the request took too long.
-pub async fn bound(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    match tokio::time::timeout(REQUEST_TIMEOUT, next.call(req)).await {
-        Ok(response) => response,
-        Err(_) => {
-            tracing::warn!(
-                timeout_ms = REQUEST_TIMEOUT.as_millis(),
-                "request took too long; answered 503"
-            );
-            Err(Problem::new(
-                actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
-                "SERVICE_UNAVAILABLE",
-                "Service unavailable",
-                "the request took too long; retry with the same Idempotency-Key",
-            )
-            .retry_after(1)
-            .into())
-        }
-    }
+/// The answer to a request that took longer than [`REQUEST_TIMEOUT`] (the request-id middleware
+/// enforces it).
+pub fn too_long() -> actix_web::Error {
+    tracing::warn!(
+        timeout_ms = REQUEST_TIMEOUT.as_millis(),
+        "request took too long; answered 503"
+    );
+    Problem::new(
+        actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+        "SERVICE_UNAVAILABLE",
+        "Service unavailable",
+        "the request took too long; retry with the same Idempotency-Key",
+    )
+    .retry_after(1)
+    .into()
 }
 
 #[cfg(test)]
@@ -54,7 +41,9 @@ mod tests {
         tokio::time::pause();
         let app = test::init_service(
             App::new()
-                .wrap(actix_web::middleware::from_fn(super::bound))
+                .wrap(actix_web::middleware::from_fn(
+                    crate::request_id::middleware,
+                ))
                 .route("/stuck", web::get().to(stuck)),
         )
         .await;
