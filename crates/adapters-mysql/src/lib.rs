@@ -2,7 +2,7 @@
 //! driver. The queries and transactions are adapters-sql's; this crate adds the pool, the
 //! migrations and the classification of server errors.
 
-use adapters_sql::{Bounds, PooledConn, count_statements, impl_goods_store};
+use adapters_sql::{Bounds, PooledConn, count_statements};
 use anyhow::Context as _;
 use diesel::result::{DatabaseErrorKind, Error as DbError};
 use diesel_async::pooled_connection::deadpool::Pool;
@@ -179,13 +179,24 @@ pub async fn migrate_database(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-impl_goods_store!(
-    MysqlStore,
-    AsyncMysqlConnection,
-    last_insert_id = "LAST_INSERT_ID()",
-    locking_read = " LOCK IN SHARE MODE",
-    ensure_holding = "INSERT INTO drop_holdings (drop_id, user_id, quantity) VALUES (?, ?, 0) \
-                      ON DUPLICATE KEY UPDATE quantity = quantity",
-    begin_write = "",
-    db_now_ms = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)"
-);
+/// The SQL this backend speaks where the dialects differ.
+mod dialect {
+    /// The id the connection's last INSERT generated.
+    pub const LAST_INSERT_ID: &str = "LAST_INSERT_ID()";
+    /// Makes a SELECT read the latest committed row, with a shared lock (empty where transactions run one at a time).
+    pub const LOCKING_READ: &str = " LOCK IN SHARE MODE";
+    /// Creates the buyer's holding row unless it exists, locking it exclusively where the backend has row locks (a shared lock here would deadlock two purchases of one buyer upgrading it).
+    pub const ENSURE_HOLDING: &str = "INSERT INTO drop_holdings (drop_id, user_id, quantity) VALUES (?, ?, 0) \
+         ON DUPLICATE KEY UPDATE quantity = quantity";
+    /// Takes the database's write lock before a write transaction reads anything (empty where row locks make it unnecessary).
+    pub const BEGIN_WRITE: &str = "";
+    /// The database's clock in unix milliseconds: the one clock admission leases are checked against.
+    pub const DB_NOW_MS: &str = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)";
+}
+
+type Store = MysqlStore;
+type Conn = AsyncMysqlConnection;
+
+/// The queries and transactions, written once for every backend (see `adapters-sql`).
+#[path = "../../adapters-sql/src/store.rs"]
+mod store;

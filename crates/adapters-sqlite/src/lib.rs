@@ -6,7 +6,7 @@
 //! storms, the pool holds a single connection: every transaction runs alone, in arrival order,
 //! which is also exactly the serialisation SQLite would impose.
 
-use adapters_sql::{Bounds, PooledConn, count_statements, impl_goods_store};
+use adapters_sql::{Bounds, PooledConn, count_statements};
 use anyhow::Context as _;
 use diesel::SqliteConnection;
 use diesel_async::AsyncConnection;
@@ -138,13 +138,23 @@ async fn establish(path: impl AsRef<str>) -> diesel::ConnectionResult<Conn> {
     Ok(conn)
 }
 
-impl_goods_store!(
-    SqliteStore,
-    Conn,
-    last_insert_id = "last_insert_rowid()",
-    locking_read = "",
-    ensure_holding =
-        "INSERT OR IGNORE INTO drop_holdings (drop_id, user_id, quantity) VALUES (?, ?, 0)",
-    begin_write = "UPDATE stocks SET version = version WHERE 0",
-    db_now_ms = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
-);
+/// The SQL this backend speaks where the dialects differ.
+mod dialect {
+    /// The id the connection's last INSERT generated.
+    pub const LAST_INSERT_ID: &str = "last_insert_rowid()";
+    /// Makes a SELECT read the latest committed row, with a shared lock (empty where transactions run one at a time).
+    pub const LOCKING_READ: &str = "";
+    /// Creates the buyer's holding row unless it exists, locking it exclusively where the backend has row locks (a shared lock here would deadlock two purchases of one buyer upgrading it).
+    pub const ENSURE_HOLDING: &str =
+        "INSERT OR IGNORE INTO drop_holdings (drop_id, user_id, quantity) VALUES (?, ?, 0)";
+    /// Takes the database's write lock before a write transaction reads anything (empty where row locks make it unnecessary).
+    pub const BEGIN_WRITE: &str = "UPDATE stocks SET version = version WHERE 0";
+    /// The database's clock in unix milliseconds: the one clock admission leases are checked against.
+    pub const DB_NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
+}
+
+type Store = SqliteStore;
+
+/// The queries and transactions, written once for every backend (see `adapters-sql`).
+#[path = "../../adapters-sql/src/store.rs"]
+mod store;
