@@ -43,3 +43,14 @@ async fn an_unreachable_server_is_a_clear_error_not_a_hang() {
         .unwrap();
     assert!(format!("{err:#}").contains("MySQL"), "{err:#}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_purchase_sends_eleven_statements() {
+    let store = store().await;
+    let sent =
+        test_support::contract::statements_of_a_lone_purchase(&store, || store.statements()).await;
+    // The pool's check of the connection it hands out (SELECT 1, diesel-async's `Verified`
+    // recycling); BEGIN; order by key; sold; INSERT order; LAST_INSERT_ID(); holding upsert;
+    // holding update; stock update; drop update; COMMIT.
+    assert_eq!(sent, 11);
+}

@@ -13,3 +13,12 @@ async fn store() -> SqliteStore {
 }
 
 test_support::sql_contract_tests!(store());
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_purchase_sends_twelve_statements() {
+    let store = store().await;
+    let sent =
+        test_support::contract::statements_of_a_lone_purchase(&store, || store.statements()).await;
+    // MySQL's eleven plus the no-op write that takes SQLite's write lock first.
+    assert_eq!(sent, 12);
+}

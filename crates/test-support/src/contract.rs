@@ -583,3 +583,15 @@ pub async fn cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop<S: SqlStore>(
     assert_eq!(stock(&store, &drop).await, 10);
     created(&store, &order(&drop, 8, "k", 1)).await;
 }
+
+/// The statements one purchase sends, as counted by `statements` (the store's
+/// `db_statements_total` counter), on a fresh open drop: the figure docs/database.md states.
+pub async fn statements_of_a_lone_purchase<S: SqlStore>(
+    store: &S,
+    statements: impl Fn() -> u64,
+) -> u64 {
+    let drop = open_drop(store, 10, 5, 5).await;
+    let before = statements();
+    created(store, &order(&drop, 1, "lone", 1)).await;
+    statements() - before
+}
