@@ -29,7 +29,7 @@ use async_trait::async_trait;
 use diesel::dsl::sql;
 use diesel::prelude::*;
 use diesel::result::Error as DbError;
-use diesel::sql_types::{BigInt, Bool};
+use diesel::sql_types::BigInt;
 use diesel::{insert_into, update};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use goods_domain::ports::{
@@ -43,6 +43,30 @@ use goods_domain::{
 use time::OffsetDateTime;
 
 const CANCELLED: &str = "CANCELLED";
+
+/// The database's clock in unix milliseconds ([`DB_NOW_MS`]) as an expression. A type of its
+/// own rather than a raw SQL literal: diesel never caches a prepared statement holding a
+/// literal, and the drop update that checks the lease is the hottest statement there is.
+#[derive(Debug, Clone, Copy, diesel::query_builder::QueryId, diesel::expression::ValidGrouping)]
+struct DbNowMs;
+
+impl diesel::expression::Expression for DbNowMs {
+    type SqlType = BigInt;
+}
+
+impl<QS> diesel::expression::AppearsOnTable<QS> for DbNowMs {}
+
+impl<QS> diesel::expression::SelectableExpression<QS> for DbNowMs {}
+
+impl<DB: diesel::backend::Backend> diesel::query_builder::QueryFragment<DB> for DbNowMs {
+    fn walk_ast<'b>(
+        &'b self,
+        mut out: diesel::query_builder::AstPass<'_, 'b, DB>,
+    ) -> QueryResult<()> {
+        out.push_sql(DB_NOW_MS);
+        Ok(())
+    }
+}
 
 /// Why a purchase transaction rolls back: an earlier order answers it, or a refusal.
 enum Rollback {
@@ -77,9 +101,7 @@ async fn begin_write(c: &mut Conn) -> QueryResult<()> {
 /// Whether the database's clock is past `deadline_ms`: the one clock both the
 /// purchase transaction and the resolution of a stale reservation consult.
 async fn past(c: &mut Conn, deadline_ms: i64) -> QueryResult<bool> {
-    diesel::select(sql::<Bool>(&format!("{DB_NOW_MS} > ")).bind::<BigInt, _>(deadline_ms))
-        .get_result(c)
-        .await
+    diesel::select(DbNowMs.gt(deadline_ms)).get_result(c).await
 }
 
 async fn last_insert_id(c: &mut Conn) -> QueryResult<i64> {
@@ -477,10 +499,7 @@ impl ports::PurchaseLedger for Store {
                         limited_drops::table
                             .find(drop)
                             .filter((limited_drops::sold_quantity + q).le(limited))
-                            .filter(
-                                sql::<Bool>(&format!("{DB_NOW_MS} <= "))
-                                    .bind::<BigInt, _>(deadline),
-                            ),
+                            .filter(DbNowMs.le(deadline)),
                     )
                     .set(limited_drops::sold_quantity.eq(limited_drops::sold_quantity + q))
                     .execute(c)
