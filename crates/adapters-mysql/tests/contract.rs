@@ -54,3 +54,71 @@ async fn a_lone_purchase_sends_eleven_statements() {
     // holding update; stock update; drop update; COMMIT.
     assert_eq!(sent, 11);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purchase_past_its_time_limit_releases_its_row_locks_at_once() {
+    use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
+    use goods_domain::ports::{DropRepository, PlaceOrder, ProductRepository, PurchaseLedger};
+    use goods_domain::{DropInput, IdempotencyKey, NewLimitedDrop, NewProduct, Quantity, UserId};
+    let url = test_support::mysql::fresh_database().await;
+    let bounds = adapters_sql::Bounds {
+        acquire: std::time::Duration::from_secs(1),
+        transaction: std::time::Duration::from_millis(300),
+    };
+    let store = MysqlStore::connect_with(&url, 2, true, bounds)
+        .await
+        .unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let product = ProductRepository::create(&store, &NewProduct::parse("Sneaker", 5).unwrap())
+        .await
+        .unwrap();
+    let input = DropInput {
+        product_id: product.id.get(),
+        open_at: now - time::Duration::seconds(1),
+        close_at: now + time::Duration::hours(1),
+        limited_quantity: 5,
+        per_user_limit: 1,
+    };
+    let drop = DropRepository::create(&store, &NewLimitedDrop::parse(input, now).unwrap(), now)
+        .await
+        .unwrap();
+    // Someone holds the drop row: the purchase takes the stock row, then waits on the drop.
+    let mut holder = AsyncMysqlConnection::establish(&url).await.unwrap();
+    holder
+        .batch_execute(&format!(
+            "BEGIN; SELECT id FROM limited_drops WHERE id = {} FOR UPDATE;",
+            drop.id
+        ))
+        .await
+        .unwrap();
+    let order = PlaceOrder {
+        drop_id: drop.id,
+        product_id: drop.product_id,
+        limited_quantity: drop.limited_quantity,
+        per_user_limit: drop.per_user_limit,
+        user_id: UserId::parse(1).unwrap(),
+        quantity: Quantity::parse("quantity", 1).unwrap(),
+        key: IdempotencyKey::parse("k").unwrap(),
+        now,
+        deadline: None,
+    };
+    let timed_out = store.place_order(&order).await;
+    assert!(
+        matches!(&timed_out, Err(goods_domain::ports::PlaceOrderError::Infra(e)) if e.is_unavailable()),
+        "{timed_out:?}"
+    );
+    // Its connection was closed, so the server rolled it back: the stock row is free now, not
+    // held by a transaction parked in the pool.
+    let mut other = AsyncMysqlConnection::establish(&url).await.unwrap();
+    other
+        .batch_execute(&format!(
+            "SET SESSION innodb_lock_wait_timeout = 1; \
+             UPDATE stocks SET version = version + 1 WHERE product_id = {};",
+            drop.product_id
+        ))
+        .await
+        .unwrap();
+    holder.batch_execute("COMMIT").await.unwrap();
+    // And the pool serves the next purchase.
+    assert!(store.place_order(&order).await.is_ok());
+}

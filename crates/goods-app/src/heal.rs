@@ -433,6 +433,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_drop_is_resynced_once_at_a_time_per_instance() {
+        let mut m = pass_over(10);
+        m.drops.checkpoint();
+        m.drops.expect_gate_seed().times(1).returning(|drop| {
+            Ok(GateSeed {
+                drop_id: drop.id,
+                remaining: 90,
+                expires_at: CLOSE,
+                orders: Vec::new(),
+            })
+        });
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_resync().times(1).returning(|_| Ok(()));
+        let app = m.app(Some(gate));
+        let sample = sample_drop(100, 2);
+        let running = app.healing.claim(sample.id).unwrap();
+        assert!(
+            !app.resync_drop(&sample).await.unwrap(),
+            "another resync of it is running"
+        );
+        std::mem::drop(running);
+        assert!(app.resync_drop(&sample).await.unwrap());
+    }
+
+    #[tokio::test]
     async fn a_pass_forgets_cached_drops_an_hour_after_they_closed() {
         let mut m = Mocks::at(CLOSE + CLOSED_GRACE);
         m.drops.expect_list_unclosed().returning(|_| Ok(Vec::new()));
