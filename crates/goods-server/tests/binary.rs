@@ -3,31 +3,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::json;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
+#[path = "support/process.rs"]
+mod process;
+
 fn start(dir: &std::path::Path, vars: &[(&str, &str)]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_goods-server"))
-        .current_dir(dir)
-        .env_clear()
-        .env("BIND_ADDR", "127.0.0.1:0")
-        .envs(vars.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let addr = first
-        .split("listening on ")
-        .nth(1)
-        .unwrap_or_else(|| panic!("first log line was {first:?}"))
-        .trim()
-        .to_owned();
-    (child, format!("http://{addr}"))
+    process::spawn(dir, vars.iter().copied())
 }
 
 fn sigterm(child: &Child) {

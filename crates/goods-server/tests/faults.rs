@@ -12,8 +12,7 @@
 use futures::future::join_all;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -21,6 +20,9 @@ use test_support::mariadb::PrivateMariadb;
 use test_support::redis::PrivateRedis;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
+
+#[path = "support/process.rs"]
+mod process;
 
 const LEASE_MS: u64 = 2500;
 const HEAL_MS: u64 = 250;
@@ -61,28 +63,10 @@ impl Server {
     }
 
     fn spawn(vars: &[(String, String)]) -> (Child, String) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_goods-server"))
-            .env_clear()
-            .envs(vars.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        let addr = first
-            .split("listening on ")
-            .nth(1)
-            .unwrap_or_else(|| panic!("first log line was {first:?}"))
-            .trim()
-            .to_owned();
-        // Keep draining the log, or the server blocks once the pipe is full.
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                eprintln!("[server] {line}");
-            }
-        });
-        (child, format!("http://{addr}"))
+        process::spawn(
+            &std::env::temp_dir(),
+            vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        )
     }
 
     /// SIGKILL: no graceful shutdown, requests in flight are cut.

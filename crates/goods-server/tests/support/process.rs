@@ -1,0 +1,37 @@
+//! Starting the real `goods-server` binary for a test, shared by the binary and fault tests.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// Starts the binary in `dir` with only `vars` in its environment (and `BIND_ADDR` on a free
+/// loopback port unless `vars` names one); returns it and its base URL, read from the first log
+/// line. The rest of its log goes to the test's stderr, so the pipe never fills.
+pub fn spawn<'a>(
+    dir: &Path,
+    vars: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+        .current_dir(dir)
+        .env_clear()
+        .env("BIND_ADDR", "127.0.0.1:0")
+        .envs(vars)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr = first
+        .split("listening on ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("first log line was {first:?}"))
+        .trim()
+        .to_owned();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            eprintln!("[server] {line}");
+        }
+    });
+    (child, format!("http://{addr}"))
+}
