@@ -37,7 +37,7 @@ impl MysqlStore {
     }
 
     /// [`connect`](Self::connect) with explicit bounds on every wait for the server. Each
-    /// connection also gets `innodb_lock_wait_timeout` (whole seconds, at least 1) and, on
+    /// connection runs its transactions at READ COMMITTED, and gets `innodb_lock_wait_timeout` (whole seconds, at least 1) and, on
     /// MariaDB, `max_statement_time` from the transaction limit, so a stalled client holding a
     /// hot row, or a statement the server cannot finish, fails instead of queueing everyone.
     ///
@@ -62,8 +62,12 @@ impl MysqlStore {
             let url = url.to_owned();
             Box::pin(async move {
                 let mut conn = AsyncMysqlConnection::establish(&url).await?;
+                // READ COMMITTED: every read of a purchase sees what is committed when it runs,
+                // not a snapshot from the transaction's first read, so what it reads after
+                // locking the buyers' holdings is current (see `commit_batch`).
                 conn.batch_execute(&format!(
-                    "SET SESSION innodb_lock_wait_timeout = {lock_wait}"
+                    "SET SESSION innodb_lock_wait_timeout = {lock_wait}; \
+                     SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
                 ))
                 .await
                 .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
@@ -185,9 +189,11 @@ mod dialect {
     pub const LAST_INSERT_ID: &str = "LAST_INSERT_ID()";
     /// Makes a SELECT read the latest committed row, with a shared lock (empty where transactions run one at a time).
     pub const LOCKING_READ: &str = " LOCK IN SHARE MODE";
-    /// Creates the buyer's holding row unless it exists, locking it exclusively where the backend has row locks (a shared lock here would deadlock two purchases of one buyer upgrading it).
-    pub const ENSURE_HOLDING: &str = "INSERT INTO drop_holdings (drop_id, user_id, quantity) VALUES (?, ?, 0) \
-         ON DUPLICATE KEY UPDATE quantity = quantity";
+    /// With `(?, ?, 0)` rows and [`ENSURE_HOLDINGS_TAIL`] after it: creates the buyers' holding rows that do not exist, locking every row exclusively where the backend has row locks (a shared lock here would deadlock two purchases of one buyer upgrading it).
+    pub const ENSURE_HOLDINGS_HEAD: &str =
+        "INSERT INTO drop_holdings (drop_id, user_id, quantity) VALUES";
+    /// See [`ENSURE_HOLDINGS_HEAD`].
+    pub const ENSURE_HOLDINGS_TAIL: &str = " ON DUPLICATE KEY UPDATE quantity = quantity";
     /// Takes the database's write lock before a write transaction reads anything (empty where row locks make it unnecessary).
     pub const BEGIN_WRITE: &str = "";
     /// The database's clock in unix milliseconds: the one clock admission leases are checked against.

@@ -18,4 +18,4 @@ mod tx;
 pub use events::{decode_event, encode_event};
 pub use instrument::count_statements;
 pub use pooled::PooledConn;
-pub use tx::{Bounds, MAX_ATTEMPTS, TxError, bounded, db_failure, infra, with_retries};
+pub use tx::{Bounds, MAX_ATTEMPTS, TxError, bounded, db_failure, infra, retry_when, with_retries};

@@ -141,34 +141,6 @@ impl OrderRow {
     }
 }
 
-/// A new `orders` row.
-#[derive(Debug, Clone, Insertable)]
-#[diesel(table_name = orders)]
-pub struct NewOrderRow {
-    /// Drop.
-    pub drop_id: i64,
-    /// Product.
-    pub product_id: i64,
-    /// Buyer.
-    pub user_id: i64,
-    /// Units.
-    pub quantity: i32,
-    /// Status name.
-    pub status: String,
-    /// Buyer's key.
-    pub idempotency_key: String,
-    /// Commit time.
-    pub created_at: PrimitiveDateTime,
-}
-
-/// Units left, as read by a raw locking query.
-#[derive(Debug, QueryableByName)]
-pub struct Remaining {
-    /// Units left.
-    #[diesel(sql_type = diesel::sql_types::Integer)]
-    pub remaining: i32,
-}
-
 /// A row id, as read by a raw locking query.
 #[derive(Debug, QueryableByName)]
 pub struct IdRow {

@@ -20,21 +20,24 @@
 //!   a write transaction reads (empty where row locks make it unnecessary); the database's
 //!   clock in unix milliseconds, against which admission leases are checked.
 
-use super::dialect::{BEGIN_WRITE, DB_NOW_MS, ENSURE_HOLDING, LAST_INSERT_ID, LOCKING_READ};
+use super::dialect::{
+    BEGIN_WRITE, DB_NOW_MS, ENSURE_HOLDINGS_HEAD, ENSURE_HOLDINGS_TAIL, LAST_INSERT_ID,
+    LOCKING_READ,
+};
 use super::{Conn, Store};
-use adapters_sql::rows::{DropRow, IdRow, NewDropRow, NewOrderRow, OrderRow, column, to_db, units};
+use adapters_sql::rows::{DropRow, IdRow, NewDropRow, OrderRow, column, to_db, units};
 use adapters_sql::schema::{drop_holdings, limited_drops, orders, outbox_events, products, stocks};
-use adapters_sql::{TxError, bounded, decode_event, encode_event, infra, with_retries};
+use adapters_sql::{TxError, bounded, decode_event, encode_event, infra, retry_when, with_retries};
 use async_trait::async_trait;
 use diesel::dsl::sql;
 use diesel::prelude::*;
 use diesel::result::Error as DbError;
-use diesel::sql_types::BigInt;
+use diesel::sql_types::{BigInt, Integer, Text, Timestamp};
 use diesel::{insert_into, update};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use goods_domain::ports::{
     self, CancelOrderError, Cancelled, CreateDropError, DomainEvent, GateSeed, HeldOrder,
-    OutboxEntry, PlaceOrder, PlaceOrderError, Placed, StaleResolution, unix_ms,
+    OutboxEntry, PlaceOrder, PlaceOrderError, Placed, Placement, StaleResolution, unix_ms,
 };
 use goods_domain::{
     DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, NewLimitedDrop, NewProduct,
@@ -43,6 +46,9 @@ use goods_domain::{
 use time::OffsetDateTime;
 
 const CANCELLED: &str = "CANCELLED";
+
+/// The backend, for queries built at run time.
+type Db = <Conn as diesel_async::AsyncConnectionCore>::Backend;
 
 /// The database's clock in unix milliseconds ([`DB_NOW_MS`]) as an expression. A type of its
 /// own rather than a raw SQL literal: diesel never caches a prepared statement holding a
@@ -68,24 +74,375 @@ impl<DB: diesel::backend::Backend> diesel::query_builder::QueryFragment<DB> for 
     }
 }
 
-/// Why a purchase transaction rolls back: an earlier order answers it, or a refusal.
-enum Rollback {
-    Replay(GoodsOrder),
-    Refuse(PlaceOrderError),
+/// Why a batch's transaction rolls back to be tried again: a hot row's conditional update
+/// refused what the batch's read had found free (another writer took the units in between,
+/// or the database's clock passed the earliest lease of the batch). The retry reads afresh.
+#[derive(Debug)]
+struct Contended(&'static str);
+
+/// How the batch transaction answers one order before the writes.
+enum Decision {
+    /// Answered without a write: a replay or a refusal.
+    Answered(Placement),
+    /// Committed with the batch.
+    Accepted,
+    /// The same (buyer, key) as the accepted order at this index: answered from it.
+    SameKeyAs(usize),
 }
 
-const DROP_LEFT: &str =
-    "SELECT limited_quantity - sold_quantity AS remaining FROM limited_drops WHERE id = ?";
-const STOCK_LEFT: &str = "SELECT quantity AS remaining FROM stocks WHERE product_id = ?";
+/// A buyer's holding as the batch transaction found it, plus what the batch adds.
+#[derive(Debug, Clone, Copy, Default)]
+struct Holding {
+    quantity: i32,
+    orders_placed: i32,
+    added_quantity: i32,
+    added_orders: i32,
+}
 
-/// Units left, read with the backend's locking read: a plain read would answer from
-/// the transaction's snapshot, older than the row the refused update just saw.
-async fn locked_remaining(c: &mut Conn, query: &str, id: i64) -> Result<u32, TxError<Rollback>> {
-    let row: adapters_sql::rows::Remaining = diesel::sql_query(format!("{query}{LOCKING_READ}"))
-        .bind::<BigInt, _>(id)
-        .get_result(c)
+/// One transaction for a batch of orders of one drop, each answered on its own. All reads and
+/// decisions come first: the hot rows' state and the database's clock (one read), the buyers'
+/// holdings created if missing and locked (one write), the batch's existing orders by (buyer,
+/// key) (one read), the holdings (one read). Then the orders are decided in the batch's order against those numbers,
+/// so a refusal fails one order and never the batch. The writes follow, each one statement for
+/// the whole batch: the orders, their ids read back, the holdings, then the two hot rows
+/// (stock, then drop) updated once by the batch's sum, last, since a hot row's lock is held
+/// from its update to COMMIT. Every write is conditional on the invariant it guards; if one
+/// refuses what the reads found free, the transaction rolls back as [`Contended`] and is tried
+/// again.
+async fn commit_batch(
+    c: &mut Conn,
+    batch: &[PlaceOrder],
+) -> Result<Vec<Placement>, TxError<Contended>> {
+    let first = &batch[0];
+    let drop = first.drop_id.get();
+    let limited = column(first.limited_quantity.get());
+    let per_user = column(first.per_user_limit.get());
+    let max_orders = column(ports::max_orders_per_buyer(first.per_user_limit));
+    begin_write(c).await?;
+    let (sold, stock, now_ms): (i32, i32, i64) = limited_drops::table
+        .inner_join(stocks::table.on(stocks::product_id.eq(limited_drops::product_id)))
+        .filter(limited_drops::id.eq(drop))
+        .select((limited_drops::sold_quantity, stocks::quantity, DbNowMs))
+        .first(c)
         .await?;
-    Ok(units(row.remaining.max(0), "remaining")?)
+    let free = limited.saturating_sub(sold).min(stock).max(0);
+
+    // Orders the numbers read so far cannot refuse need their buyers' holdings, created where
+    // missing and locked; a sold-out drop's refusals cost two reads and no write. Every order
+    // of a buyer commits under the lock of the buyer's holding, so what is read after taking it
+    // (the orders by key, the holdings; each read sees what is committed when it runs) is
+    // current for these buyers: an earlier purchase of the same key is replayed, never
+    // mistaken for one more order past the limit.
+    let buyers: std::collections::BTreeSet<i64> = batch
+        .iter()
+        .filter(|o| !lease_ended(o, now_ms) && column(o.quantity.get()) <= free)
+        .map(|o| o.user_id.get())
+        .collect();
+    lock_holdings(c, drop, &buyers).await?;
+    let existing = orders_by_key(c, batch.iter()).await?;
+    let mut holdings = read_holdings(c, drop, &buyers).await?;
+
+    let mut left = free;
+    let mut accepted_keys: std::collections::HashMap<(i64, &str), usize> =
+        std::collections::HashMap::new();
+    let mut decisions = Vec::with_capacity(batch.len());
+    for (index, order) in batch.iter().enumerate() {
+        let user = order.user_id.get();
+        let q = column(order.quantity.get());
+        let decision = if let Some(found) = existing.get(&(user, order.key.as_str().to_owned())) {
+            Decision::Answered(if found.matches_request(order.drop_id, order.quantity) {
+                Ok(Placed::Replayed(found.clone()))
+            } else {
+                Err(PlaceOrderError::KeyReused)
+            })
+        } else if let Some(&earlier) = accepted_keys.get(&(user, order.key.as_str())) {
+            Decision::SameKeyAs(earlier)
+        } else if lease_ended(order, now_ms) {
+            Decision::Answered(Err(PlaceOrderError::LeaseExpired))
+        } else if q > left {
+            Decision::Answered(Err(PlaceOrderError::SoldOut {
+                remaining: units(left, "remaining")?,
+            }))
+        } else {
+            let held = holdings.entry(user).or_default();
+            if held.orders_placed + held.added_orders >= max_orders {
+                Decision::Answered(Err(PlaceOrderError::OrderLimitReached {
+                    limit: units(max_orders, "order cap")?,
+                }))
+            } else if held.quantity + held.added_quantity + q > per_user {
+                Decision::Answered(Err(PlaceOrderError::PerUserLimitExceeded {
+                    limit: order.per_user_limit.get(),
+                }))
+            } else {
+                held.added_quantity += q;
+                held.added_orders += 1;
+                left -= q;
+                accepted_keys.insert((user, order.key.as_str()), index);
+                Decision::Accepted
+            }
+        };
+        decisions.push(decision);
+    }
+
+    let accepted: Vec<&PlaceOrder> = batch
+        .iter()
+        .zip(&decisions)
+        .filter(|(_, d)| matches!(d, Decision::Accepted))
+        .map(|(o, _)| o)
+        .collect();
+    let mut created = std::collections::HashMap::new();
+    if !accepted.is_empty() {
+        insert_orders(c, &accepted).await?;
+        created = orders_by_key(c, accepted.iter().copied()).await?;
+        add_holdings(c, drop, &holdings, per_user, max_orders).await?;
+        let sum = free - left;
+        let deducted = update(
+            stocks::table
+                .find(first.product_id.get())
+                .filter(stocks::quantity.ge(sum)),
+        )
+        .set((
+            stocks::quantity.eq(stocks::quantity - sum),
+            stocks::version.eq(stocks::version + 1),
+        ))
+        .execute(c)
+        .await?;
+        if deducted == 0 {
+            return Err(TxError::Refused(Contended(
+                "the stock no longer covers the batch",
+            )));
+        }
+        // The decisive conditional update: evaluated on the latest committed row under its
+        // exclusive lock, so the last unit goes to one buyer. It is also the lease fence: after
+        // the earliest admission lease of the batch, judged by the database's clock, it changes
+        // nothing and the batch rolls back. The order rows were inserted before it, so a
+        // resolution that reads such a row with a lock either waits for this transaction or runs
+        // after the deadline, when this update can no longer succeed.
+        let deadline = accepted
+            .iter()
+            .filter_map(|o| o.deadline.map(unix_ms))
+            .min()
+            .unwrap_or(i64::MAX);
+        let taken = update(
+            limited_drops::table
+                .find(drop)
+                .filter((limited_drops::sold_quantity + sum).le(limited))
+                .filter(DbNowMs.le(deadline)),
+        )
+        .set(limited_drops::sold_quantity.eq(limited_drops::sold_quantity + sum))
+        .execute(c)
+        .await?;
+        if taken == 0 {
+            return Err(TxError::Refused(Contended(
+                "the drop no longer covers the batch, or a lease ended",
+            )));
+        }
+    }
+
+    let mut answers: Vec<Placement> = Vec::with_capacity(batch.len());
+    for (order, decision) in batch.iter().zip(decisions) {
+        answers.push(match decision {
+            Decision::Answered(answer) => answer,
+            Decision::Accepted => Ok(Placed::Created(
+                created
+                    .get(&(order.user_id.get(), order.key.as_str().to_owned()))
+                    .cloned()
+                    .ok_or_else(|| InfraError::msg("an inserted order was not read back"))?,
+            )),
+            Decision::SameKeyAs(earlier) => match &answers[earlier] {
+                Ok(Placed::Created(found))
+                    if found.matches_request(order.drop_id, order.quantity) =>
+                {
+                    Ok(Placed::Replayed(found.clone()))
+                }
+                _ => Err(PlaceOrderError::KeyReused),
+            },
+        });
+    }
+    Ok(answers)
+}
+
+/// Whether the database's clock (`now_ms`) is past the order's admission lease.
+fn lease_ended(order: &PlaceOrder, now_ms: i64) -> bool {
+    order.deadline.is_some_and(|d| now_ms > unix_ms(d))
+}
+
+/// One multi-row INSERT of the orders, as raw SQL: diesel-async has no multi-row insert for
+/// SQLite (diesel's own runs one statement per row there).
+async fn insert_orders(c: &mut Conn, orders: &[&PlaceOrder]) -> Result<(), TxError<Contended>> {
+    let rows = vec!["(?, ?, ?, ?, ?, ?, ?)"; orders.len()].join(", ");
+    let mut insert = diesel::sql_query(format!(
+        "INSERT INTO orders \
+         (drop_id, product_id, user_id, quantity, status, idempotency_key, created_at) \
+         VALUES {rows}"
+    ))
+    .into_boxed::<Db>();
+    for order in orders {
+        insert = insert
+            .bind::<BigInt, _>(order.drop_id.get())
+            .bind::<BigInt, _>(order.product_id.get())
+            .bind::<BigInt, _>(order.user_id.get())
+            .bind::<Integer, _>(column(order.quantity.get()))
+            .bind::<Text, _>(OrderStatus::Pending.as_str())
+            .bind::<Text, _>(order.key.as_str().to_owned())
+            .bind::<Timestamp, _>(to_db(order.now));
+    }
+    insert.execute(c).await?;
+    Ok(())
+}
+
+/// The orders that exist for the (buyer, key) pairs of `orders`, by pair.
+async fn orders_by_key<'a>(
+    c: &mut Conn,
+    orders: impl Iterator<Item = &'a PlaceOrder>,
+) -> Result<std::collections::HashMap<(i64, String), GoodsOrder>, TxError<Contended>> {
+    let (mut users, mut keys): (Vec<i64>, Vec<&str>) =
+        orders.map(|o| (o.user_id.get(), o.key.as_str())).unzip();
+    users.sort_unstable();
+    users.dedup();
+    keys.sort_unstable();
+    keys.dedup();
+    // Both columns of the unique (user_id, idempotency_key) index; rows of one buyer with
+    // another buyer's key are dropped by the lookup by pair.
+    let rows: Vec<OrderRow> = orders::table
+        .filter(orders::user_id.eq_any(&users))
+        .filter(orders::idempotency_key.eq_any(&keys))
+        .select(OrderRow::as_select())
+        .load(c)
+        .await?;
+    let mut found = std::collections::HashMap::with_capacity(rows.len());
+    for row in rows {
+        let order = row.into_domain()?;
+        found.insert(
+            (
+                order.user_id.get(),
+                order.idempotency_key.as_str().to_owned(),
+            ),
+            order,
+        );
+    }
+    Ok(found)
+}
+
+/// Creates the holdings of `buyers` in `drop` that do not exist, locking each exclusively where
+/// the backend has row locks. Rows are taken in buyer order, so two batches lock shared buyers
+/// in the same order.
+async fn lock_holdings(
+    c: &mut Conn,
+    drop: i64,
+    buyers: &std::collections::BTreeSet<i64>,
+) -> Result<(), TxError<Contended>> {
+    if buyers.is_empty() {
+        return Ok(());
+    }
+    let rows = vec!["(?, ?, 0)"; buyers.len()].join(", ");
+    let mut ensure = diesel::sql_query(format!(
+        "{ENSURE_HOLDINGS_HEAD} {rows}{ENSURE_HOLDINGS_TAIL}"
+    ))
+    .into_boxed::<Db>();
+    for &buyer in buyers {
+        ensure = ensure.bind::<BigInt, _>(drop).bind::<BigInt, _>(buyer);
+    }
+    ensure.execute(c).await?;
+    Ok(())
+}
+
+/// The holdings of `buyers` in `drop`, which [`lock_holdings`] locked: a plain read is current
+/// for them, since no other transaction can change them until this one ends (MySQL runs READ
+/// COMMITTED, so the read is not answered from an older snapshot; SQLite's transactions run one
+/// at a time). A locking read here would also lock other buyers' rows the server happens to
+/// scan, and deadlock with their batches.
+async fn read_holdings(
+    c: &mut Conn,
+    drop: i64,
+    buyers: &std::collections::BTreeSet<i64>,
+) -> Result<std::collections::HashMap<i64, Holding>, TxError<Contended>> {
+    if buyers.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    let found: Vec<(i64, i32, i32)> = drop_holdings::table
+        .filter(drop_holdings::drop_id.eq(drop))
+        .filter(drop_holdings::user_id.eq_any(buyers))
+        .select((
+            drop_holdings::user_id,
+            drop_holdings::quantity,
+            drop_holdings::orders_placed,
+        ))
+        .load(c)
+        .await?;
+    Ok(found
+        .into_iter()
+        .map(|(user, quantity, orders_placed)| {
+            let holding = Holding {
+                quantity,
+                orders_placed,
+                ..Holding::default()
+            };
+            (user, holding)
+        })
+        .collect())
+}
+
+/// Adds the batch's units and orders to every buyer's holding in one statement, conditional on
+/// each buyer staying within both limits; any row it refuses rolls the batch back.
+async fn add_holdings(
+    c: &mut Conn,
+    drop: i64,
+    holdings: &std::collections::HashMap<i64, Holding>,
+    per_user: i32,
+    max_orders: i32,
+) -> Result<(), TxError<Contended>> {
+    let added: Vec<(i64, &Holding)> = holdings
+        .iter()
+        .filter(|(_, h)| h.added_orders > 0)
+        .map(|(&user, h)| (user, h))
+        .collect();
+    let case = format!(
+        "CASE user_id {} END",
+        vec!["WHEN ? THEN ?"; added.len()].join(" ")
+    );
+    let sql = format!(
+        "UPDATE drop_holdings SET quantity = quantity + {case}, \
+         orders_placed = orders_placed + {case} \
+         WHERE drop_id = ? AND user_id IN ({ids}) \
+         AND quantity + {case} <= ? AND orders_placed + {case} <= ?",
+        ids = placeholders(added.len()),
+    );
+    // The binds in the order of the placeholders: SET's two CASEs (units, orders), the drop
+    // and the buyers, then each limit after its CASE.
+    let units_added: Vec<(i64, i32)> = added.iter().map(|(u, h)| (*u, h.added_quantity)).collect();
+    let orders_added: Vec<(i64, i32)> = added.iter().map(|(u, h)| (*u, h.added_orders)).collect();
+    let mut query = diesel::sql_query(sql).into_boxed::<Db>();
+    query = bind_case(query, &units_added);
+    query = bind_case(query, &orders_added);
+    query = query.bind::<BigInt, _>(drop);
+    for &(user, _) in &added {
+        query = query.bind::<BigInt, _>(user);
+    }
+    query = bind_case(query, &units_added).bind::<Integer, _>(per_user);
+    query = bind_case(query, &orders_added).bind::<Integer, _>(max_orders);
+    let changed = query.execute(c).await?;
+    if changed != added.len() {
+        return Err(TxError::Refused(Contended(
+            "a buyer's holding no longer allows the batch",
+        )));
+    }
+    Ok(())
+}
+
+/// Binds a `CASE user_id WHEN ? THEN ? ... END` of `pairs`.
+fn bind_case<'f>(
+    mut query: diesel::query_builder::BoxedSqlQuery<'f, Db, diesel::query_builder::SqlQuery>,
+    pairs: &[(i64, i32)],
+) -> diesel::query_builder::BoxedSqlQuery<'f, Db, diesel::query_builder::SqlQuery> {
+    for &(user, value) in pairs {
+        query = query.bind::<BigInt, _>(user).bind::<Integer, _>(value);
+    }
+    query
+}
+
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
 }
 
 /// SQLite runs no busy handler for a transaction that read before it writes (it could
@@ -351,193 +708,46 @@ impl ports::OrderRepository for Store {
 
 #[async_trait]
 impl ports::PurchaseLedger for Store {
-    #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %order.drop_id, user.id = %order.user_id))]
-    async fn place_order(&self, order: &PlaceOrder) -> Result<Placed, PlaceOrderError> {
-        let drop = order.drop_id.get();
-        let user = order.user_id.get();
-        let q = column(order.quantity.get());
-        let limited = column(order.limited_quantity.get());
-        let per_user = column(order.per_user_limit.get());
-        let new_row = NewOrderRow {
-            drop_id: drop,
-            product_id: order.product_id.get(),
-            user_id: user,
-            quantity: q,
-            status: OrderStatus::Pending.as_str().to_owned(),
-            idempotency_key: order.key.as_str().to_owned(),
-            created_at: to_db(order.now),
+    #[tracing::instrument(level = "debug", skip_all, fields(drop.id, orders = batch.len()))]
+    async fn place_orders(&self, batch: &[PlaceOrder]) -> Result<Vec<Placement>, InfraError> {
+        let Some(first) = batch.first() else {
+            return Ok(Vec::new());
         };
-        // A duplicate (user, key) insert means a concurrent request with the same key
-        // committed first: the retry finds its order and replays or refuses it.
-        let retryable = |e: &DbError| {
-            Store::retryable(e)
-                || matches!(
-                    e,
-                    DbError::DatabaseError(diesel::result::DatabaseErrorKind::UniqueViolation, _)
-                )
-        };
-        let deadline = order.deadline.map_or(i64::MAX, unix_ms);
-        bounded(self.tx_timeout(), "place order", async {
-            let result = with_retries(retryable, || async {
-                let mut conn = self.conn().await?;
-                conn.transaction::<_, TxError<Rollback>, _>(async |c| {
-                    begin_write(c).await?;
-                    // Cold work first, the two hot rows (stock, then drop) last: a hot
-                    // row's lock is held from its update to COMMIT, so every statement
-                    // after it would lengthen the queue of every buyer of the drop.
-                    let existing: Option<OrderRow> = orders::table
-                        .filter(orders::user_id.eq(user))
-                        .filter(orders::idempotency_key.eq(&new_row.idempotency_key))
-                        .select(OrderRow::as_select())
-                        .first(c)
-                        .await
-                        .optional()?;
-                    if let Some(row) = existing {
-                        let found = row.into_domain()?;
-                        return Err(TxError::Refused(
-                            if found.matches_request(order.drop_id, order.quantity) {
-                                Rollback::Replay(found)
-                            } else {
-                                Rollback::Refuse(PlaceOrderError::KeyReused)
-                            },
-                        ));
-                    }
-                    // A refusal from the committed state as of now, without a lock:
-                    // after a sell-out, refusals cost one read and no write.
-                    let sold: i32 = limited_drops::table
-                        .find(drop)
-                        .select(limited_drops::sold_quantity)
-                        .first(c)
-                        .await?;
-                    if sold.saturating_add(q) > limited {
-                        let remaining = units(limited.saturating_sub(sold).max(0), "sold")?;
-                        return Err(TxError::Refused(Rollback::Refuse(
-                            PlaceOrderError::SoldOut { remaining },
-                        )));
-                    }
-                    // The unique (user, key) index: a concurrent request with the same
-                    // key blocks here until the first commits, then fails as a
-                    // duplicate; its retry is a new transaction that replays the order.
-                    insert_into(orders::table)
-                        .values(&new_row)
-                        .execute(c)
-                        .await?;
-                    let id = last_insert_id(c).await?;
-                    // Makes sure the holding row exists, locking it exclusively on
-                    // MySQL: a shared lock here (as INSERT IGNORE takes on a duplicate)
-                    // would deadlock with the same buyer's concurrent purchase when both
-                    // upgrade to update it.
-                    diesel::sql_query(ENSURE_HOLDING)
-                        .bind::<BigInt, _>(drop)
-                        .bind::<BigInt, _>(user)
-                        .execute(c)
-                        .await?;
-                    let max_orders = column(ports::max_orders_per_buyer(order.per_user_limit));
-                    let held = update(
-                        drop_holdings::table
-                            .find((drop, user))
-                            .filter((drop_holdings::quantity + q).le(per_user))
-                            .filter(drop_holdings::orders_placed.lt(max_orders)),
+        tracing::Span::current().record("drop.id", first.drop_id.get());
+        if batch.iter().any(|o| !first.same_drop_terms(o)) {
+            return Err(InfraError::msg("a batch of orders spans drops"));
+        }
+        // A duplicate (buyer, key) insert means a concurrent transaction with the same key
+        // committed first; a refused hot-row update, that another writer took the units this
+        // transaction read as free. The retry re-reads both.
+        let retryable = |e: &TxError<Contended>| match e {
+            TxError::Db(e) => {
+                Store::retryable(e)
+                    || matches!(
+                        e,
+                        DbError::DatabaseError(
+                            diesel::result::DatabaseErrorKind::UniqueViolation,
+                            _
+                        )
                     )
-                    .set((
-                        drop_holdings::quantity.eq(drop_holdings::quantity + q),
-                        drop_holdings::orders_placed.eq(drop_holdings::orders_placed + 1),
-                    ))
-                    .execute(c)
-                    .await?;
-                    if held == 0 {
-                        // Which condition refused it: only refusals pay for this read,
-                        // a locking one (the snapshot may predate the row).
-                        let placed: adapters_sql::rows::Remaining = diesel::sql_query(format!(
-                            "SELECT orders_placed AS remaining FROM drop_holdings \
-                         WHERE drop_id = ? AND user_id = ?{}",
-                            LOCKING_READ
-                        ))
-                        .bind::<BigInt, _>(drop)
-                        .bind::<BigInt, _>(user)
-                        .get_result(c)
-                        .await?;
-                        let placed = placed.remaining;
-                        return Err(TxError::Refused(Rollback::Refuse(
-                            if placed >= max_orders {
-                                PlaceOrderError::OrderLimitReached {
-                                    limit: units(max_orders, "order cap")?,
-                                }
-                            } else {
-                                PlaceOrderError::PerUserLimitExceeded {
-                                    limit: order.per_user_limit.get(),
-                                }
-                            },
-                        )));
-                    }
-                    let deducted = update(
-                        stocks::table
-                            .find(order.product_id.get())
-                            .filter(stocks::quantity.ge(q)),
-                    )
-                    .set((
-                        stocks::quantity.eq(stocks::quantity - q),
-                        stocks::version.eq(stocks::version + 1),
-                    ))
-                    .execute(c)
-                    .await?;
-                    if deducted == 0 {
-                        let remaining =
-                            locked_remaining(c, STOCK_LEFT, order.product_id.get()).await?;
-                        return Err(TxError::Refused(Rollback::Refuse(
-                            PlaceOrderError::SoldOut { remaining },
-                        )));
-                    }
-                    // The decisive conditional update: evaluated on the latest committed
-                    // row under its exclusive lock, so the last unit goes to one buyer.
-                    // It is also the lease fence: after the admission lease, judged by
-                    // the database's clock, it changes nothing and the purchase rolls
-                    // back. The order row was inserted before it, so a resolution that
-                    // reads that row with a lock either waits for this transaction or
-                    // runs after the deadline, when this update can no longer succeed.
-                    let taken = update(
-                        limited_drops::table
-                            .find(drop)
-                            .filter((limited_drops::sold_quantity + q).le(limited))
-                            .filter(DbNowMs.le(deadline)),
-                    )
-                    .set(limited_drops::sold_quantity.eq(limited_drops::sold_quantity + q))
-                    .execute(c)
-                    .await?;
-                    if taken == 0 {
-                        if past(c, deadline).await? {
-                            return Err(TxError::Refused(Rollback::Refuse(
-                                PlaceOrderError::LeaseExpired,
-                            )));
-                        }
-                        let remaining = locked_remaining(c, DROP_LEFT, drop).await?;
-                        return Err(TxError::Refused(Rollback::Refuse(
-                            PlaceOrderError::SoldOut { remaining },
-                        )));
-                    }
-                    Ok(GoodsOrder {
-                        id: OrderId::parse(id).map_err(|e| InfraError::new("order id", e))?,
-                        drop_id: order.drop_id,
-                        product_id: order.product_id,
-                        user_id: order.user_id,
-                        quantity: order.quantity,
-                        status: OrderStatus::Pending,
-                        idempotency_key: order.key.clone(),
-                        created_at: adapters_sql::rows::from_db(new_row.created_at),
-                    })
-                })
-                .await
-            })
-            .await;
-            match result {
-                Ok(created) => Ok(Placed::Created(created)),
-                Err(TxError::Refused(Rollback::Replay(found))) => Ok(Placed::Replayed(found)),
-                Err(TxError::Refused(Rollback::Refuse(refusal))) => Err(refusal),
-                Err(TxError::Db(e)) => {
-                    Err(adapters_sql::db_failure("place order", e, Store::unavailable).into())
-                }
-                Err(TxError::Infra(e)) => Err(e.into()),
             }
+            TxError::Refused(Contended(_)) => true,
+            TxError::Infra(_) => false,
+        };
+        bounded(self.tx_timeout(), "place orders", async {
+            retry_when(retryable, || async {
+                let mut conn = self.conn().await?;
+                conn.transaction::<_, TxError<Contended>, _>(async |c| commit_batch(c, batch).await)
+                    .await
+            })
+            .await
+            .map_err(|e| match e {
+                TxError::Db(e) => adapters_sql::db_failure("place orders", e, Store::unavailable),
+                TxError::Infra(e) => e,
+                TxError::Refused(Contended(what)) => {
+                    InfraError::unavailable(format!("place orders: {what}, on every attempt"))
+                }
+            })
         })
         .await
     }

@@ -88,29 +88,57 @@ pub fn infra(context: &'static str) -> impl FnOnce(diesel::result::Error) -> Inf
     move |e| InfraError::new(context, e)
 }
 
-/// Runs `attempt` until it succeeds, refuses, fails with an error `retryable` rejects, or
-/// [`MAX_ATTEMPTS`] are used. Each attempt must be a whole, fresh transaction.
+/// The pause before each retry of a transaction: exponential from 2 ms up to 50 ms, with
+/// jitter, so transactions that deadlocked each other do not collide again in step; at most
+/// [`MAX_ATTEMPTS`] attempts in all.
+fn backoff() -> backon::ExponentialBuilder {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(2))
+        .with_max_delay(Duration::from_millis(50))
+        .with_max_times(MAX_ATTEMPTS as usize - 1)
+        .with_jitter()
+}
+
+/// Runs `attempt` until it succeeds, refuses, fails with a database error `retryable` rejects,
+/// or [`MAX_ATTEMPTS`] are used, pausing with jittered backoff in between. Each attempt must be
+/// a whole, fresh transaction.
 ///
 /// # Errors
 /// The last attempt's error.
 pub async fn with_retries<T, R, F, Fut>(
     retryable: fn(&diesel::result::Error) -> bool,
-    mut attempt: F,
+    attempt: F,
 ) -> Result<T, TxError<R>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, TxError<R>>>,
 {
-    let mut tries = 1;
-    loop {
-        match attempt().await {
-            Err(TxError::Db(error)) if tries < MAX_ATTEMPTS && retryable(&error) => {
-                tracing::debug!(attempt = tries, error = %error, "transaction retried");
-                tries += 1;
-            }
-            other => return other,
-        }
-    }
+    retry_when(
+        |error: &TxError<R>| matches!(error, TxError::Db(e) if retryable(e)),
+        attempt,
+    )
+    .await
+}
+
+/// [`with_retries`] with any test of the failure, for transactions that also roll back on
+/// purpose to be tried again (a conditional update that lost a race).
+///
+/// # Errors
+/// The last attempt's error.
+pub async fn retry_when<T, R, F, Fut>(
+    retryable: impl FnMut(&TxError<R>) -> bool,
+    attempt: F,
+) -> Result<T, TxError<R>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, TxError<R>>>,
+{
+    use backon::Retryable;
+    attempt
+        .retry(backoff())
+        .when(retryable)
+        .notify(|_, pause| tracing::debug!(pause_ms = pause.as_millis(), "transaction retried"))
+        .await
 }
 
 /// Runs `work` within `limit`; past it the work is dropped (a transaction in it rolls back:

@@ -144,9 +144,11 @@ mod dialect {
     pub const LAST_INSERT_ID: &str = "last_insert_rowid()";
     /// Makes a SELECT read the latest committed row, with a shared lock (empty where transactions run one at a time).
     pub const LOCKING_READ: &str = "";
-    /// Creates the buyer's holding row unless it exists, locking it exclusively where the backend has row locks (a shared lock here would deadlock two purchases of one buyer upgrading it).
-    pub const ENSURE_HOLDING: &str =
-        "INSERT OR IGNORE INTO drop_holdings (drop_id, user_id, quantity) VALUES (?, ?, 0)";
+    /// With `(?, ?, 0)` rows and [`ENSURE_HOLDINGS_TAIL`] after it: creates the buyers' holding rows that do not exist, locking every row exclusively where the backend has row locks (a shared lock here would deadlock two purchases of one buyer upgrading it).
+    pub const ENSURE_HOLDINGS_HEAD: &str =
+        "INSERT OR IGNORE INTO drop_holdings (drop_id, user_id, quantity) VALUES";
+    /// See [`ENSURE_HOLDINGS_HEAD`].
+    pub const ENSURE_HOLDINGS_TAIL: &str = "";
     /// Takes the database's write lock before a write transaction reads anything (empty where row locks make it unnecessary).
     pub const BEGIN_WRITE: &str = "UPDATE stocks SET version = version WHERE 0";
     /// The database's clock in unix milliseconds: the one clock admission leases are checked against.

@@ -15,10 +15,12 @@ async fn store() -> SqliteStore {
 test_support::sql_contract_tests!(store());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lone_purchase_sends_twelve_statements() {
+async fn a_purchase_sends_thirteen_statements_alone_or_in_a_batch_of_fifty() {
     let store = store().await;
-    let sent =
+    let lone =
         test_support::contract::statements_of_a_lone_purchase(&store, || store.statements()).await;
-    // MySQL's eleven plus the no-op write that takes SQLite's write lock first.
-    assert_eq!(sent, 12);
+    let batch =
+        test_support::contract::statements_of_a_batch(&store, 50, || store.statements()).await;
+    // MySQL's twelve plus the no-op write that takes SQLite's write lock first.
+    assert_eq!((lone, batch), (13, 13));
 }

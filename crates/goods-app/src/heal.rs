@@ -529,9 +529,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_gate_coming_back_resyncs_the_drops_the_database_sold_while_it_was_away() {
         let mut m = Mocks::at(OPEN);
-        m.ledger
-            .expect_place_order()
-            .returning(|_| Ok(Placed::Created(sample_order(OrderStatus::Pending))));
+        m.ledger.expect_place_orders().returning(|_| {
+            Ok(vec![Ok(Placed::Created(sample_order(
+                OrderStatus::Pending,
+            )))])
+        });
         m.events.expect_publish().returning(|_| Ok(()));
         m.drops.expect_gate_seed().times(1).returning(|drop| {
             Ok(GateSeed {

@@ -13,6 +13,7 @@ mod catalog;
 mod create_drop;
 mod get_drop;
 mod get_order;
+mod group_commit;
 mod heal;
 mod purchase;
 mod reconcile;
@@ -25,6 +26,7 @@ pub use catalog::{CreateProductError, GetProductError};
 pub use create_drop::CreateDropError;
 pub use get_drop::{DropView, GetDropError};
 pub use get_order::GetOrderError;
+pub use group_commit::GroupCommit;
 pub use heal::HealReport;
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
 pub use reconcile::{ReconcileError, Reconciliation};
@@ -78,13 +80,20 @@ pub struct GoodsApp {
     drops: Arc<RwLock<HashMap<DropId, LimitedDrop>>>,
     /// The admission lease of every reservation.
     lease: time::Duration,
+    /// One committer per drop, batching its admitted purchases.
+    committers: Arc<group_commit::Committers>,
     healing: Arc<heal::HealState>,
 }
 
 impl GoodsApp {
     /// An application over `ports`, admitting purchases to the database through `buffer`.
     pub fn new(ports: Ports, buffer: WriteBuffer) -> Self {
+        let committers = Arc::new(group_commit::Committers::new(
+            Arc::clone(&ports.ledger),
+            GroupCommit::default(),
+        ));
         Self {
+            committers,
             ports,
             buffer,
             breaker: Arc::default(),
@@ -101,6 +110,16 @@ impl GoodsApp {
     #[must_use]
     pub fn with_lease(mut self, lease: Duration) -> Self {
         self.lease = lease_of(lease);
+        self
+    }
+
+    /// Sets how each drop's admitted purchases are batched into transactions.
+    #[must_use]
+    pub fn with_group_commit(mut self, config: GroupCommit) -> Self {
+        self.committers = Arc::new(group_commit::Committers::new(
+            Arc::clone(&self.ports.ledger),
+            config,
+        ));
         self
     }
 

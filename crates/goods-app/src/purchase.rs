@@ -1,5 +1,5 @@
-//! PurchaseLimitedDrop: time gate -> admission gate -> write buffer -> one ledger transaction
-//! -> confirm. Any failure after the gate admitted gives the units back.
+//! PurchaseLimitedDrop: time gate -> admission gate -> write buffer -> the drop's next group
+//! commit -> confirm. Any failure after the gate admitted gives the units back.
 
 use crate::GoodsApp;
 use goods_domain::ports::{
@@ -309,12 +309,12 @@ impl GoodsApp {
         }
     }
 
-    /// Takes a write slot and runs the ledger transaction.
+    /// Takes a write slot and commits the order with its drop's next batch.
     async fn commit(&self, order: &PlaceOrder) -> Result<Purchased, PurchaseError> {
         let Some(_permit) = self.buffer.acquire().await else {
             return Err(PurchaseError::Throttled);
         };
-        match self.ports.ledger.place_order(order).await? {
+        match self.committers.place(order.clone()).await? {
             Placed::Created(order) => Ok(Purchased {
                 order,
                 replayed: false,
@@ -436,10 +436,11 @@ mod tests {
     #[tokio::test]
     async fn admitted_purchase_commits_the_order_and_confirms_the_gate() {
         let mut m = Mocks::at(OPEN);
-        m.ledger
-            .expect_place_order()
-            .times(1)
-            .returning(|_| Ok(Placed::Created(sample_order(OrderStatus::Pending))));
+        m.ledger.expect_place_orders().times(1).returning(|_| {
+            Ok(vec![Ok(Placed::Created(sample_order(
+                OrderStatus::Pending,
+            )))])
+        });
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_confirm()
             .withf(|_, id| *id == order_id())
@@ -453,7 +454,7 @@ mod tests {
     #[tokio::test]
     async fn sold_out_at_the_gate_never_reaches_the_database() {
         let mut m = Mocks::at(OPEN);
-        m.ledger.expect_place_order().times(0);
+        m.ledger.expect_place_orders().times(0);
         m.drops.expect_sold_quantity().times(0);
         let gate = gate_answering(ReserveOutcome::SoldOut { remaining: 0 });
         let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
@@ -463,7 +464,7 @@ mod tests {
     #[tokio::test]
     async fn per_user_limit_at_the_gate_never_reaches_the_database() {
         let mut m = Mocks::at(OPEN);
-        m.ledger.expect_place_order().times(0);
+        m.ledger.expect_place_orders().times(0);
         let gate = gate_answering(ReserveOutcome::PerUserLimitExceeded { limit: 2 });
         let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(
@@ -475,7 +476,7 @@ mod tests {
     #[tokio::test]
     async fn before_open_at_neither_gate_nor_database_is_touched() {
         let mut m = Mocks::at(OPEN - Duration::milliseconds(1));
-        m.ledger.expect_place_order().times(0);
+        m.ledger.expect_place_orders().times(0);
         let mut gate = MockAdmissionGate::new();
         gate.expect_reserve().times(0);
         let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
@@ -486,7 +487,7 @@ mod tests {
     async fn no_write_slot_in_time_is_throttled_and_the_units_go_back() {
         let mut m = Mocks::at(OPEN);
         m.permits = 0;
-        m.ledger.expect_place_order().times(0);
+        m.ledger.expect_place_orders().times(0);
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(1).returning(|_| Ok(()));
         gate.expect_confirm().times(0);
@@ -497,10 +498,11 @@ mod tests {
     #[tokio::test]
     async fn an_unknown_database_outcome_leaves_the_reservation_to_its_lease() {
         let mut m = Mocks::at(OPEN);
-        m.ledger
-            .expect_place_order()
-            .times(1)
-            .returning(|_| Err(PlaceOrderError::Infra(InfraError::msg("connection reset"))));
+        m.ledger.expect_place_orders().times(1).returning(|_| {
+            Ok(vec![Err(PlaceOrderError::Infra(InfraError::msg(
+                "connection reset",
+            )))])
+        });
         // The purchase may have committed: neither confirm nor cancel; the lease decides.
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(0);
@@ -517,9 +519,9 @@ mod tests {
         let mut m = Mocks::at(OPEN);
         let error = std::sync::Mutex::new(Some(error));
         m.ledger
-            .expect_place_order()
+            .expect_place_orders()
             .times(1)
-            .returning(move |_| Err(error.lock().unwrap().take().unwrap()));
+            .returning(move |_| Ok(vec![Err(error.lock().unwrap().take().unwrap())]));
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(0);
         let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
@@ -530,10 +532,14 @@ mod tests {
     async fn the_ledger_is_told_the_lease_of_the_reservation() {
         let mut m = Mocks::at(OPEN);
         m.ledger
-            .expect_place_order()
-            .withf(|o| o.deadline == Some(OPEN + Duration::seconds(8)))
+            .expect_place_orders()
+            .withf(|b| matches!(b, [o] if o.deadline == Some(OPEN + Duration::seconds(8))))
             .times(1)
-            .returning(|_| Ok(Placed::Created(sample_order(OrderStatus::Pending))));
+            .returning(|_| {
+                Ok(vec![Ok(Placed::Created(sample_order(
+                    OrderStatus::Pending,
+                )))])
+            });
         let mut gate = MockAdmissionGate::new();
         gate.expect_reserve()
             .withf(|r| r.deadline == OPEN + Duration::seconds(8))
@@ -551,7 +557,7 @@ mod tests {
     #[tokio::test]
     async fn a_retry_past_the_lease_replays_the_order_the_first_attempt_committed() {
         let mut m = Mocks::at(OPEN);
-        m.ledger.expect_place_order().times(0);
+        m.ledger.expect_place_orders().times(0);
         m.ledger
             .expect_resolve_stale()
             .withf(|_, _, deadline| *deadline == OPEN - Duration::seconds(1))
@@ -578,10 +584,11 @@ mod tests {
             .expect_resolve_stale()
             .times(1)
             .returning(|_, _, _| Ok(StaleResolution::Abandoned));
-        m.ledger
-            .expect_place_order()
-            .times(1)
-            .returning(|_| Ok(Placed::Created(sample_order(OrderStatus::Pending))));
+        m.ledger.expect_place_orders().times(1).returning(|_| {
+            Ok(vec![Ok(Placed::Created(sample_order(
+                OrderStatus::Pending,
+            )))])
+        });
         let mut gate = MockAdmissionGate::new();
         let mut answers = vec![ReserveOutcome::Admitted, stale_first_attempt()];
         gate.expect_reserve()
@@ -615,8 +622,8 @@ mod tests {
     async fn a_database_sold_out_after_the_gate_admitted_resyncs_the_gate() {
         let mut m = Mocks::at(OPEN);
         m.ledger
-            .expect_place_order()
-            .returning(|_| Err(PlaceOrderError::SoldOut { remaining: 0 }));
+            .expect_place_orders()
+            .returning(|_| Ok(vec![Err(PlaceOrderError::SoldOut { remaining: 0 })]));
         m.drops.expect_gate_seed().times(1).returning(|drop| {
             Ok(GateSeed {
                 drop_id: drop.id,
@@ -643,9 +650,11 @@ mod tests {
     #[tokio::test]
     async fn a_database_refusal_after_admission_gives_the_units_back() {
         let mut m = Mocks::at(OPEN);
-        m.ledger
-            .expect_place_order()
-            .returning(|_| Err(PlaceOrderError::PerUserLimitExceeded { limit: 2 }));
+        m.ledger.expect_place_orders().returning(|_| {
+            Ok(vec![Err(PlaceOrderError::PerUserLimitExceeded {
+                limit: 2,
+            })])
+        });
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(1).returning(|_| Ok(()));
         let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
@@ -658,7 +667,7 @@ mod tests {
     #[tokio::test]
     async fn a_replay_is_answered_from_the_marker_without_a_second_reservation() {
         let mut m = Mocks::at(OPEN);
-        m.ledger.expect_place_order().times(0);
+        m.ledger.expect_place_orders().times(0);
         m.orders
             .expect_get()
             .times(1)
@@ -676,7 +685,7 @@ mod tests {
     #[tokio::test]
     async fn key_conflicts_at_the_gate_never_reach_the_database(#[case] outcome: ReserveOutcome) {
         let mut m = Mocks::at(OPEN);
-        m.ledger.expect_place_order().times(0);
+        m.ledger.expect_place_orders().times(0);
         let err = m
             .app(Some(gate_answering(outcome)))
             .purchase(cmd(1))
@@ -715,10 +724,11 @@ mod tests {
     #[tokio::test]
     async fn an_unreachable_gate_falls_back_to_the_database_and_raises_gate_degraded() {
         let mut m = Mocks::at(OPEN);
-        m.ledger
-            .expect_place_order()
-            .times(1)
-            .returning(|_| Ok(Placed::Created(sample_order(OrderStatus::Pending))));
+        m.ledger.expect_place_orders().times(1).returning(|_| {
+            Ok(vec![Ok(Placed::Created(sample_order(
+                OrderStatus::Pending,
+            )))])
+        });
         m.events
             .expect_publish()
             .withf(|e| matches!(e, DomainEvent::GateDegraded { .. }))
@@ -739,10 +749,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn after_a_gate_failure_purchases_skip_the_gate_until_the_cool_down_has_passed() {
         let mut m = Mocks::at(OPEN);
-        m.ledger
-            .expect_place_order()
-            .times(3)
-            .returning(|_| Ok(Placed::Created(sample_order(OrderStatus::Pending))));
+        m.ledger.expect_place_orders().times(3).returning(|_| {
+            Ok(vec![Ok(Placed::Created(sample_order(
+                OrderStatus::Pending,
+            )))])
+        });
         m.events.expect_publish().times(1).returning(|_| Ok(()));
         let mut gate = MockAdmissionGate::new();
         gate.expect_reserve()
@@ -763,9 +774,9 @@ mod tests {
     async fn without_a_gate_the_database_decides_alone() {
         let mut m = Mocks::at(OPEN);
         m.ledger
-            .expect_place_order()
+            .expect_place_orders()
             .times(1)
-            .returning(|_| Err(PlaceOrderError::SoldOut { remaining: 0 }));
+            .returning(|_| Ok(vec![Err(PlaceOrderError::SoldOut { remaining: 0 })]));
         let err = m.app(None).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::SoldOut { remaining: 0 }));
     }
@@ -784,7 +795,7 @@ mod tests {
     async fn a_closed_drop_refuses_a_new_request_as_closed() {
         let mut m = Mocks::at(CLOSE);
         m.orders.expect_find_by_key().returning(|_, _| Ok(None));
-        m.ledger.expect_place_order().times(0);
+        m.ledger.expect_place_orders().times(0);
         let err = m.app(None).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::Closed));
     }

@@ -20,7 +20,7 @@ pub use gate::{
     from_unix_ms, unix_ms,
 };
 pub use ledger::{
-    CancelOrderError, Cancelled, PlaceOrder, PlaceOrderError, Placed, PurchaseLedger,
+    CancelOrderError, Cancelled, PlaceOrder, PlaceOrderError, Placed, Placement, PurchaseLedger,
     StaleResolution, max_orders_per_buyer,
 };
 pub use outbox::{EventOutbox, OutboxEntry};

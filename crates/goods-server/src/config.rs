@@ -1,6 +1,7 @@
 //! Configuration from the environment (shared/spec/config.md), validated at start: a bad value
 //! stops the server with one line naming the variable.
 
+use goods_app::GroupCommit;
 use ipnet::IpNet;
 use secrecy::{ExposeSecret as _, SecretString};
 use std::net::SocketAddr;
@@ -120,6 +121,9 @@ pub struct Config {
     /// How long an admitted reservation stays in progress before it is resolved against the
     /// database (`RESERVATION_LEASE_MS`).
     pub lease: Duration,
+    /// How each drop's admitted purchases are batched into transactions
+    /// (`GROUP_COMMIT_MAX_BATCH`, `GROUP_COMMIT_LINGER_MS`).
+    pub group_commit: GroupCommit,
     /// Period of the reconciliation and healing pass; `None` disables it
     /// (`RECONCILE_INTERVAL_MS`).
     pub reconcile_interval: Option<Duration>,
@@ -147,6 +151,14 @@ fn bad(var: &'static str, reason: impl Into<String>) -> ConfigError {
         reason: reason.into(),
     }
 }
+
+/// The largest batch: one INSERT of this many orders stays far below the servers' limits on
+/// bound parameters (SQLite: 32,766; MySQL: 65,535).
+const MAX_BATCH: usize = 1000;
+
+/// The longest linger: a committer waiting longer than this would slow every buyer of a busy
+/// drop for little gain.
+const MAX_LINGER_MS: u64 = 100;
 
 fn number<T>(
     get: &impl Fn(&str) -> Option<String>,
@@ -298,6 +310,24 @@ impl Config {
                 ),
             ));
         }
+        let max_batch = number(&get, "GROUP_COMMIT_MAX_BATCH", 64_usize, 1)?;
+        if max_batch > MAX_BATCH {
+            return Err(bad(
+                "GROUP_COMMIT_MAX_BATCH",
+                format!("{max_batch} is over {MAX_BATCH}"),
+            ));
+        }
+        let linger = number(&get, "GROUP_COMMIT_LINGER_MS", 0_u64, 0)?;
+        if linger > MAX_LINGER_MS {
+            return Err(bad(
+                "GROUP_COMMIT_LINGER_MS",
+                format!("{linger} is over {MAX_LINGER_MS}"),
+            ));
+        }
+        let group_commit = GroupCommit {
+            max_batch,
+            linger: Duration::from_millis(linger),
+        };
         let http_workers = number(
             &get,
             "HTTP_WORKERS",
@@ -317,6 +347,7 @@ impl Config {
             acquire_timeout,
             tx_timeout,
             lease,
+            group_commit,
             reconcile_interval: (interval > 0).then(|| Duration::from_millis(interval)),
             otlp_endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),
             log_filter: get("RUST_LOG").unwrap_or_else(|| "info".into()),
@@ -364,6 +395,29 @@ mod tests {
             )
         );
         assert!(c.migrate);
+        assert_eq!(
+            c.group_commit,
+            GroupCommit {
+                max_batch: 64,
+                linger: Duration::ZERO
+            }
+        );
+    }
+
+    #[test]
+    fn group_commit_is_configurable() {
+        let c = config(&[
+            ("GROUP_COMMIT_MAX_BATCH", "1"),
+            ("GROUP_COMMIT_LINGER_MS", "2"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.group_commit,
+            GroupCommit {
+                max_batch: 1,
+                linger: Duration::from_millis(2)
+            }
+        );
     }
 
     #[test]
@@ -450,6 +504,19 @@ mod tests {
             (&[("REDIS_KEY_PREFIX", "a{b}")], "REDIS_KEY_PREFIX"),
             (&[("DB_WRITE_PERMITS", "-1")], "DB_WRITE_PERMITS"),
             (&[("DB_WRITE_WAIT_MS", "soon")], "DB_WRITE_WAIT_MS"),
+            (&[("GROUP_COMMIT_MAX_BATCH", "0")], "GROUP_COMMIT_MAX_BATCH"),
+            (
+                &[("GROUP_COMMIT_MAX_BATCH", "1001")],
+                "GROUP_COMMIT_MAX_BATCH",
+            ),
+            (
+                &[("GROUP_COMMIT_LINGER_MS", "101")],
+                "GROUP_COMMIT_LINGER_MS",
+            ),
+            (
+                &[("GROUP_COMMIT_LINGER_MS", "-1")],
+                "GROUP_COMMIT_LINGER_MS",
+            ),
             (&[("AUTH_MODE", "jwt")], "AUTH_JWT_SECRET"),
             (
                 &[("AUTH_MODE", "jwt"), ("AUTH_JWT_SECRET", "short")],

@@ -173,7 +173,8 @@ impl Application {
             },
             WriteBuffer::new(config.write_permits, config.write_wait),
         )
-        .with_lease(config.lease);
+        .with_lease(config.lease)
+        .with_group_commit(config.group_commit);
         let auth = match &config.auth {
             Auth::Jwt {
                 secret,

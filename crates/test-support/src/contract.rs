@@ -5,8 +5,8 @@
 use futures::future::join_all;
 use goods_domain::ports::{
     CancelOrderError, Cancelled, CreateDropError, DomainEvent, DropRepository, EventOutbox,
-    OrderRepository, PlaceOrder, PlaceOrderError, Placed, ProductRepository, PurchaseLedger,
-    StaleResolution,
+    OrderRepository, PlaceOrder, PlaceOrderError, Placed, Placement, ProductRepository,
+    PurchaseLedger, StaleResolution,
 };
 use goods_domain::{
     DropInput, GoodsOrder, IdempotencyKey, LimitedDrop, NewLimitedDrop, NewProduct, OrderStatus,
@@ -48,7 +48,9 @@ macro_rules! sql_contract_tests {
             a_stale_reservation_resolves_to_its_order_or_to_abandoned,
             racing_cancels_of_a_multi_unit_order_give_its_units_back_once,
             an_event_is_recorded_once_and_relayed_until_marked,
-            cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop
+            cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop,
+            one_batch_answers_each_order_on_its_own,
+            racing_batches_with_duplicates_and_greedy_buyers_sell_out_exactly
         );
     };
     (@cases $make:expr; $($case:ident),*) => {
@@ -130,8 +132,19 @@ async fn stock<S: SqlStore>(store: &S, drop: &LimitedDrop) -> u32 {
         .quantity()
 }
 
+/// One order committed as a batch of its own.
+pub async fn place<L: PurchaseLedger>(ledger: &L, o: &PlaceOrder) -> Placement {
+    match ledger.place_orders(std::slice::from_ref(o)).await {
+        Ok(mut answers) => {
+            assert_eq!(answers.len(), 1, "one answer per order");
+            answers.remove(0)
+        }
+        Err(e) => Err(PlaceOrderError::Infra(e)),
+    }
+}
+
 async fn created<S: SqlStore>(store: &S, o: &PlaceOrder) -> GoodsOrder {
-    match store.place_order(o).await {
+    match place(store, o).await {
         Ok(Placed::Created(order)) => order,
         other => panic!("expected a new order, got {other:?}"),
     }
@@ -233,17 +246,17 @@ pub async fn a_purchase_commits_the_order_and_takes_the_stock<S: SqlStore>(store
 pub async fn the_same_key_replays_and_a_different_request_is_refused<S: SqlStore>(store: S) {
     let drop = open_drop(&store, 10, 10, 3).await;
     let first = created(&store, &order(&drop, 7, "k", 1)).await;
-    match store.place_order(&order(&drop, 7, "k", 1)).await {
+    match place(&store, &order(&drop, 7, "k", 1)).await {
         Ok(Placed::Replayed(again)) => assert_eq!(again, first),
         other => panic!("expected a replay, got {other:?}"),
     }
-    let reused = store.place_order(&order(&drop, 7, "k", 2)).await;
+    let reused = place(&store, &order(&drop, 7, "k", 2)).await;
     assert!(
         matches!(reused, Err(PlaceOrderError::KeyReused)),
         "{reused:?}"
     );
     let other_drop = open_drop(&store, 10, 10, 3).await;
-    let elsewhere = store.place_order(&order(&other_drop, 7, "k", 1)).await;
+    let elsewhere = place(&store, &order(&other_drop, 7, "k", 1)).await;
     assert!(
         matches!(elsewhere, Err(PlaceOrderError::KeyReused)),
         "{elsewhere:?}"
@@ -257,7 +270,7 @@ pub async fn the_same_key_replays_and_a_different_request_is_refused<S: SqlStore
 pub async fn sold_out_is_refused_with_what_remains_and_changes_nothing<S: SqlStore>(store: S) {
     let drop = open_drop(&store, 10, 3, 3).await;
     created(&store, &order(&drop, 1, "a", 2)).await;
-    let refused = store.place_order(&order(&drop, 2, "b", 2)).await;
+    let refused = place(&store, &order(&drop, 2, "b", 2)).await;
     assert!(
         matches!(refused, Err(PlaceOrderError::SoldOut { remaining: 1 })),
         "{refused:?}"
@@ -272,7 +285,7 @@ pub async fn sold_out_is_refused_with_what_remains_and_changes_nothing<S: SqlSto
             .is_none()
     );
     created(&store, &order(&drop, 2, "c", 1)).await;
-    let none = store.place_order(&order(&drop, 3, "d", 1)).await;
+    let none = place(&store, &order(&drop, 3, "d", 1)).await;
     assert!(
         matches!(none, Err(PlaceOrderError::SoldOut { remaining: 0 })),
         "{none:?}"
@@ -282,7 +295,7 @@ pub async fn sold_out_is_refused_with_what_remains_and_changes_nothing<S: SqlSto
 pub async fn the_per_user_limit_counts_earlier_orders<S: SqlStore>(store: S) {
     let drop = open_drop(&store, 10, 10, 2).await;
     created(&store, &order(&drop, 7, "a", 1)).await;
-    let over = store.place_order(&order(&drop, 7, "b", 2)).await;
+    let over = place(&store, &order(&drop, 7, "b", 2)).await;
     assert!(
         matches!(
             over,
@@ -291,7 +304,7 @@ pub async fn the_per_user_limit_counts_earlier_orders<S: SqlStore>(store: S) {
         "{over:?}"
     );
     created(&store, &order(&drop, 7, "c", 1)).await;
-    let at_limit = store.place_order(&order(&drop, 7, "d", 1)).await;
+    let at_limit = place(&store, &order(&drop, 7, "d", 1)).await;
     assert!(
         matches!(at_limit, Err(PlaceOrderError::PerUserLimitExceeded { .. })),
         "{at_limit:?}"
@@ -303,7 +316,7 @@ pub async fn the_per_user_limit_counts_earlier_orders<S: SqlStore>(store: S) {
 pub async fn cancelling_gives_the_units_back_exactly_once<S: SqlStore>(store: S) {
     let drop = open_drop(&store, 5, 1, 1).await;
     let o = created(&store, &order(&drop, 7, "k", 1)).await;
-    let refused = store.place_order(&order(&drop, 8, "k", 1)).await;
+    let refused = place(&store, &order(&drop, 8, "k", 1)).await;
     assert!(matches!(refused, Err(PlaceOrderError::SoldOut { .. })));
     assert!(matches!(
         store.cancel_order(o.id, user(8)).await,
@@ -363,7 +376,7 @@ pub async fn racing_purchases_never_oversell<S: SqlStore>(store: S) {
                 if buyer > 500 {
                     return outcomes;
                 }
-                outcomes.push(store.place_order(&order(&drop, buyer, "race", 1)).await);
+                outcomes.push(place(&store, &order(&drop, buyer, "race", 1)).await);
             }
         })
     });
@@ -403,7 +416,7 @@ pub async fn racing_retries_of_one_key_create_one_order<S: SqlStore>(store: S) {
     let drop = open_drop(&store, 10, 10, 1).await;
     let tries = (0..32).map(|_| {
         let store = store.clone();
-        tokio::spawn(async move { store.place_order(&order(&drop, 7, "once", 1)).await })
+        tokio::spawn(async move { place(&store, &order(&drop, 7, "once", 1)).await })
     });
     let outcomes: Vec<_> = join_all(tries)
         .await
@@ -430,11 +443,7 @@ pub async fn racing_purchases_of_one_buyer_respect_the_limit<S: SqlStore>(store:
     let drop = open_drop(&store, 100, 100, 3).await;
     let tries = (0..40).map(|i| {
         let store = store.clone();
-        tokio::spawn(async move {
-            store
-                .place_order(&order(&drop, 7, &format!("k{i}"), 1))
-                .await
-        })
+        tokio::spawn(async move { place(&store, &order(&drop, 7, &format!("k{i}"), 1)).await })
     });
     let outcomes: Vec<_> = join_all(tries)
         .await
@@ -457,7 +466,7 @@ pub async fn a_purchase_past_its_lease_is_refused_and_changes_nothing<S: SqlStor
     let drop = open_drop(&store, 10, 5, 5).await;
     let mut late = order(&drop, 1, "late", 2);
     late.deadline = Some(OffsetDateTime::now_utc() - Duration::seconds(1));
-    let refused = store.place_order(&late).await;
+    let refused = place(&store, &late).await;
     assert!(
         matches!(refused, Err(PlaceOrderError::LeaseExpired)),
         "{refused:?}"
@@ -526,7 +535,7 @@ pub async fn racing_cancels_of_a_multi_unit_order_give_its_units_back_once<S: Sq
     assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 0);
     // The buyer's holding came back exactly once: the full limit again, and no more.
     created(&store, &order(&drop, 7, "again", 3)).await;
-    let over = store.place_order(&order(&drop, 7, "over", 1)).await;
+    let over = place(&store, &order(&drop, 7, "over", 1)).await;
     assert!(
         matches!(
             over,
@@ -571,7 +580,7 @@ pub async fn cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop<S: SqlStore>(
         let placed = created(&store, &order(&drop, 7, &format!("k{cycle}"), 1)).await;
         store.cancel_order(placed.id, user(7)).await.unwrap();
     }
-    let refused = store.place_order(&order(&drop, 7, "one-more", 1)).await;
+    let refused = place(&store, &order(&drop, 7, "one-more", 1)).await;
     assert!(
         matches!(
             refused,
@@ -582,6 +591,176 @@ pub async fn cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop<S: SqlStore>(
     // Nothing was taken, and other buyers are not affected.
     assert_eq!(stock(&store, &drop).await, 10);
     created(&store, &order(&drop, 8, "k", 1)).await;
+}
+
+/// One batch holding, in this order: a replay of an order committed earlier, a key reused for
+/// a different request, a buyer taking their limit, the same buyer past it, the same key again
+/// (answered as the replay of the order just committed), an order past its lease, the last unit,
+/// and a buyer who finds nothing left. Each order gets its own answer; only the accepted ones
+/// are written.
+pub async fn one_batch_answers_each_order_on_its_own<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 4, 2).await;
+    let earlier = created(&store, &order(&drop, 1, "early", 1)).await;
+    let mut late = order(&drop, 6, "late", 1);
+    late.deadline = Some(OffsetDateTime::now_utc() - Duration::seconds(1));
+    let batch = [
+        order(&drop, 1, "early", 1),
+        order(&drop, 1, "early", 2),
+        order(&drop, 2, "two", 2),
+        order(&drop, 2, "more", 1),
+        order(&drop, 2, "two", 2),
+        late,
+        order(&drop, 3, "last", 1),
+        order(&drop, 4, "none", 1),
+    ];
+    let answers = store.place_orders(&batch).await.unwrap();
+    assert_eq!(answers.len(), batch.len());
+    let mut answers = answers.into_iter();
+    let mut next = || answers.next().unwrap();
+    assert!(matches!(next(), Ok(Placed::Replayed(o)) if o.id == earlier.id));
+    assert!(matches!(next(), Err(PlaceOrderError::KeyReused)));
+    let two = match next() {
+        Ok(Placed::Created(o)) => o,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!((two.user_id, two.quantity), (user(2), qty(2)));
+    assert!(matches!(
+        next(),
+        Err(PlaceOrderError::PerUserLimitExceeded { limit: 2 })
+    ));
+    assert!(matches!(next(), Ok(Placed::Replayed(o)) if o == two));
+    assert!(matches!(next(), Err(PlaceOrderError::LeaseExpired)));
+    let last = match next() {
+        Ok(Placed::Created(o)) => o,
+        other => panic!("{other:?}"),
+    };
+    assert!(matches!(
+        next(),
+        Err(PlaceOrderError::SoldOut { remaining: 0 })
+    ));
+    // What was committed is what was answered.
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 4);
+    assert_eq!(stock(&store, &drop).await, 6);
+    assert_eq!(
+        OrderRepository::get(&store, last.id)
+            .await
+            .unwrap()
+            .unwrap(),
+        last
+    );
+    let seed = store.gate_seed(&drop).await.unwrap();
+    let mut held: Vec<_> = seed
+        .orders
+        .iter()
+        .map(|o| (o.user_id, o.quantity))
+        .collect();
+    held.sort_by_key(|h| h.0);
+    assert_eq!(
+        held,
+        [(user(1), qty(1)), (user(2), qty(2)), (user(3), qty(1))]
+    );
+    // Buyer 2's holding counts the batch: with a unit free again, one more is past the limit.
+    store.cancel_order(last.id, user(3)).await.unwrap();
+    assert!(matches!(
+        place(&store, &order(&drop, 2, "again", 1)).await,
+        Err(PlaceOrderError::PerUserLimitExceeded { limit: 2 })
+    ));
+}
+
+/// Sixteen tasks race batches of twenty orders at one drop of 50 units, 2 per buyer: 40 buyers
+/// each asking for more than their limit under a few keys, so batches hold duplicate keys (of
+/// their own and of other batches'), buyers past the limit and, near the end, more demand than
+/// units. The drop sells out exactly, every created answer is an order the database holds, no
+/// buyer holds more than the limit and no key has two orders.
+pub async fn racing_batches_with_duplicates_and_greedy_buyers_sell_out_exactly<S: SqlStore>(
+    store: S,
+) {
+    let drop = open_drop(&store, 60, 50, 2).await;
+    let tasks = (0..16_i64).map(|task| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut answers = Vec::new();
+            for round in 0..4_i64 {
+                let batch: Vec<PlaceOrder> = (0..20_i64)
+                    .map(|i| {
+                        let buyer = (task * 7 + round * 3 + i) % 40 + 1;
+                        let k = format!("k{}", (task + i) % 3);
+                        order(&drop, buyer, &k, 1)
+                    })
+                    .collect();
+                let placed = store.place_orders(&batch).await.unwrap();
+                answers.extend(batch.into_iter().zip(placed));
+            }
+            answers
+        })
+    });
+    let answers: Vec<(PlaceOrder, Placement)> = join_all(tasks)
+        .await
+        .into_iter()
+        .flat_map(Result::unwrap)
+        .collect();
+    let mut created = std::collections::BTreeMap::new();
+    for (asked, answer) in &answers {
+        match answer {
+            Ok(Placed::Created(o)) => {
+                assert_eq!((o.user_id, &o.idempotency_key), (asked.user_id, &asked.key));
+                assert!(
+                    created.insert(o.id, o.clone()).is_none(),
+                    "{o:?} created twice"
+                );
+            }
+            Ok(Placed::Replayed(o)) => {
+                assert_eq!((o.user_id, &o.idempotency_key), (asked.user_id, &asked.key));
+            }
+            Err(
+                PlaceOrderError::SoldOut { .. }
+                | PlaceOrderError::PerUserLimitExceeded { limit: 2 },
+            ) => {}
+            Err(other) => panic!("no other answer may reach a caller: {other:?}"),
+        }
+    }
+    assert_eq!(created.len(), 50);
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 50);
+    assert_eq!(stock(&store, &drop).await, 10);
+    let seed = store.gate_seed(&drop).await.unwrap();
+    let held: std::collections::BTreeSet<_> = seed.orders.iter().map(|o| o.order_id).collect();
+    assert_eq!(held, created.keys().copied().collect());
+    let mut per_buyer = std::collections::BTreeMap::new();
+    let mut keys = std::collections::BTreeSet::new();
+    for o in &seed.orders {
+        *per_buyer.entry(o.user_id).or_insert(0) += o.quantity.get();
+        assert!(
+            keys.insert((o.user_id, o.key.as_str().to_owned())),
+            "two orders for one key"
+        );
+    }
+    assert!(per_buyer.values().all(|&units| units <= 2), "{per_buyer:?}");
+    // Every replay names the order its key created.
+    for (asked, answer) in &answers {
+        if let Ok(Placed::Replayed(o)) = answer {
+            assert!(created.contains_key(&o.id), "{asked:?} replayed {o:?}");
+        }
+    }
+}
+
+/// The statements a batch of `n` purchases by `n` buyers sends, as counted by `statements`, on a
+/// fresh open drop: the figure docs/database.md states.
+pub async fn statements_of_a_batch<S: SqlStore>(
+    store: &S,
+    n: i64,
+    statements: impl Fn() -> u64,
+) -> u64 {
+    let drop = open_drop(store, n, n, 1).await;
+    let batch: Vec<_> = (1..=n).map(|b| order(&drop, b, "batch", 1)).collect();
+    let before = statements();
+    let answers = store.place_orders(&batch).await.unwrap();
+    let sent = statements() - before;
+    assert!(answers.iter().all(|a| matches!(a, Ok(Placed::Created(_)))));
+    assert_eq!(
+        store.sold_quantity(drop.id).await.unwrap(),
+        u32::try_from(n).unwrap()
+    );
+    sent
 }
 
 /// The statements one purchase sends, as counted by `statements` (the store's

@@ -26,10 +26,21 @@ pub struct PlaceOrder {
     pub key: IdempotencyKey,
     /// The order's creation time.
     pub now: OffsetDateTime,
-    /// The admission lease's end: the transaction commits only if the database's clock has not
-    /// passed it when the drop row is updated (the last statement before COMMIT). `None` when
+    /// The admission lease's end: the order commits only if the database's clock has not passed
+    /// it when the drop row is updated (the last statement before COMMIT). `None` when
     /// no gate reserved the units (`GATE=off`, or the gate's breaker is open).
     pub deadline: Option<OffsetDateTime>,
+}
+
+impl PlaceOrder {
+    /// Whether `other` is of the same drop on the same terms (product, limits): what the orders
+    /// of one batch share.
+    pub fn same_drop_terms(&self, other: &Self) -> bool {
+        self.drop_id == other.drop_id
+            && self.product_id == other.product_id
+            && self.limited_quantity == other.limited_quantity
+            && self.per_user_limit == other.per_user_limit
+    }
 }
 
 /// How many orders one buyer may place in one drop, cancelled ones included: the per-buyer
@@ -47,6 +58,9 @@ pub enum Placed {
     /// The same buyer, key and request had already committed this order.
     Replayed(GoodsOrder),
 }
+
+/// One order's answer in a batch: committed (or replayed), or refused.
+pub type Placement = Result<Placed, PlaceOrderError>;
 
 /// Why a purchase was not committed. Nothing was written.
 #[derive(Debug, thiserror::Error)]
@@ -125,14 +139,22 @@ pub enum StaleResolution {
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait PurchaseLedger: Send + Sync + 'static {
-    /// In one transaction: replay an existing order for (buyer, key); else add the units to the
-    /// drop's sold count only if it stays within `limitedQuantity`, to the buyer's count only if
-    /// it stays within `perUserLimit`, take them from the product's stock only if it covers
-    /// them, and insert the PENDING order. Holds every invariant with no gate in front.
+    /// Commits a batch of purchases of one drop in one transaction (group commit), and answers
+    /// each order on its own, in the batch's order. For every order: replay the existing order
+    /// for (buyer, key), or refuse it, or commit it; it commits only if the drop's sold count
+    /// stays within `limitedQuantity`, the buyer's holding within `perUserLimit` and their
+    /// orders within [`max_orders_per_buyer`], the product's stock covers it, and the database's
+    /// clock has not passed its `deadline` when the drop row is updated. Orders are considered
+    /// in the batch's order, so with one unit left the earliest order that fits gets it. A
+    /// refusal fails that order alone; a later order with the same (buyer, key) as one committed
+    /// in the batch is answered as its replay. Holds every invariant with no gate in front.
+    ///
+    /// Every order of `batch` must be of the same drop, with the same drop terms.
     ///
     /// # Errors
-    /// [`PlaceOrderError`] naming the refused condition, or the store's failure.
-    async fn place_order(&self, order: &PlaceOrder) -> Result<Placed, PlaceOrderError>;
+    /// [`InfraError`] when the batch could not be committed at all; nothing of it was (or, when
+    /// [`InfraError::is_unavailable`], it is unknown whether it was).
+    async fn place_orders(&self, batch: &[PlaceOrder]) -> Result<Vec<Placement>, InfraError>;
 
     /// In one transaction: cancel the order if `by` owns it and it is PENDING, and give its
     /// units back to the product's stock, the drop's and the buyer's counts. Cancelling a
@@ -144,13 +166,13 @@ pub trait PurchaseLedger: Send + Sync + 'static {
 
     /// Decides a reservation whose lease ended at `deadline`: with a locking read of the
     /// (buyer, key) order, so a purchase transaction still running is waited for, and only once
-    /// the database's own clock is past `deadline` (the clock [`place_order`] checks), so no
+    /// the database's own clock is past `deadline` (the clock [`place_orders`] checks), so no
     /// purchase can commit after an `Abandoned` answer.
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.
     ///
-    /// [`place_order`]: PurchaseLedger::place_order
+    /// [`place_orders`]: PurchaseLedger::place_orders
     async fn resolve_stale(
         &self,
         user: UserId,

@@ -1,0 +1,445 @@
+//! Group commit: the admitted purchases of one drop are committed together.
+//!
+//! Every buyer of a hot drop updates the same two rows (the drop's sold count and the product's
+//! stock), so one order per transaction queues them all on those rows' locks, one commit at a
+//! time. Instead each drop gets a committer task: purchases queue to it, and it commits what is
+//! waiting (up to [`GroupCommit::max_batch`]) in one ledger transaction
+//! ([`PurchaseLedger::place_orders`]), then answers every waiter on its own. While a batch is in
+//! the database the next one gathers, so the batch size follows the load: a lone buyer is
+//! committed at once, alone; a thousand buyers in the same second share a few dozen
+//! transactions.
+
+use goods_domain::ports::{PlaceOrder, PlaceOrderError, Placement, PurchaseLedger};
+use goods_domain::{DropId, InfraError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How a drop's committer batches purchases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupCommit {
+    /// The most orders one transaction commits (`GROUP_COMMIT_MAX_BATCH`); 1 commits every
+    /// order alone.
+    pub max_batch: usize,
+    /// How long the committer of a busy drop waits for a batch to fill once it has taken what
+    /// was waiting (`GROUP_COMMIT_LINGER_MS`). It never applies to a lone buyer: a drop whose
+    /// previous batch held one order is committed at once.
+    pub linger: Duration,
+}
+
+impl Default for GroupCommit {
+    fn default() -> Self {
+        Self {
+            max_batch: 64,
+            linger: Duration::ZERO,
+        }
+    }
+}
+
+/// A drop's committer stops after this long without a purchase (it restarts on the next one).
+const IDLE: Duration = Duration::from_secs(60);
+
+struct Waiter {
+    order: PlaceOrder,
+    answer: oneshot::Sender<Placement>,
+}
+
+/// The committers of all drops, started on a drop's first purchase.
+pub(crate) struct Committers {
+    ledger: Arc<dyn PurchaseLedger>,
+    config: GroupCommit,
+    queues: Mutex<HashMap<DropId, mpsc::UnboundedSender<Waiter>>>,
+}
+
+impl Committers {
+    pub(crate) fn new(ledger: Arc<dyn PurchaseLedger>, config: GroupCommit) -> Self {
+        Self {
+            ledger,
+            config: GroupCommit {
+                max_batch: config.max_batch.max(1),
+                ..config
+            },
+            queues: Mutex::default(),
+        }
+    }
+
+    /// Commits `order` with whatever else of its drop is waiting, and answers it alone.
+    ///
+    /// # Errors
+    /// The order's refusal, or the batch's failure (see [`PurchaseLedger::place_orders`]).
+    pub(crate) async fn place(&self, order: PlaceOrder) -> Placement {
+        let (answer, answered) = oneshot::channel();
+        let mut waiter = Waiter { order, answer };
+        // A committer that stopped for idleness closes its queue first; the retry starts a
+        // new one.
+        loop {
+            let queue = self.queue(waiter.order.drop_id);
+            match queue.send(waiter) {
+                Ok(()) => break,
+                Err(mpsc::error::SendError(back)) => {
+                    waiter = back;
+                    if let Ok(mut queues) = self.queues.lock()
+                        && queues
+                            .get(&waiter.order.drop_id)
+                            .is_some_and(|q| q.same_channel(&queue))
+                    {
+                        queues.remove(&waiter.order.drop_id);
+                    }
+                }
+            }
+        }
+        answered.await.unwrap_or_else(|_| {
+            Err(PlaceOrderError::Infra(InfraError::msg(
+                "the drop's committer stopped before answering",
+            )))
+        })
+    }
+
+    fn queue(&self, drop: DropId) -> mpsc::UnboundedSender<Waiter> {
+        let mut queues = match self.queues.lock() {
+            Ok(queues) => queues,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        queues
+            .entry(drop)
+            .or_insert_with(|| {
+                let (queue, waiting) = mpsc::unbounded_channel();
+                tokio::spawn(run(Arc::clone(&self.ledger), self.config, waiting));
+                queue
+            })
+            .clone()
+    }
+}
+
+/// A drop's committer: takes what is waiting, commits it, answers, and again. The queue needs
+/// no bound of its own: only purchases holding a write slot (the buffer) reach it.
+async fn run(
+    ledger: Arc<dyn PurchaseLedger>,
+    config: GroupCommit,
+    mut waiting: mpsc::UnboundedReceiver<Waiter>,
+) {
+    let mut busy = false;
+    loop {
+        let first = match tokio::time::timeout(IDLE, waiting.recv()).await {
+            Ok(Some(waiter)) => waiter,
+            Ok(None) => return,
+            Err(_) => {
+                // Refuse new purchases, then commit the ones that arrived meanwhile.
+                waiting.close();
+                let mut rest = Vec::new();
+                while let Ok(waiter) = waiting.try_recv() {
+                    rest.push(waiter);
+                }
+                while !rest.is_empty() {
+                    let later = rest.split_off(rest.len().min(config.max_batch));
+                    commit(ledger.as_ref(), rest).await;
+                    rest = later;
+                }
+                return;
+            }
+        };
+        let mut batch = vec![first];
+        while batch.len() < config.max_batch {
+            match waiting.try_recv() {
+                Ok(waiter) => batch.push(waiter),
+                Err(_) => break,
+            }
+        }
+        if busy && batch.len() < config.max_batch && !config.linger.is_zero() {
+            let until = tokio::time::Instant::now() + config.linger;
+            while batch.len() < config.max_batch {
+                match tokio::time::timeout_at(until, waiting.recv()).await {
+                    Ok(Some(waiter)) => batch.push(waiter),
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
+        busy = batch.len() > 1;
+        commit(ledger.as_ref(), batch).await;
+    }
+}
+
+/// Commits one batch and answers each waiter. A waiter that is gone (its request timed out or
+/// was dropped) is left out: nobody would learn the outcome, and its reservation's lease
+/// resolves it.
+async fn commit(ledger: &dyn PurchaseLedger, batch: Vec<Waiter>) {
+    let (orders, answers): (Vec<PlaceOrder>, Vec<oneshot::Sender<Placement>>) = batch
+        .into_iter()
+        .filter(|w| !w.answer.is_closed())
+        .map(|w| (w.order, w.answer))
+        .unzip();
+    if orders.is_empty() {
+        return;
+    }
+    match ledger.place_orders(&orders).await {
+        Ok(placements) if placements.len() == orders.len() => {
+            for (answer, placement) in answers.into_iter().zip(placements) {
+                let _ = answer.send(placement);
+            }
+        }
+        Ok(placements) => {
+            let error = format!(
+                "the ledger answered {} orders of a batch of {}",
+                placements.len(),
+                orders.len()
+            );
+            for answer in answers {
+                let _ = answer.send(Err(InfraError::msg(error.clone()).into()));
+            }
+        }
+        Err(error) => {
+            let unavailable = error.is_unavailable();
+            let context = error.to_string();
+            for answer in answers {
+                let each = if unavailable {
+                    InfraError::unavailable(context.clone())
+                } else {
+                    InfraError::msg(context.clone())
+                };
+                let _ = answer.send(Err(each.into()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use async_trait::async_trait;
+    use goods_domain::ports::{CancelOrderError, Cancelled, Placed, StaleResolution};
+    use goods_domain::{IdempotencyKey, OrderId, OrderStatus, UserId};
+    use time::OffsetDateTime;
+    use tokio::sync::Semaphore;
+
+    /// A ledger that records each batch (as buyer ids) and answers each order with an order
+    /// whose id is the buyer's; a batch commits only when the test hands out a permit.
+    struct Recording {
+        batches: Mutex<Vec<Vec<i64>>>,
+        commits: Semaphore,
+        fail: Option<bool>,
+    }
+
+    impl Recording {
+        fn new(open: bool, fail: Option<bool>) -> Arc<Self> {
+            Arc::new(Self {
+                batches: Mutex::default(),
+                commits: Semaphore::new(if open { Semaphore::MAX_PERMITS } else { 0 }),
+                fail,
+            })
+        }
+
+        fn batches(&self) -> Vec<Vec<i64>> {
+            self.batches.lock().unwrap().clone()
+        }
+    }
+
+    #[async_trait]
+    impl PurchaseLedger for Recording {
+        async fn place_orders(&self, batch: &[PlaceOrder]) -> Result<Vec<Placement>, InfraError> {
+            self.batches
+                .lock()
+                .unwrap()
+                .push(batch.iter().map(|o| o.user_id.get()).collect());
+            self.commits.acquire().await.unwrap().forget();
+            match self.fail {
+                Some(true) => return Err(InfraError::unavailable("no answer within 3000 ms")),
+                Some(false) => return Err(InfraError::msg("disk full")),
+                None => {}
+            }
+            Ok(batch
+                .iter()
+                .map(|o| {
+                    let mut order = sample_order(OrderStatus::Pending);
+                    order.id = OrderId::parse(o.user_id.get()).unwrap();
+                    order.user_id = o.user_id;
+                    Ok(Placed::Created(order))
+                })
+                .collect())
+        }
+
+        async fn cancel_order(&self, _: OrderId, _: UserId) -> Result<Cancelled, CancelOrderError> {
+            unreachable!("not part of group commit")
+        }
+
+        async fn resolve_stale(
+            &self,
+            _: UserId,
+            _: &IdempotencyKey,
+            _: OffsetDateTime,
+        ) -> Result<StaleResolution, InfraError> {
+            unreachable!("not part of group commit")
+        }
+    }
+
+    fn order(buyer: i64) -> PlaceOrder {
+        let drop = sample_drop(100, 2);
+        PlaceOrder {
+            drop_id: drop.id,
+            product_id: drop.product_id,
+            limited_quantity: drop.limited_quantity,
+            per_user_limit: drop.per_user_limit,
+            user_id: UserId::parse(buyer).unwrap(),
+            quantity: qty(1),
+            key: key(),
+            now: OPEN,
+            deadline: None,
+        }
+    }
+
+    fn committers(ledger: &Arc<Recording>, max_batch: usize, linger_ms: u64) -> Arc<Committers> {
+        Arc::new(Committers::new(
+            Arc::clone(ledger) as Arc<dyn PurchaseLedger>,
+            GroupCommit {
+                max_batch,
+                linger: Duration::from_millis(linger_ms),
+            },
+        ))
+    }
+
+    fn placed_id(placement: Placement) -> i64 {
+        match placement {
+            Ok(Placed::Created(order)) => order.id.get(),
+            other => panic!("not created: {other:?}"),
+        }
+    }
+
+    /// Queues purchases of `buyers` one after the other, each in its own task.
+    async fn queue(
+        committers: &Arc<Committers>,
+        buyers: impl IntoIterator<Item = i64>,
+    ) -> Vec<tokio::task::JoinHandle<Placement>> {
+        let mut tasks = Vec::new();
+        for buyer in buyers {
+            let committers = Arc::clone(committers);
+            tasks.push(tokio::spawn(
+                async move { committers.place(order(buyer)).await },
+            ));
+            // Lets the task reach the queue before the next one, so the queue keeps their order.
+            tokio::task::yield_now().await;
+        }
+        tasks
+    }
+
+    /// Buyer 1's purchase, as a batch the ledger holds until the test hands out a permit.
+    async fn first_in_flight(
+        committers: &Arc<Committers>,
+        ledger: &Recording,
+    ) -> Vec<tokio::task::JoinHandle<Placement>> {
+        let tasks = queue(committers, [1]).await;
+        while ledger.batches().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        tasks
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_buyer_is_committed_at_once_even_with_a_linger() {
+        let ledger = Recording::new(true, None);
+        let committers = committers(&ledger, 64, 50);
+        let start = tokio::time::Instant::now();
+        assert_eq!(placed_id(committers.place(order(7)).await), 7);
+        assert_eq!(tokio::time::Instant::now(), start, "waited for a batch");
+        assert_eq!(ledger.batches(), vec![vec![7]]);
+    }
+
+    #[tokio::test]
+    async fn buyers_arriving_during_a_commit_share_the_next_and_each_gets_its_own_order() {
+        let ledger = Recording::new(false, None);
+        let committers = committers(&ledger, 64, 0);
+        let first = first_in_flight(&committers, &ledger).await;
+        let rest = queue(&committers, 2..=6).await;
+        ledger.commits.add_permits(2);
+        for (buyer, task) in (1..=6).zip(first.into_iter().chain(rest)) {
+            assert_eq!(placed_id(task.await.unwrap()), buyer);
+        }
+        assert_eq!(ledger.batches(), vec![vec![1], vec![2, 3, 4, 5, 6]]);
+    }
+
+    #[tokio::test]
+    async fn a_batch_holds_at_most_max_batch_orders() {
+        let ledger = Recording::new(false, None);
+        let committers = committers(&ledger, 4, 0);
+        let mut tasks = first_in_flight(&committers, &ledger).await;
+        tasks.extend(queue(&committers, 2..=11).await);
+        ledger.commits.add_permits(4);
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(
+            ledger.batches(),
+            vec![vec![1], vec![2, 3, 4, 5], vec![6, 7, 8, 9], vec![10, 11]]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_drop_lingers_for_the_batch_to_fill() {
+        let ledger = Recording::new(false, None);
+        let committers = committers(&ledger, 64, 20);
+        let mut tasks = first_in_flight(&committers, &ledger).await;
+        tasks.extend(queue(&committers, [2, 3]).await);
+        ledger.commits.add_permits(1);
+        while ledger.batches().len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        // The drop is busy now (its last batch held two): the batch after it waits for more.
+        tasks.extend(queue(&committers, [4]).await);
+        ledger.commits.add_permits(1);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        tasks.extend(queue(&committers, [5]).await);
+        ledger.commits.add_permits(1);
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(ledger.batches(), vec![vec![1], vec![2, 3], vec![4, 5]]);
+    }
+
+    #[tokio::test]
+    async fn a_buyer_who_went_away_is_left_out_of_the_batch() {
+        let ledger = Recording::new(false, None);
+        let committers = committers(&ledger, 64, 0);
+        let mut tasks = first_in_flight(&committers, &ledger).await;
+        let gone = queue(&committers, [2]).await.remove(0);
+        tasks.extend(queue(&committers, [3]).await);
+        gone.abort();
+        let _ = gone.await;
+        ledger.commits.add_permits(2);
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(ledger.batches(), vec![vec![1], vec![3]]);
+    }
+
+    #[rstest::rstest]
+    #[case(true)]
+    #[case(false)]
+    #[tokio::test]
+    async fn a_failed_batch_answers_every_buyer_with_its_failure(#[case] unavailable: bool) {
+        let ledger = Recording::new(false, Some(unavailable));
+        let committers = committers(&ledger, 64, 0);
+        let mut tasks = first_in_flight(&committers, &ledger).await;
+        tasks.extend(queue(&committers, [2, 3]).await);
+        ledger.commits.add_permits(2);
+        for task in tasks {
+            match task.await.unwrap() {
+                Err(PlaceOrderError::Infra(e)) => assert_eq!(e.is_unavailable(), unavailable),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_committer_stops_and_the_next_purchase_starts_another() {
+        let ledger = Recording::new(true, None);
+        let committers = committers(&ledger, 64, 0);
+        committers.place(order(1)).await.unwrap();
+        tokio::time::sleep(IDLE + Duration::from_secs(1)).await;
+        assert!(
+            committers.queues.lock().unwrap()[&order(1).drop_id].is_closed(),
+            "the idle committer still runs"
+        );
+        assert_eq!(placed_id(committers.place(order(2)).await), 2);
+        assert_eq!(ledger.batches(), vec![vec![1], vec![2]]);
+    }
+}
