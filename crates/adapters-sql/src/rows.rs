@@ -98,7 +98,7 @@ pub struct NewDropRow {
 }
 
 /// An `orders` row.
-#[derive(Debug, Clone, Queryable, Selectable)]
+#[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = orders)]
 pub struct OrderRow {
     /// Identity.

@@ -12,13 +12,14 @@
 //!   retryable(&DbError) -> bool` (deadlocks, lock wait timeouts: what a fresh transaction may
 //!   cure) and `fn unavailable(&DbError) -> bool` (the server did not answer in a bound);
 //! - `Conn`, its connection type;
-//! - `dialect::{LAST_INSERT_ID, LOCKING_READ, ENSURE_HOLDING, BEGIN_WRITE, DB_NOW_MS}`: the SQL
-//!   expression for the last generated id; the suffix that makes a SELECT read the latest
-//!   committed row with a lock (empty where transactions are serial); an INSERT of
-//!   `(drop_id, user_id, 0)` into `drop_holdings` that leaves an existing row alone, locking it
-//!   exclusively where the backend has row locks; a statement that takes the write lock before
-//!   a write transaction reads (empty where row locks make it unnecessary); the database's
-//!   clock in unix milliseconds, against which admission leases are checked.
+//! - `dialect::{LAST_INSERT_ID, LOCKING_READ, ENSURE_HOLDINGS_HEAD, ENSURE_HOLDINGS_TAIL,
+//!   BEGIN_WRITE, DB_NOW_MS}`: the SQL expression for the last generated id; the suffix that
+//!   makes a SELECT read the latest committed row with a lock (empty where transactions are
+//!   serial); the two halves around `(drop_id, user_id, 0)` rows of an INSERT into
+//!   `drop_holdings` that leaves existing rows alone, locking each exclusively where the backend
+//!   has row locks; a statement that takes the write lock before a write transaction reads
+//!   (empty where row locks make it unnecessary); the database's clock in unix milliseconds,
+//!   against which admission leases are checked.
 
 use super::dialect::{
     BEGIN_WRITE, DB_NOW_MS, ENSURE_HOLDINGS_HEAD, ENSURE_HOLDINGS_TAIL, LAST_INSERT_ID,
@@ -296,20 +297,21 @@ async fn orders_by_key<'a>(
     c: &mut Conn,
     orders: impl Iterator<Item = &'a PlaceOrder>,
 ) -> Result<std::collections::HashMap<(i64, String), GoodsOrder>, TxError<Contended>> {
-    let (mut users, mut keys): (Vec<i64>, Vec<&str>) =
-        orders.map(|o| (o.user_id.get(), o.key.as_str())).unzip();
-    users.sort_unstable();
-    users.dedup();
-    keys.sort_unstable();
-    keys.dedup();
-    // Both columns of the unique (user_id, idempotency_key) index; rows of one buyer with
-    // another buyer's key are dropped by the lookup by pair.
-    let rows: Vec<OrderRow> = orders::table
-        .filter(orders::user_id.eq_any(&users))
-        .filter(orders::idempotency_key.eq_any(&keys))
-        .select(OrderRow::as_select())
-        .load(c)
-        .await?;
+    let pairs: Vec<(i64, &str)> = orders.map(|o| (o.user_id.get(), o.key.as_str())).collect();
+    // One range per pair on the unique (user_id, idempotency_key) index; two separate IN lists
+    // would make the server probe every user with every key.
+    let mut query = diesel::sql_query(format!(
+        "SELECT id, drop_id, product_id, user_id, quantity, status, idempotency_key, created_at \
+         FROM orders WHERE (user_id, idempotency_key) IN ({})",
+        vec!["(?, ?)"; pairs.len()].join(", ")
+    ))
+    .into_boxed::<Db>();
+    for &(user, key) in &pairs {
+        query = query
+            .bind::<BigInt, _>(user)
+            .bind::<Text, _>(key.to_owned());
+    }
+    let rows: Vec<OrderRow> = query.load(c).await?;
     let mut found = std::collections::HashMap::with_capacity(rows.len());
     for row in rows {
         let order = row.into_domain()?;

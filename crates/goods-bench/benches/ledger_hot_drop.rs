@@ -1,6 +1,7 @@
-//! Orders committed per second on one hot drop with no gate (`GATE=off`, strategy B): every
-//! purchase is one transaction on the drop's row, through the real purchase use case (write
-//! buffer included, HTTP excluded), at 1, 16 and 64 concurrent buyers.
+//! Orders committed per second on one hot drop with no gate (`GATE=off`, strategy B), through
+//! the real purchase use case (write buffer and group commit included, HTTP excluded), at 1, 16,
+//! 64 and 256 concurrent buyers, with batches of one order (every purchase its own transaction)
+//! and of the default `GROUP_COMMIT_MAX_BATCH`.
 //!
 //! `cargo bench -p goods-bench --bench ledger_hot_drop`; MySQL from `BENCH_MYSQL_URL` (default
 //! `TEST_MYSQL_URL`, then `mysql://root@127.0.0.1:3306`). Each level runs on a fresh database,
@@ -11,14 +12,19 @@
 use adapters_mysql::MysqlStore;
 use adapters_sqlite::SqliteStore;
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
+use goods_app::GroupCommit;
 use goods_bench::{Run, app_with_drop, closed_loop};
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
-fn report(backend: &str, buyers: usize, run: &Run) {
+/// The connections of every level: the default `DATABASE_POOL_SIZE`. A drop's committer uses
+/// one at a time; the buyers above it queue on the committer, not on the pool.
+const POOL: usize = 16;
+
+fn report(backend: &str, batch: usize, buyers: usize, run: &Run) {
     println!(
-        "| {backend} | {buyers} | {:.0} | {:.1} | {:.1} | {:.1} | {} |",
+        "| {backend} | {batch} | {buyers} | {:.0} | {:.1} | {:.1} | {:.1} | {} |",
         run.per_second(),
         run.quantile(0.5).as_secs_f64() * 1e3,
         run.quantile(0.95).as_secs_f64() * 1e3,
@@ -26,6 +32,19 @@ fn report(backend: &str, buyers: usize, run: &Run) {
         run.committed,
     );
 }
+
+/// Batch sizes compared: one order per transaction, and the default.
+fn batchings() -> [GroupCommit; 2] {
+    [
+        GroupCommit {
+            max_batch: 1,
+            ..GroupCommit::default()
+        },
+        GroupCommit::default(),
+    ]
+}
+
+const LEVELS: [usize; 4] = [1, 16, 64, 256];
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -39,33 +58,39 @@ async fn main() -> anyhow::Result<()> {
             .unwrap_or(5),
     );
     let users = AtomicI64::new(1);
-    println!("| backend | buyers | orders/s | p50 ms | p95 ms | p99 ms | orders |");
-    println!("|---|---|---|---|---|---|---|");
-    for buyers in [1_usize, 16, 64] {
-        let name = format!("bench_{}", uuid::Uuid::new_v4().simple());
-        let mut admin = AsyncMysqlConnection::establish(&server).await?;
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await?;
-        let store = Arc::new(MysqlStore::connect(&format!("{server}/{name}"), buyers, true).await?);
-        let (app, drop_id) = app_with_drop(store, None, buyers, 10_000_000).await?;
-        closed_loop(&app, drop_id, buyers, Duration::from_secs(1), &users).await?;
-        let run = closed_loop(&app, drop_id, buyers, window, &users).await?;
-        report("MariaDB, GATE=off", buyers, &run);
-        std::mem::drop(app);
-        admin
-            .batch_execute(&format!("DROP DATABASE {name}"))
-            .await?;
+    println!("| backend | batch | buyers | orders/s | p50 ms | p95 ms | p99 ms | orders |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for batching in batchings() {
+        for buyers in LEVELS {
+            let name = format!("bench_{}", uuid::Uuid::new_v4().simple());
+            let mut admin = AsyncMysqlConnection::establish(&server).await?;
+            admin
+                .batch_execute(&format!("CREATE DATABASE {name}"))
+                .await?;
+            let store =
+                Arc::new(MysqlStore::connect(&format!("{server}/{name}"), POOL, true).await?);
+            let (app, drop_id) = app_with_drop(store, None, buyers, batching, 100_000_000).await?;
+            closed_loop(&app, drop_id, buyers, Duration::from_secs(1), &users).await?;
+            let run = closed_loop(&app, drop_id, buyers, window, &users).await?;
+            report("MariaDB, GATE=off", batching.max_batch, buyers, &run);
+            std::mem::drop(app);
+            admin
+                .batch_execute(&format!("DROP DATABASE {name}"))
+                .await?;
+        }
     }
-    for buyers in [1_usize, 16, 64] {
-        let dir = tempfile::tempdir()?;
-        let store = Arc::new(
-            SqliteStore::open(&format!("sqlite://{}/bench.db", dir.path().display()), true).await?,
-        );
-        let (app, drop_id) = app_with_drop(store, None, buyers, 10_000_000).await?;
-        closed_loop(&app, drop_id, buyers, Duration::from_secs(1), &users).await?;
-        let run = closed_loop(&app, drop_id, buyers, window, &users).await?;
-        report("SQLite, GATE=off", buyers, &run);
+    for batching in batchings() {
+        for buyers in LEVELS {
+            let dir = tempfile::tempdir()?;
+            let store = Arc::new(
+                SqliteStore::open(&format!("sqlite://{}/bench.db", dir.path().display()), true)
+                    .await?,
+            );
+            let (app, drop_id) = app_with_drop(store, None, buyers, batching, 100_000_000).await?;
+            closed_loop(&app, drop_id, buyers, Duration::from_secs(1), &users).await?;
+            let run = closed_loop(&app, drop_id, buyers, window, &users).await?;
+            report("SQLite, GATE=off", batching.max_batch, buyers, &run);
+        }
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! drop large enough never to sell out during a run, and a closed-loop load of N buyers.
 
 use adapters_memory::{LogEventPublisher, MemoryStats};
-use goods_app::{GoodsApp, Ports, PurchaseCommand, PurchaseError, WriteBuffer};
+use goods_app::{GoodsApp, GroupCommit, Ports, PurchaseCommand, PurchaseError, WriteBuffer};
 use goods_domain::ports::{
     AdmissionGate, DropRepository, EventOutbox, OrderRepository, ProductRepository, PurchaseLedger,
     SystemClock,
@@ -22,8 +22,8 @@ impl<T> Store for T where
 {
 }
 
-/// An application over `store` and `gate` with `permits` write slots, and an open drop of
-/// `limited` units (one per buyer) on a product with as much stock.
+/// An application over `store` and `gate` with `permits` write slots and `batching`, and an
+/// open drop of `limited` units (one per buyer) on a product with as much stock.
 ///
 /// # Errors
 /// When the store fails.
@@ -31,6 +31,7 @@ pub async fn app_with_drop<S: Store>(
     store: Arc<S>,
     gate: Option<Arc<dyn AdmissionGate>>,
     permits: usize,
+    batching: GroupCommit,
     limited: i64,
 ) -> anyhow::Result<(GoodsApp, DropId)> {
     let app = GoodsApp::new(
@@ -46,7 +47,8 @@ pub async fn app_with_drop<S: Store>(
             stats: Arc::new(MemoryStats::default()),
         },
         WriteBuffer::new(permits, Duration::from_secs(60)),
-    );
+    )
+    .with_group_commit(batching);
     let product = app
         .create_product(&NewProduct::parse("bench", limited).map_err(|e| anyhow::anyhow!("{e:?}"))?)
         .await?;

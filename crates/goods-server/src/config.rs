@@ -240,7 +240,32 @@ impl Config {
         if redis_prefix.contains(['{', '}', ' ']) {
             return Err(bad("REDIS_KEY_PREFIX", "must not contain braces or spaces"));
         }
-        let write_permits = number(&get, "DB_WRITE_PERMITS", pool_size, 1)?;
+        let max_batch = number(&get, "GROUP_COMMIT_MAX_BATCH", 64_usize, 1)?;
+        if max_batch > MAX_BATCH {
+            return Err(bad(
+                "GROUP_COMMIT_MAX_BATCH",
+                format!("{max_batch} is over {MAX_BATCH}"),
+            ));
+        }
+        let linger = number(&get, "GROUP_COMMIT_LINGER_MS", 0_u64, 0)?;
+        if linger > MAX_LINGER_MS {
+            return Err(bad(
+                "GROUP_COMMIT_LINGER_MS",
+                format!("{linger} is over {MAX_LINGER_MS}"),
+            ));
+        }
+        let group_commit = GroupCommit {
+            max_batch,
+            linger: Duration::from_millis(linger),
+        };
+        // A write slot is one purchase waiting for its drop's committer; the pool's connections
+        // carry full batches, so the default lets that many purchases wait.
+        let write_permits = number(
+            &get,
+            "DB_WRITE_PERMITS",
+            pool_size.saturating_mul(group_commit.max_batch),
+            1,
+        )?;
         let write_wait = Duration::from_millis(number(&get, "DB_WRITE_WAIT_MS", 2000_u64, 0)?);
         let loopback = bind_addr.ip().is_loopback();
         let embedded = loopback && matches!(database, Database::Sqlite(_));
@@ -310,24 +335,6 @@ impl Config {
                 ),
             ));
         }
-        let max_batch = number(&get, "GROUP_COMMIT_MAX_BATCH", 64_usize, 1)?;
-        if max_batch > MAX_BATCH {
-            return Err(bad(
-                "GROUP_COMMIT_MAX_BATCH",
-                format!("{max_batch} is over {MAX_BATCH}"),
-            ));
-        }
-        let linger = number(&get, "GROUP_COMMIT_LINGER_MS", 0_u64, 0)?;
-        if linger > MAX_LINGER_MS {
-            return Err(bad(
-                "GROUP_COMMIT_LINGER_MS",
-                format!("{linger} is over {MAX_LINGER_MS}"),
-            ));
-        }
-        let group_commit = GroupCommit {
-            max_batch,
-            linger: Duration::from_millis(linger),
-        };
         let http_workers = number(
             &get,
             "HTTP_WORKERS",
@@ -383,7 +390,7 @@ mod tests {
             "{:?}",
             c.auth
         );
-        assert_eq!((c.pool_size, c.write_permits), (16, 16));
+        assert_eq!((c.pool_size, c.write_permits), (16, 16 * 64));
         assert_eq!(c.write_wait, Duration::from_millis(2000));
         assert_eq!(c.reconcile_interval, Some(Duration::from_millis(5000)));
         assert_eq!(
@@ -437,13 +444,14 @@ mod tests {
     }
 
     #[test]
-    fn write_permits_default_to_the_pool_size() {
+    fn write_permits_default_to_full_batches_on_every_pooled_connection() {
+        let permits = |vars: &[(&str, &str)]| config(vars).unwrap().write_permits;
+        assert_eq!(permits(&[("DATABASE_POOL_SIZE", "8")]), 8 * 64);
         assert_eq!(
-            config(&[("DATABASE_POOL_SIZE", "64")])
-                .unwrap()
-                .write_permits,
-            64
+            permits(&[("DATABASE_POOL_SIZE", "8"), ("GROUP_COMMIT_MAX_BATCH", "1")]),
+            8
         );
+        assert_eq!(permits(&[("DB_WRITE_PERMITS", "3")]), 3);
     }
 
     #[test]

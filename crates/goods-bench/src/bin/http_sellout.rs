@@ -1,0 +1,256 @@
+//! A drop sold out over HTTP, closed loop: `CONNECTIONS` buyers post purchases back to back,
+//! every request a new buyer with a new key, until each has been told SOLD_OUT. It creates the
+//! product and the drop (`LIMITED` units, one per buyer, opening two seconds later), waits for
+//! the opening, and reports:
+//!
+//! - orders per second from the first admitted purchase's answer to the last one's;
+//! - p50/p95/p99 of the admitted purchases (202) alone, and of the refusals;
+//! - the checks that make the run able to fail: the client's count of 202s equals the
+//!   database's `soldQuantity`, the stats' `successCount` and `LIMITED` (buyers outnumber
+//!   units, so the drop must sell out exactly); no answer other than 202 and 409 SOLD_OUT;
+//!   reconciliation finds no oversell. Exit status 1 when any check fails.
+//!
+//! `BASE=http://127.0.0.1:18080 LIMITED=20000 CONNECTIONS=64 cargo run --release -p goods-bench --bin http_sellout`
+//! (loadtest/sellout-vs-raw.sh starts the server and runs it next to the raw ceiling). The
+//! server must trust identity headers (`AUTH_MODE=trusted-header`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Default)]
+struct Seen {
+    accepted: Vec<(Instant, Duration)>,
+    refused: Vec<Duration>,
+    /// Anything else, by status and code.
+    other: BTreeMap<String, u64>,
+}
+
+fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn quantile(sorted: &[Duration], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+async fn seller(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> anyhow::Result<serde_json::Value> {
+    let request = match body {
+        Some(body) => client.post(format!("{base}{path}")).json(&body),
+        None => client.get(format!("{base}{path}")),
+    };
+    let answer = request
+        .header("X-User-Id", "1")
+        .header("X-User-Role", "seller")
+        .send()
+        .await?;
+    anyhow::ensure!(answer.status().is_success(), "{path}: {}", answer.status());
+    Ok(answer.json().await?)
+}
+
+async fn buyer(
+    client: reqwest::Client,
+    url: String,
+    next_user: Arc<AtomicI64>,
+    run: String,
+) -> Seen {
+    let mut seen = Seen::default();
+    loop {
+        let user = next_user.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let answer = client
+            .post(&url)
+            .header("X-User-Id", user.to_string())
+            .header("Idempotency-Key", format!("{run}-{user}"))
+            .header("Content-Type", "application/json")
+            .body(r#"{"quantity":1}"#)
+            .send()
+            .await;
+        let (status, body) = match answer {
+            Ok(answer) => {
+                let status = answer.status().as_u16();
+                (status, answer.text().await.unwrap_or_default())
+            }
+            Err(error) => (0, error.to_string()),
+        };
+        let took = started.elapsed();
+        match status {
+            202 => seen.accepted.push((Instant::now(), took)),
+            409 if body.contains("\"SOLD_OUT\"") => {
+                seen.refused.push(took);
+                return seen;
+            }
+            _ => {
+                let code = serde_json::from_str::<serde_json::Value>(&body)
+                    .ok()
+                    .and_then(|v| v["code"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                *seen.other.entry(format!("{status} {code}")).or_default() += 1;
+                if seen.other.values().sum::<u64>() > 1000 {
+                    return seen;
+                }
+            }
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let base: String = env("BASE", "http://127.0.0.1:18080".to_owned());
+    let limited: i64 = env("LIMITED", 20_000);
+    let connections: usize = env("CONNECTIONS", 64);
+    let run = format!("sellout-{}", uuid::Uuid::new_v4().simple());
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(connections)
+        .timeout(Duration::from_secs(30))
+        .build()?;
+
+    let product = seller(
+        &client,
+        &base,
+        "/products",
+        Some(serde_json::json!({"name": "sell-out", "stockQuantity": limited})),
+    )
+    .await?;
+    let now = time::OffsetDateTime::now_utc();
+    let open_at = now + time::Duration::seconds(2);
+    let format = time::format_description::well_known::Rfc3339;
+    let drop = seller(
+        &client,
+        &base,
+        "/limited-drops",
+        Some(serde_json::json!({
+            "productId": product["productId"],
+            "openAt": open_at.replace_nanosecond(0)?.format(&format)?,
+            "closeAt": (now + time::Duration::hours(1)).replace_nanosecond(0)?.format(&format)?,
+            "limitedQuantity": limited,
+            "perUserLimit": 1,
+        })),
+    )
+    .await?;
+    let drop_id = drop["dropId"].as_i64().unwrap_or_default();
+    let wait = open_at.replace_nanosecond(0)? - time::OffsetDateTime::now_utc();
+    tokio::time::sleep(Duration::try_from(wait).unwrap_or_default() + Duration::from_millis(50))
+        .await;
+
+    let url = format!("{base}/limited-drops/{drop_id}/orders");
+    let next_user = Arc::new(AtomicI64::new(1_000_000));
+    let started = Instant::now();
+    let buyers: Vec<_> = (0..connections)
+        .map(|_| {
+            tokio::spawn(buyer(
+                client.clone(),
+                url.clone(),
+                Arc::clone(&next_user),
+                run.clone(),
+            ))
+        })
+        .collect();
+    let mut seen = Seen::default();
+    for b in buyers {
+        let s = b.await?;
+        seen.accepted.extend(s.accepted);
+        seen.refused.extend(s.refused);
+        for (k, n) in s.other {
+            *seen.other.entry(k).or_default() += n;
+        }
+    }
+    let wall = started.elapsed();
+
+    let recon = seller(
+        &client,
+        &base,
+        &format!("/limited-drops/{drop_id}/reconciliation"),
+        None,
+    )
+    .await?;
+    let stats = seller(
+        &client,
+        &base,
+        &format!("/limited-drops/{drop_id}/stats"),
+        None,
+    )
+    .await?;
+    let sold = recon["soldQuantity"].as_i64().unwrap_or(-1);
+    let success = stats["successCount"].as_i64().unwrap_or(-1);
+
+    seen.accepted.sort_by_key(|a| a.0);
+    let first = seen.accepted.first().map(|a| a.0);
+    let last = seen.accepted.last().map(|a| a.0);
+    let span = match (first, last) {
+        (Some(f), Some(l)) => l - f,
+        _ => Duration::ZERO,
+    };
+    let accepted = seen.accepted.len() as i64;
+    let rate = if span.is_zero() {
+        0.0
+    } else {
+        (accepted - 1) as f64 / span.as_secs_f64()
+    };
+    let mut admitted: Vec<Duration> = seen.accepted.iter().map(|a| a.1).collect();
+    admitted.sort_unstable();
+    seen.refused.sort_unstable();
+    println!(
+        "http_sellout limited={limited} connections={connections} accepted={accepted} sold={sold} success={success} \
+         first_to_last_s={:.3} wall_s={:.3} orders_per_s={rate:.0} \
+         accepted_p50_ms={:.1} accepted_p95_ms={:.1} accepted_p99_ms={:.1} \
+         refused={} refused_p95_ms={:.1} other={:?}",
+        span.as_secs_f64(),
+        wall.as_secs_f64(),
+        quantile(&admitted, 0.5),
+        quantile(&admitted, 0.95),
+        quantile(&admitted, 0.99),
+        seen.refused.len(),
+        quantile(&seen.refused, 0.95),
+        seen.other,
+    );
+    println!("reconciliation {recon}");
+    let mut failed = Vec::new();
+    if accepted != sold {
+        failed.push(format!(
+            "the client's 202s ({accepted}) are not what the database sold ({sold})"
+        ));
+    }
+    if accepted != success {
+        failed.push(format!(
+            "the client's 202s ({accepted}) are not the stats' successCount ({success})"
+        ));
+    }
+    if sold != limited {
+        failed.push(format!(
+            "buyers outnumbered {limited} units, but {sold} sold"
+        ));
+    }
+    if recon["oversold"] != serde_json::Value::Bool(false) {
+        failed.push("reconciliation reports an oversell".to_owned());
+    }
+    if !seen.other.is_empty() {
+        failed.push(format!(
+            "answers other than 202 and 409 SOLD_OUT: {:?}",
+            seen.other
+        ));
+    }
+    for f in &failed {
+        println!("FAIL: {f}");
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        std::process::exit(1)
+    }
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Orders committed per second on one hot drop, end to end over HTTP with GATE=redis on MariaDB,
+# against the raw single-order ceiling of the same database measured in the same run
+# (../shared/bench/raw-hot-row.sh: BEGIN; conditional UPDATE; INSERT; COMMIT from mariadb-slap,
+# no application). The sell-out (crates/goods-bench/src/bin/http_sellout.rs) fails on its own
+# checks (client 202s = database sold = stats successCount = LIMITED, only 202 and SOLD_OUT);
+# this script also fails when the ratio is below MIN_RATIO (default 1.0).
+#
+#   loadtest/sellout-vs-raw.sh               # LIMITED=20000 CONNECTIONS=64 RAW_CONCURRENCY=16
+#
+# Needs a release build (cargo build --release -p goods-server -p goods-bench), mariadb-slap,
+# MariaDB and Redis on loopback. Loopback only; it stops by itself when the drop sells out.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+LIMITED="${LIMITED:-20000}"
+CONNECTIONS="${CONNECTIONS:-64}"
+RAW_CONCURRENCY="${RAW_CONCURRENCY:-16}"
+MIN_RATIO="${MIN_RATIO:-1.0}"
+RAW="${RAW:-../shared/bench/raw-hot-row.sh}"
+MYSQL="${TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
+REDIS="${TEST_REDIS_URL:-redis://127.0.0.1:6379}"
+DB="sellout_$(date +%s)"
+PORT="${PORT:-18081}"
+BASE="http://127.0.0.1:$PORT"
+
+hostport="${MYSQL#mysql://}"; hostport="${hostport#*@}"; hostport="${hostport%%/*}"
+mariadb -h "${hostport%%:*}" -P "${hostport##*:}" -u root -e "CREATE DATABASE $DB"
+SERVER=""
+trap '[ -n "$SERVER" ] && { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; };
+      mariadb -h "${hostport%%:*}" -P "${hostport##*:}" -u root -e "DROP DATABASE IF EXISTS $DB"' EXIT
+
+echo "== raw ceiling: $RAW $RAW_CONCURRENCY"
+raw=$("$RAW" "$RAW_CONCURRENCY" | awk '/raw_orders_per_s/ {print $2}')
+echo "raw_orders_per_s $raw"
+
+AUTH_MODE=trusted-header BIND_ADDR="127.0.0.1:$PORT" DATABASE_URL="$MYSQL/$DB" DATABASE_MIGRATE=true \
+  GATE=redis REDIS_URL="$REDIS" REDIS_KEY_PREFIX="sellout:$DB:" RECONCILE_INTERVAL_MS=0 RUST_LOG=warn \
+  target/release/goods-server &
+SERVER=$!
+for _ in $(seq 1 100); do curl -sf "$BASE/health/ready" >/dev/null && break; sleep 0.1; done
+
+echo "== sell-out: $LIMITED units, $CONNECTIONS buyers at a time, GATE=redis"
+status=0
+out=$(BASE="$BASE" LIMITED="$LIMITED" CONNECTIONS="$CONNECTIONS" target/release/http_sellout) || status=$?
+echo "$out"
+[ "$status" = 0 ] || { echo "FAIL: the sell-out's checks failed"; exit 1; }
+rate=$(echo "$out" | sed -n 's/.*orders_per_s=\([0-9]*\).*/\1/p')
+ratio=$(awk -v a="$rate" -v b="$raw" 'BEGIN {printf "%.2f", a / b}')
+echo "== end to end $rate orders/s, raw ceiling $raw orders/s: ratio $ratio (goal >= $MIN_RATIO)"
+awk -v r="$ratio" -v min="$MIN_RATIO" 'BEGIN {exit (r >= min) ? 0 : 1}' || { echo "FAIL: ratio $ratio below $MIN_RATIO"; exit 1; }
