@@ -11,6 +11,7 @@
 mod events;
 mod instrument;
 mod pooled;
+pub mod raw;
 pub mod rows;
 pub mod schema;
 mod tx;

@@ -141,6 +141,20 @@ impl OrderRow {
     }
 }
 
+/// A buyer's holding in a drop, as read by a raw query.
+#[derive(Debug, QueryableByName)]
+pub struct HoldingRow {
+    /// The buyer.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub user_id: i64,
+    /// Units in the buyer's live orders.
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub quantity: i32,
+    /// Orders the buyer placed in the drop, cancelled ones included.
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub orders_placed: i32,
+}
+
 /// A row id, as read by a raw locking query.
 #[derive(Debug, QueryableByName)]
 pub struct IdRow {

@@ -26,14 +26,15 @@ use super::dialect::{
     LOCKING_READ,
 };
 use super::{Conn, Store};
-use adapters_sql::rows::{DropRow, IdRow, NewDropRow, OrderRow, column, to_db, units};
+use adapters_sql::raw::{Bind, Sql};
+use adapters_sql::rows::{DropRow, HoldingRow, IdRow, NewDropRow, OrderRow, column, to_db, units};
 use adapters_sql::schema::{drop_holdings, limited_drops, orders, outbox_events, products, stocks};
 use adapters_sql::{TxError, bounded, decode_event, encode_event, infra, retry_when, with_retries};
 use async_trait::async_trait;
 use diesel::dsl::sql;
 use diesel::prelude::*;
 use diesel::result::Error as DbError;
-use diesel::sql_types::{BigInt, Integer, Text, Timestamp};
+use diesel::sql_types::BigInt;
 use diesel::{insert_into, update};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use goods_domain::ports::{
@@ -47,9 +48,6 @@ use goods_domain::{
 use time::OffsetDateTime;
 
 const CANCELLED: &str = "CANCELLED";
-
-/// The backend, for queries built at run time.
-type Db = <Conn as diesel_async::AsyncConnectionCore>::Backend;
 
 /// The database's clock in unix milliseconds ([`DB_NOW_MS`]) as an expression. A type of its
 /// own rather than a raw SQL literal: diesel never caches a prepared statement holding a
@@ -271,47 +269,55 @@ fn lease_ended(order: &PlaceOrder, now_ms: i64) -> bool {
 /// One multi-row INSERT of the orders, as raw SQL: diesel-async has no multi-row insert for
 /// SQLite (diesel's own runs one statement per row there).
 async fn insert_orders(c: &mut Conn, orders: &[&PlaceOrder]) -> Result<(), TxError<Contended>> {
-    let rows = vec!["(?, ?, ?, ?, ?, ?, ?)"; orders.len()].join(", ");
-    let mut insert = diesel::sql_query(format!(
-        "INSERT INTO orders \
-         (drop_id, product_id, user_id, quantity, status, idempotency_key, created_at) \
-         VALUES {rows}"
-    ))
-    .into_boxed::<Db>();
-    for order in orders {
-        insert = insert
-            .bind::<BigInt, _>(order.drop_id.get())
-            .bind::<BigInt, _>(order.product_id.get())
-            .bind::<BigInt, _>(order.user_id.get())
-            .bind::<Integer, _>(column(order.quantity.get()))
-            .bind::<Text, _>(OrderStatus::Pending.as_str())
-            .bind::<Text, _>(order.key.as_str().to_owned())
-            .bind::<Timestamp, _>(to_db(order.now));
-    }
-    insert.execute(c).await?;
+    Sql::for_rows(orders.len())
+        .sql(
+            "INSERT INTO orders \
+             (drop_id, product_id, user_id, quantity, status, idempotency_key, created_at) VALUES ",
+        )
+        .list(orders, |q, order| {
+            q.sql("(")
+                .bind(Bind::BigInt(order.drop_id.get()))
+                .sql(", ")
+                .bind(Bind::BigInt(order.product_id.get()))
+                .sql(", ")
+                .bind(Bind::BigInt(order.user_id.get()))
+                .sql(", ")
+                .bind(Bind::Integer(column(order.quantity.get())))
+                .sql(", ")
+                .bind(Bind::Text(OrderStatus::Pending.as_str().to_owned()))
+                .sql(", ")
+                .bind(Bind::Text(order.key.as_str().to_owned()))
+                .sql(", ")
+                .bind(Bind::Timestamp(to_db(order.now)))
+                .sql(")")
+        })
+        .execute(c)
+        .await?;
     Ok(())
 }
 
 /// The orders that exist for the (buyer, key) pairs of `orders`, by pair.
 async fn orders_by_key<'a>(
     c: &mut Conn,
-    orders: impl Iterator<Item = &'a PlaceOrder>,
+    orders: impl ExactSizeIterator<Item = &'a PlaceOrder>,
 ) -> Result<std::collections::HashMap<(i64, String), GoodsOrder>, TxError<Contended>> {
-    let pairs: Vec<(i64, &str)> = orders.map(|o| (o.user_id.get(), o.key.as_str())).collect();
     // One range per pair on the unique (user_id, idempotency_key) index; two separate IN lists
-    // would make the server probe every user with every key.
-    let mut query = diesel::sql_query(format!(
-        "SELECT id, drop_id, product_id, user_id, quantity, status, idempotency_key, created_at \
-         FROM orders WHERE (user_id, idempotency_key) IN ({})",
-        vec!["(?, ?)"; pairs.len()].join(", ")
-    ))
-    .into_boxed::<Db>();
-    for &(user, key) in &pairs {
-        query = query
-            .bind::<BigInt, _>(user)
-            .bind::<Text, _>(key.to_owned());
-    }
-    let rows: Vec<OrderRow> = query.load(c).await?;
+    // would make the server probe every buyer with every key.
+    let rows: Vec<OrderRow> = Sql::for_rows(orders.len())
+        .sql(
+            "SELECT id, drop_id, product_id, user_id, quantity, status, idempotency_key, \
+             created_at FROM orders WHERE (user_id, idempotency_key) IN (",
+        )
+        .list(orders, |q, o| {
+            q.sql("(")
+                .bind(Bind::BigInt(o.user_id.get()))
+                .sql(", ")
+                .bind(Bind::Text(o.key.as_str().to_owned()))
+                .sql(")")
+        })
+        .sql(")")
+        .load(c)
+        .await?;
     let mut found = std::collections::HashMap::with_capacity(rows.len());
     for row in rows {
         let order = row.into_domain()?;
@@ -337,15 +343,19 @@ async fn lock_holdings(
     if buyers.is_empty() {
         return Ok(());
     }
-    let rows = vec!["(?, ?, 0)"; buyers.len()].join(", ");
-    let mut ensure = diesel::sql_query(format!(
-        "{ENSURE_HOLDINGS_HEAD} {rows}{ENSURE_HOLDINGS_TAIL}"
-    ))
-    .into_boxed::<Db>();
-    for &buyer in buyers {
-        ensure = ensure.bind::<BigInt, _>(drop).bind::<BigInt, _>(buyer);
-    }
-    ensure.execute(c).await?;
+    Sql::for_rows(buyers.len())
+        .sql(ENSURE_HOLDINGS_HEAD)
+        .sql(" ")
+        .list(buyers, |q, &buyer| {
+            q.sql("(")
+                .bind(Bind::BigInt(drop))
+                .sql(", ")
+                .bind(Bind::BigInt(buyer))
+                .sql(", 0)")
+        })
+        .sql(ENSURE_HOLDINGS_TAIL)
+        .execute(c)
+        .await?;
     Ok(())
 }
 
@@ -362,25 +372,23 @@ async fn read_holdings(
     if buyers.is_empty() {
         return Ok(std::collections::HashMap::new());
     }
-    let found: Vec<(i64, i32, i32)> = drop_holdings::table
-        .filter(drop_holdings::drop_id.eq(drop))
-        .filter(drop_holdings::user_id.eq_any(buyers))
-        .select((
-            drop_holdings::user_id,
-            drop_holdings::quantity,
-            drop_holdings::orders_placed,
-        ))
+    let found: Vec<HoldingRow> = Sql::for_rows(buyers.len())
+        .sql("SELECT user_id, quantity, orders_placed FROM drop_holdings WHERE drop_id = ")
+        .bind(Bind::BigInt(drop))
+        .sql(" AND user_id IN (")
+        .list(buyers, |q, &buyer| q.bind(Bind::BigInt(buyer)))
+        .sql(")")
         .load(c)
         .await?;
     Ok(found
         .into_iter()
-        .map(|(user, quantity, orders_placed)| {
+        .map(|row| {
             let holding = Holding {
-                quantity,
-                orders_placed,
+                quantity: row.quantity,
+                orders_placed: row.orders_placed,
                 ..Holding::default()
             };
-            (user, holding)
+            (row.user_id, holding)
         })
         .collect())
 }
@@ -399,52 +407,45 @@ async fn add_holdings(
         .filter(|(_, h)| h.added_orders > 0)
         .map(|(&user, h)| (user, h))
         .collect();
-    let case = format!(
-        "CASE user_id {} END",
-        vec!["WHEN ? THEN ?"; added.len()].join(" ")
-    );
-    let sql = format!(
-        "UPDATE drop_holdings SET quantity = quantity + {case}, \
-         orders_placed = orders_placed + {case} \
-         WHERE drop_id = ? AND user_id IN ({ids}) \
-         AND quantity + {case} <= ? AND orders_placed + {case} <= ?",
-        ids = placeholders(added.len()),
-    );
-    // The binds in the order of the placeholders: SET's two CASEs (units, orders), the drop
-    // and the buyers, then each limit after its CASE.
-    let units_added: Vec<(i64, i32)> = added.iter().map(|(u, h)| (*u, h.added_quantity)).collect();
-    let orders_added: Vec<(i64, i32)> = added.iter().map(|(u, h)| (*u, h.added_orders)).collect();
-    let mut query = diesel::sql_query(sql).into_boxed::<Db>();
-    query = bind_case(query, &units_added);
-    query = bind_case(query, &orders_added);
-    query = query.bind::<BigInt, _>(drop);
-    for &(user, _) in &added {
-        query = query.bind::<BigInt, _>(user);
-    }
-    query = bind_case(query, &units_added).bind::<Integer, _>(per_user);
-    query = bind_case(query, &orders_added).bind::<Integer, _>(max_orders);
-    let changed = query.execute(c).await?;
+    // `CASE user_id WHEN ? THEN ? ... END`: each buyer's units, or orders, added by the batch.
+    let case = |q: Sql, units: bool| {
+        q.sql("CASE user_id")
+            .each(&added, |q, &(user, h)| {
+                let n = if units {
+                    h.added_quantity
+                } else {
+                    h.added_orders
+                };
+                q.sql(" WHEN ")
+                    .bind(Bind::BigInt(user))
+                    .sql(" THEN ")
+                    .bind(Bind::Integer(n))
+            })
+            .sql(" END")
+    };
+    let q = Sql::for_rows(added.len()).sql("UPDATE drop_holdings SET quantity = quantity + ");
+    let q = case(q, true).sql(", orders_placed = orders_placed + ");
+    let q = case(q, false)
+        .sql(" WHERE drop_id = ")
+        .bind(Bind::BigInt(drop))
+        .sql(" AND user_id IN (")
+        .list(&added, |q, &(user, _)| q.bind(Bind::BigInt(user)))
+        .sql(") AND quantity + ");
+    let q = case(q, true)
+        .sql(" <= ")
+        .bind(Bind::Integer(per_user))
+        .sql(" AND orders_placed + ");
+    let changed = case(q, false)
+        .sql(" <= ")
+        .bind(Bind::Integer(max_orders))
+        .execute(c)
+        .await?;
     if changed != added.len() {
         return Err(TxError::Refused(Contended(
             "a buyer's holding no longer allows the batch",
         )));
     }
     Ok(())
-}
-
-/// Binds a `CASE user_id WHEN ? THEN ? ... END` of `pairs`.
-fn bind_case<'f>(
-    mut query: diesel::query_builder::BoxedSqlQuery<'f, Db, diesel::query_builder::SqlQuery>,
-    pairs: &[(i64, i32)],
-) -> diesel::query_builder::BoxedSqlQuery<'f, Db, diesel::query_builder::SqlQuery> {
-    for &(user, value) in pairs {
-        query = query.bind::<BigInt, _>(user).bind::<Integer, _>(value);
-    }
-    query
-}
-
-fn placeholders(n: usize) -> String {
-    vec!["?"; n].join(", ")
 }
 
 /// SQLite runs no busy handler for a transaction that read before it writes (it could

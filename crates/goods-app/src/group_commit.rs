@@ -4,10 +4,10 @@
 //! stock), so one order per transaction queues them all on those rows' locks, one commit at a
 //! time. Instead each drop gets a committer task: purchases queue to it, and it commits what is
 //! waiting (up to [`GroupCommit::max_batch`]) in one ledger transaction
-//! ([`PurchaseLedger::place_orders`]), then answers every waiter on its own. While a batch is in
-//! the database the next one gathers, so the batch size follows the load: a lone buyer is
-//! committed at once, alone; a thousand buyers in the same second share a few dozen
-//! transactions.
+//! ([`PurchaseLedger::place_orders`]), then answers every waiter on its own. While its batches
+//! are in the database (at most [`GroupCommit::in_flight`]) the next one gathers, so the batch
+//! size follows the load: a lone buyer is committed at once, alone; a thousand buyers in the
+//! same second share a few dozen transactions.
 
 use goods_domain::ports::{PlaceOrder, PlaceOrderError, Placement, PurchaseLedger};
 use goods_domain::{DropId, InfraError};
@@ -26,6 +26,12 @@ pub struct GroupCommit {
     /// was waiting (`GROUP_COMMIT_LINGER_MS`). It never applies to a lone buyer: a drop whose
     /// previous batch held one order is committed at once.
     pub linger: Duration,
+    /// How many of a drop's batches may be in the database at once (`GROUP_COMMIT_IN_FLIGHT`).
+    /// They queue on the drop's hot rows only for their last statements, so a second batch
+    /// does its reads and inserts while the first commits; on a machine whose cores the
+    /// database shares, smaller batches cost more than the overlap gains (docs/benchmarks.md),
+    /// so the default is one.
+    pub in_flight: usize,
 }
 
 impl Default for GroupCommit {
@@ -33,6 +39,7 @@ impl Default for GroupCommit {
         Self {
             max_batch: 64,
             linger: Duration::ZERO,
+            in_flight: 1,
         }
     }
 }
@@ -58,6 +65,7 @@ impl Committers {
             ledger,
             config: GroupCommit {
                 max_batch: config.max_batch.max(1),
+                in_flight: config.in_flight.max(1),
                 ..config
             },
             queues: Mutex::default(),
@@ -112,18 +120,23 @@ impl Committers {
     }
 }
 
-/// A drop's committer: takes what is waiting, commits it, answers, and again. The queue needs
-/// no bound of its own: only purchases holding a write slot (the buffer) reach it.
+/// A drop's committer: once fewer than `in_flight` of its batches are in the database, takes
+/// what is waiting, starts committing it, and again. The queue needs no bound of its own: only
+/// purchases holding a write slot (the buffer) reach it.
 async fn run(
     ledger: Arc<dyn PurchaseLedger>,
     config: GroupCommit,
     mut waiting: mpsc::UnboundedReceiver<Waiter>,
 ) {
+    let mut committing = tokio::task::JoinSet::new();
     let mut busy = false;
     loop {
+        while committing.len() >= config.in_flight {
+            committing.join_next().await;
+        }
         let first = match tokio::time::timeout(IDLE, waiting.recv()).await {
             Ok(Some(waiter)) => waiter,
-            Ok(None) => return,
+            Ok(None) => break,
             Err(_) => {
                 // Refuse new purchases, then commit the ones that arrived meanwhile.
                 waiting.close();
@@ -133,10 +146,10 @@ async fn run(
                 }
                 while !rest.is_empty() {
                     let later = rest.split_off(rest.len().min(config.max_batch));
-                    commit(ledger.as_ref(), rest).await;
+                    commit(Arc::clone(&ledger), rest).await;
                     rest = later;
                 }
-                return;
+                break;
             }
         };
         let mut batch = vec![first];
@@ -156,14 +169,17 @@ async fn run(
             }
         }
         busy = batch.len() > 1;
-        commit(ledger.as_ref(), batch).await;
+        committing.spawn(commit(Arc::clone(&ledger), batch));
     }
+    // Batches still in the database finish and answer their buyers (dropping the set would
+    // abort them).
+    while committing.join_next().await.is_some() {}
 }
 
 /// Commits one batch and answers each waiter. A waiter that is gone (its request timed out or
 /// was dropped) is left out: nobody would learn the outcome, and its reservation's lease
 /// resolves it.
-async fn commit(ledger: &dyn PurchaseLedger, batch: Vec<Waiter>) {
+async fn commit(ledger: Arc<dyn PurchaseLedger>, batch: Vec<Waiter>) {
     let (orders, answers): (Vec<PlaceOrder>, Vec<oneshot::Sender<Placement>>) = batch
         .into_iter()
         .filter(|w| !w.answer.is_closed())
@@ -288,12 +304,23 @@ mod tests {
         }
     }
 
+    /// Committers with one batch in flight per drop, unless a test says otherwise.
     fn committers(ledger: &Arc<Recording>, max_batch: usize, linger_ms: u64) -> Arc<Committers> {
+        committers_in_flight(ledger, max_batch, linger_ms, 1)
+    }
+
+    fn committers_in_flight(
+        ledger: &Arc<Recording>,
+        max_batch: usize,
+        linger_ms: u64,
+        in_flight: usize,
+    ) -> Arc<Committers> {
         Arc::new(Committers::new(
             Arc::clone(ledger) as Arc<dyn PurchaseLedger>,
             GroupCommit {
                 max_batch,
                 linger: Duration::from_millis(linger_ms),
+                in_flight,
             },
         ))
     }
@@ -393,6 +420,28 @@ mod tests {
             task.await.unwrap().unwrap();
         }
         assert_eq!(ledger.batches(), vec![vec![1], vec![2, 3], vec![4, 5]]);
+    }
+
+    #[tokio::test]
+    async fn a_second_batch_starts_while_the_first_is_in_the_database_but_no_third() {
+        let ledger = Recording::new(false, None);
+        let committers = committers_in_flight(&ledger, 64, 0, 2);
+        let mut tasks = first_in_flight(&committers, &ledger).await;
+        tasks.extend(queue(&committers, [2]).await);
+        while ledger.batches().len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        // Two batches in the database: buyers 3 and 4 wait for one of them to finish.
+        tasks.extend(queue(&committers, [3, 4]).await);
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(ledger.batches(), vec![vec![1], vec![2]]);
+        ledger.commits.add_permits(3);
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        assert_eq!(ledger.batches(), vec![vec![1], vec![2], vec![3, 4]]);
     }
 
     #[tokio::test]

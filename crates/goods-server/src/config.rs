@@ -156,6 +156,9 @@ fn bad(var: &'static str, reason: impl Into<String>) -> ConfigError {
 /// bound parameters (SQLite: 32,766; MySQL: 65,535).
 const MAX_BATCH: usize = 1000;
 
+/// The most batches of one drop in the database at once: more only queue on the drop's row.
+const MAX_IN_FLIGHT: usize = 16;
+
 /// The longest linger: a committer waiting longer than this would slow every buyer of a busy
 /// drop for little gain.
 const MAX_LINGER_MS: u64 = 100;
@@ -254,9 +257,17 @@ impl Config {
                 format!("{linger} is over {MAX_LINGER_MS}"),
             ));
         }
+        let in_flight = number(&get, "GROUP_COMMIT_IN_FLIGHT", 1_usize, 1)?;
+        if in_flight > MAX_IN_FLIGHT {
+            return Err(bad(
+                "GROUP_COMMIT_IN_FLIGHT",
+                format!("{in_flight} is over {MAX_IN_FLIGHT}"),
+            ));
+        }
         let group_commit = GroupCommit {
             max_batch,
             linger: Duration::from_millis(linger),
+            in_flight,
         };
         // A write slot is one purchase waiting for its drop's committer; the pool's connections
         // carry full batches, so the default lets that many purchases wait.
@@ -406,7 +417,8 @@ mod tests {
             c.group_commit,
             GroupCommit {
                 max_batch: 64,
-                linger: Duration::ZERO
+                linger: Duration::ZERO,
+                in_flight: 1,
             }
         );
     }
@@ -416,13 +428,15 @@ mod tests {
         let c = config(&[
             ("GROUP_COMMIT_MAX_BATCH", "1"),
             ("GROUP_COMMIT_LINGER_MS", "2"),
+            ("GROUP_COMMIT_IN_FLIGHT", "4"),
         ])
         .unwrap();
         assert_eq!(
             c.group_commit,
             GroupCommit {
                 max_batch: 1,
-                linger: Duration::from_millis(2)
+                linger: Duration::from_millis(2),
+                in_flight: 4,
             }
         );
     }
