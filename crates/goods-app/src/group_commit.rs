@@ -57,6 +57,10 @@ pub(crate) struct Committers {
     ledger: Arc<dyn PurchaseLedger>,
     config: GroupCommit,
     queues: Mutex<HashMap<DropId, mpsc::UnboundedSender<Waiter>>>,
+    /// The runtime the application was built on. Committers run there, not on the runtime of
+    /// the request that happened to start one: an HTTP worker's single-threaded runtime stops
+    /// with its worker, while other workers' buyers still wait on the drop's committer.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Committers {
@@ -69,6 +73,7 @@ impl Committers {
                 ..config
             },
             queues: Mutex::default(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
@@ -113,7 +118,11 @@ impl Committers {
             .entry(drop)
             .or_insert_with(|| {
                 let (queue, waiting) = mpsc::unbounded_channel();
-                tokio::spawn(run(Arc::clone(&self.ledger), self.config, waiting));
+                let committer = run(Arc::clone(&self.ledger), self.config, waiting);
+                match &self.runtime {
+                    Some(runtime) => runtime.spawn(committer),
+                    None => tokio::spawn(committer),
+                };
                 queue
             })
             .clone()

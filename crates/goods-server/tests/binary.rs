@@ -55,6 +55,23 @@ async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
                       "closeAt": (now + time::Duration::hours(1)).format(fmt).unwrap(), "limitedQuantity": 5}))
         .send().await.unwrap().json().await.unwrap();
 
+    let slots = || async {
+        let metrics = client
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("db_write_slots_available "))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap()
+    };
+    let free = slots().await;
+
     // Hold the database so the purchase is caught in flight.
     let (release, released) = std::sync::mpsc::channel::<()>();
     let db = dir.path().join("data/goods.db");
@@ -75,15 +92,7 @@ async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
             .send(),
     );
     for attempt in 0.. {
-        let metrics = client
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if metrics.contains("db_write_slots_available 15") {
+        if slots().await == free - 1 {
             break;
         }
         assert!(attempt < 500, "the purchase never reached the database");

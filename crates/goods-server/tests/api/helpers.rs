@@ -115,6 +115,7 @@ impl TestApp {
             ("GATE".into(), gate()),
             ("HTTP_WORKERS".into(), "2".into()),
             ("DATABASE_POOL_SIZE".into(), "8".into()),
+            ("DB_WRITE_PERMITS".into(), "8".into()),
             ("RECONCILE_INTERVAL_MS".into(), "0".into()),
             // Explicit: only the embedded mode defaults to it.
             ("AUTH_MODE".into(), "trusted-header".into()),
@@ -312,7 +313,7 @@ impl TestApp {
         if gate_on() {
             self.until_remaining(drop, remaining_once_admitted).await;
         } else {
-            // The test server's buffer has DATABASE_POOL_SIZE = 8 slots.
+            // The test server's buffer has DB_WRITE_PERMITS = 8 slots.
             self.until_write_slots_available(7).await;
         }
     }
