@@ -55,21 +55,7 @@ async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
                       "closeAt": (now + time::Duration::hours(1)).format(fmt).unwrap(), "limitedQuantity": 5}))
         .send().await.unwrap().json().await.unwrap();
 
-    let slots = || async {
-        let metrics = client
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("db_write_slots_available "))
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap()
-    };
+    let slots = || process::metric(&client, &base, "db_write_slots_available");
     let free = slots().await;
 
     // Hold the database so the purchase is caught in flight.

@@ -221,18 +221,7 @@ impl Client {
     }
 
     async fn db_statements(&self, base: &str) -> u64 {
-        let text = self
-            .http
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix("db_statements_total ")?.parse().ok())
-            .unwrap()
+        process::metric(&self.http, base, "db_statements_total").await
     }
 }
 

@@ -35,3 +35,18 @@ pub fn spawn<'a>(
     });
     (child, format!("http://{addr}"))
 }
+
+/// A value from the server's `/metrics`, by metric name (an unlabelled series).
+pub async fn metric(http: &reqwest::Client, base: &str, name: &str) -> u64 {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+}
