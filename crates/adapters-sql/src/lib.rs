@@ -19,4 +19,7 @@ mod tx;
 pub use events::{decode_event, encode_event};
 pub use instrument::count_statements;
 pub use pooled::PooledConn;
-pub use tx::{Bounds, MAX_ATTEMPTS, TxError, bounded, db_failure, infra, retry_when, with_retries};
+pub use tx::{
+    Bounds, MAX_ATTEMPTS, TxError, bounded, db_failure, describe as describe_metrics, infra,
+    retry_when, with_retries,
+};

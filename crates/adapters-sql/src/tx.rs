@@ -134,11 +134,65 @@ where
     Fut: Future<Output = Result<T, TxError<R>>>,
 {
     use backon::Retryable;
-    attempt
+    let mut attempt = attempt;
+    let counted = move || {
+        metrics::counter!(TRANSACTIONS).increment(1);
+        attempt()
+    };
+    counted
         .retry(backoff())
         .when(retryable)
-        .notify(|_, pause| tracing::debug!(pause_ms = pause.as_millis(), "transaction retried"))
+        .notify(|error, pause| {
+            let reason = retry_reason(error);
+            metrics::counter!(RETRIES, "reason" => reason).increment(1);
+            tracing::debug!(reason, pause_ms = pause.as_millis(), "transaction retried");
+        })
         .await
+}
+
+/// Transactions begun by the ledger's retried calls, retries included.
+pub const TRANSACTIONS: &str = "db_transactions_total";
+/// Transactions tried again, by `reason`: `deadlock`, `lock_wait`, `duplicate_key` (a
+/// concurrent request with the same key committed first), `busy` (SQLite's lock),
+/// `contended` (a batch's conditional write lost a race), `other`.
+pub const RETRIES: &str = "db_transaction_retries_total";
+
+/// The help texts of the database metrics, for the exposition.
+pub fn describe() {
+    metrics::describe_counter!(
+        TRANSACTIONS,
+        "Ledger transactions begun (purchase batches, cancels, resolutions, drop creations), retries included."
+    );
+    metrics::describe_counter!(
+        RETRIES,
+        "Ledger transactions tried again, by reason (deadlock, lock_wait, duplicate_key, busy, contended, other)."
+    );
+    metrics::describe_counter!(
+        crate::instrument::STATEMENTS,
+        "Statements this instance sent to the database."
+    );
+}
+
+/// Why a failed transaction is tried again, as the [`RETRIES`] label.
+fn retry_reason<R>(error: &TxError<R>) -> &'static str {
+    use diesel::result::{DatabaseErrorKind, Error};
+    match error {
+        TxError::Refused(_) => "contended",
+        TxError::Db(Error::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => "duplicate_key",
+        TxError::Db(Error::DatabaseError(_, info)) => {
+            let message = info.message();
+            if message.contains("Deadlock") {
+                "deadlock"
+            } else if message.contains("Lock wait timeout") {
+                "lock_wait"
+            } else if message.contains("locked") || message.contains("busy") {
+                "busy"
+            } else {
+                "other"
+            }
+        }
+        _ => "other",
+    }
 }
 
 /// Runs `work` within `limit`; past it the work is dropped (a transaction in it rolls back:

@@ -14,7 +14,7 @@ mod routes;
 mod timeout;
 
 pub use auth::AuthMode;
-pub use metrics::{Counter, Metrics};
+pub use metrics::{Render, describe as describe_http_metrics};
 pub use routes::ops::{Probe, Readiness};
 
 use actix_web::dev::Server;
@@ -31,10 +31,8 @@ pub struct ApiState {
     pub auth: AuthMode,
     /// What `/health/ready` checks.
     pub readiness: Readiness,
-    /// Request counters for `/metrics`.
-    pub metrics: Metrics,
-    /// Statements sent to the database, for `/metrics`.
-    pub db_statements: Counter,
+    /// Renders `/metrics` (the recorder the binary installed).
+    pub metrics: Render,
 }
 
 /// Registers every route of the API contract on `cfg`.

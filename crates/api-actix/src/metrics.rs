@@ -1,26 +1,28 @@
-//! Request counters and latency sums in the Prometheus text format.
+//! HTTP metrics through the `metrics` facade: whatever recorder the binary installs (the
+//! Prometheus exporter in `goods-server`) keeps and renders them; nothing here formats text or
+//! holds a lock of its own on the request path.
+//!
+//! Every label comes from a fixed set, so no client can add series: methods outside the
+//! standard ones are `OTHER`, routes are the route templates (`/limited-drops/{dropId}`, or
+//! `unmatched`), statuses are HTTP status codes, and purchase outcomes are the API's codes.
 
 use actix_web::http::Method;
-use std::collections::HashMap;
-use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-#[derive(Debug, Default, Clone, Copy)]
-struct Series {
-    count: u64,
-    seconds: f64,
-}
+/// Renders the exposition for `GET /metrics` (the recorder's, installed by the binary).
+pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
-/// Reads a counter kept elsewhere (an adapter's).
-pub type Counter = Arc<dyn Fn() -> u64 + Send + Sync>;
-
-/// (method, route pattern, status). Every part comes from a fixed set (methods outside the
-/// standard ones are `OTHER`, unmatched paths `unmatched`), so no client can add series.
-type SeriesKey = (&'static str, &'static str, u16);
+/// HTTP requests answered, by method, route template and status.
+pub const HTTP_REQUESTS: &str = "http_requests_total";
+/// Time to answer, by method, route template and status (a histogram).
+pub const HTTP_DURATION: &str = "http_request_duration_seconds";
+/// Purchase answers by the API's outcome code (`SUCCESS` for a new order, `REPLAYED` for an
+/// idempotent replay, else the problem's `code`).
+pub const PURCHASE_OUTCOMES: &str = "purchase_outcomes_total";
 
 /// The method's label: one of the standard methods, or `OTHER`.
-fn method_label(method: &Method) -> &'static str {
+pub fn method_label(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",
         Method::POST => "POST",
@@ -33,65 +35,37 @@ fn method_label(method: &Method) -> &'static str {
     }
 }
 
-/// Per (method, route, status) request counts and latency sums. Routes are patterns
-/// (`/limited-drops/{dropId}`), never raw paths, so the label set stays small.
-#[derive(Debug, Clone, Default)]
-pub struct Metrics {
-    series: Arc<Mutex<HashMap<SeriesKey, Series>>>,
+/// Counts one answered request and its time.
+pub fn observe(method: &Method, route: &'static str, status: u16, took: Duration) {
+    let labels = [
+        ("method", method_label(method).to_owned()),
+        ("route", route.to_owned()),
+        ("status", status.to_string()),
+    ];
+    metrics::counter!(HTTP_REQUESTS, &labels).increment(1);
+    metrics::histogram!(HTTP_DURATION, &labels).record(took.as_secs_f64());
 }
 
-impl Metrics {
-    /// Counts one request.
-    pub fn observe(&self, method: &Method, route: &'static str, status: u16, took: Duration) {
-        if let Ok(mut series) = self.series.lock() {
-            let s = series
-                .entry((method_label(method), route, status))
-                .or_default();
-            s.count += 1;
-            s.seconds += took.as_secs_f64();
-        }
-    }
+/// Counts one purchase answer by its outcome code.
+pub fn purchase_outcome(code: &'static str) {
+    metrics::counter!(PURCHASE_OUTCOMES, "code" => code).increment(1);
+}
 
-    /// The Prometheus exposition.
-    pub fn render(&self, write_slots_available: usize, db_statements: u64) -> String {
-        let mut out = format!(
-            "# HELP db_write_slots_available Free database write slots of this instance's buffer.\n\
-             # TYPE db_write_slots_available gauge\n\
-             db_write_slots_available {write_slots_available}\n\
-             # HELP db_statements_total Statements this instance sent to the database.\n\
-             # TYPE db_statements_total counter\n\
-             db_statements_total {db_statements}\n"
-        );
-        out.push_str(
-            "# HELP http_requests_total HTTP requests by method, route pattern and status.\n\
-             # TYPE http_requests_total counter\n",
-        );
-        let mut series: Vec<(SeriesKey, Series)> = self
-            .series
-            .lock()
-            .map(|s| s.iter().map(|(k, v)| (*k, *v)).collect())
-            .unwrap_or_default();
-        series.sort_by_key(|(key, _)| *key);
-        for ((method, route, status), s) in &series {
-            let _ = writeln!(
-                out,
-                "http_requests_total{{method=\"{method}\",route=\"{route}\",status=\"{status}\"}} {}",
-                s.count
-            );
-        }
-        out.push_str(
-            "# HELP http_request_duration_seconds_sum Total time spent answering, by route.\n\
-             # TYPE http_request_duration_seconds_sum counter\n",
-        );
-        for ((method, route, status), s) in &series {
-            let _ = writeln!(
-                out,
-                "http_request_duration_seconds_sum{{method=\"{method}\",route=\"{route}\",status=\"{status}\"}} {}",
-                s.seconds
-            );
-        }
-        out
-    }
+/// The help texts of the series above, for the exposition.
+pub fn describe() {
+    metrics::describe_counter!(
+        HTTP_REQUESTS,
+        "HTTP requests answered, by method, route template and status."
+    );
+    metrics::describe_histogram!(
+        HTTP_DURATION,
+        metrics::Unit::Seconds,
+        "Time to answer an HTTP request, by method, route template and status."
+    );
+    metrics::describe_counter!(
+        PURCHASE_OUTCOMES,
+        "Purchase answers by outcome code: SUCCESS, REPLAYED, or the problem's code."
+    );
 }
 
 #[cfg(test)]
@@ -99,19 +73,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn made_up_methods_share_one_series() {
-        let metrics = Metrics::default();
+    fn made_up_methods_share_one_label() {
         for name in ["FOO1", "FOO2", "FOO3"] {
             let method = Method::from_bytes(name.as_bytes()).unwrap_or(Method::GET);
-            metrics.observe(&method, "unmatched", 405, Duration::ZERO);
+            assert_eq!(method_label(&method), "OTHER");
         }
-        let text = metrics.render(0, 0);
-        assert!(!text.contains("FOO"), "{text}");
-        assert!(
-            text.contains(
-                "http_requests_total{method=\"OTHER\",route=\"unmatched\",status=\"405\"} 3"
-            ),
-            "{text}"
-        );
+        assert_eq!(method_label(&Method::POST), "POST");
     }
 }

@@ -28,6 +28,11 @@ pub struct Problem {
 }
 
 impl Problem {
+    /// The problem's `code`, as in the body.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
     /// A problem with no extensions.
     pub fn new(
         status: StatusCode,

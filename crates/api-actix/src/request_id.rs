@@ -5,13 +5,11 @@
 //! ([`crate::timeout`]). One middleware for all of it keeps the per-request cost of the
 //! cheapest answers (a sold-out refusal) low.
 
-use crate::ApiState;
 use crate::routes::RouteLabel;
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::middleware::Next;
-use actix_web::web;
 use futures::FutureExt as _;
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;
@@ -53,9 +51,6 @@ pub async fn middleware(
         request.id = %id,
         load_test.run_id = %run_id,
     );
-    let metrics = req
-        .app_data::<web::Data<ApiState>>()
-        .map(|s| s.metrics.clone());
     let method = req.method().clone();
     let started = Instant::now();
     let guarded = AssertUnwindSafe(next.call(req)).catch_unwind();
@@ -74,9 +69,7 @@ pub async fn middleware(
             // it is still counted and traced here.
             let status = error.as_response_error().status_code().as_u16();
             span.record("http.status", status);
-            if let Some(metrics) = metrics {
-                metrics.observe(&method, "unmatched", status, started.elapsed());
-            }
+            crate::metrics::observe(&method, "unmatched", status, started.elapsed());
             return Err(error);
         }
     };
@@ -88,9 +81,7 @@ pub async fn middleware(
     let status = response.status().as_u16();
     span.record("http.route", route);
     span.record("http.status", status);
-    if let Some(metrics) = metrics {
-        metrics.observe(&method, route, status, started.elapsed());
-    }
+    crate::metrics::observe(&method, route, status, started.elapsed());
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }

@@ -3,6 +3,7 @@
 //! is answered 429 instead of queueing without limit.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -10,7 +11,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 #[derive(Debug, Clone)]
 pub struct WriteBuffer {
     permits: Arc<Semaphore>,
+    size: usize,
     wait: Duration,
+    waiters: Arc<AtomicUsize>,
 }
 
 impl WriteBuffer {
@@ -18,16 +21,37 @@ impl WriteBuffer {
     pub fn new(permits: usize, wait: Duration) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(permits)),
+            size: permits,
             wait,
+            waiters: Arc::default(),
         }
     }
 
     /// A write slot, held until the returned permit drops; `None` when none frees up in time.
     pub async fn acquire(&self) -> Option<OwnedSemaphorePermit> {
-        tokio::time::timeout(self.wait, Arc::clone(&self.permits).acquire_owned())
+        if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
+            metrics::histogram!(crate::telemetry::WRITE_WAIT).record(0.0);
+            return Some(permit);
+        }
+        let started = tokio::time::Instant::now();
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        let permit = tokio::time::timeout(self.wait, Arc::clone(&self.permits).acquire_owned())
             .await
             .ok()
-            .and_then(Result::ok)
+            .and_then(Result::ok);
+        self.waiters.fetch_sub(1, Ordering::Relaxed);
+        metrics::histogram!(crate::telemetry::WRITE_WAIT).record(started.elapsed().as_secs_f64());
+        permit
+    }
+
+    /// Purchases waiting for a slot right now.
+    pub fn waiters(&self) -> usize {
+        self.waiters.load(Ordering::Relaxed)
+    }
+
+    /// Slots in all.
+    pub fn permits(&self) -> usize {
+        self.size
     }
 
     /// Slots free right now.

@@ -134,6 +134,7 @@ impl GoodsApp {
         };
         let seed = self.ports.drops.gate_seed(drop).await?;
         gate.resync(&seed).await?;
+        metrics::counter!(crate::telemetry::GATE_RESYNCS).increment(1);
         self.healing.forget_drift(drop.id);
         tracing::info!(
             remaining = seed.remaining,
@@ -194,11 +195,15 @@ impl GoodsApp {
         match &resolution {
             StaleResolution::Committed(order) if order.drop_id == drop.id => {
                 gate.confirm(&reservation, order.id).await?;
+                metrics::counter!(crate::telemetry::STALE_RESOLVED, "resolution" => "committed")
+                    .increment(1);
                 tracing::info!(user.id = %stale.user_id, order.id = %order.id, "stale reservation had committed; confirmed");
             }
             // No order of this drop for the key: this attempt will never commit.
             StaleResolution::Committed(_) | StaleResolution::Abandoned => {
                 gate.cancel(&reservation).await?;
+                metrics::counter!(crate::telemetry::STALE_RESOLVED, "resolution" => "abandoned")
+                    .increment(1);
                 tracing::info!(user.id = %stale.user_id, "stale reservation abandoned; units given back");
             }
             StaleResolution::Pending => {}
@@ -233,6 +238,9 @@ impl GoodsApp {
             Ok(relayed) => report.relayed = relayed,
             Err(error) => tracing::warn!(error = %error, "outbox relay failed"),
         }
+        if report.failed == 0 {
+            metrics::gauge!(crate::telemetry::LAST_PASS).set(now.unix_timestamp() as f64);
+        }
         Ok(report)
     }
 
@@ -265,6 +273,8 @@ impl GoodsApp {
             // one pass, which the two-pass rule ignores.
             Some(remaining) => {
                 let drift = i64::from(limited) - i64::from(sold) - i64::from(remaining);
+                metrics::gauge!(crate::telemetry::DRIFT, "drop_id" => drop.id.to_string())
+                    .set(drift as f64);
                 self.healing.drift_calls_for_resync(drop.id, drift)
             }
         };
@@ -289,14 +299,17 @@ impl GoodsApp {
             .record_once(&key, &event, self.ports.clock.now())
             .await
         {
-            Ok(true) => tracing::error!(
+            Ok(true) => {
+                metrics::counter!(crate::telemetry::OVERSELLS).increment(1);
+                tracing::error!(
                 source = "oversell",
                 severity = "critical",
                 drop.id = %drop.id,
                 sold,
                 limited,
                 "drop oversold"
-            ),
+                );
+            }
             Ok(false) => {}
             Err(error) => {
                 // Not recorded: say it now, and the next pass tries to record it again.

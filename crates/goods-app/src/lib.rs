@@ -18,6 +18,7 @@ mod heal;
 mod purchase;
 mod reconcile;
 mod stats;
+pub mod telemetry;
 
 pub use actor::{Actor, Role};
 pub use buffer::WriteBuffer;
@@ -126,6 +127,18 @@ impl GoodsApp {
     /// Free database write slots right now (a saturation gauge).
     pub fn write_slots_available(&self) -> usize {
         self.buffer.available()
+    }
+
+    /// Sets the gauges that are read rather than counted (buffer saturation, the gate's
+    /// breaker), for a metrics scrape.
+    pub fn record_gauges(&self) {
+        let available = self.buffer.available();
+        metrics::gauge!(telemetry::WRITE_SLOTS_AVAILABLE).set(available as f64);
+        metrics::gauge!(telemetry::WRITE_SLOTS_IN_USE)
+            .set(self.buffer.permits().saturating_sub(available) as f64);
+        metrics::gauge!(telemetry::WRITE_WAITERS).set(self.buffer.waiters() as f64);
+        let degraded = self.ports.gate.is_some() && self.breaker.is_open();
+        metrics::gauge!(telemetry::GATE_DEGRADED).set(if degraded { 1.0 } else { 0.0 });
     }
 
     /// The ports, for the health check and the reconciliation task.

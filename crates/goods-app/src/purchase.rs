@@ -1,7 +1,7 @@
 //! PurchaseLimitedDrop: time gate -> admission gate -> write buffer -> the drop's next group
 //! commit -> confirm. Any failure after the gate admitted gives the units back.
 
-use crate::GoodsApp;
+use crate::{GoodsApp, telemetry};
 use goods_domain::ports::{
     AdmissionGate, DomainEvent, PlaceOrder, PlaceOrderError, Placed, PurchaseOutcome, Reservation,
     ReserveOutcome, StaleReservation, StaleResolution,
@@ -176,13 +176,24 @@ impl GoodsApp {
         let Some(gate) = self.gate().cloned() else {
             // No gate, or it failed moments ago (its breaker is open): the database decides.
             if self.ports.gate.is_some() {
+                metrics::counter!(telemetry::GATE_FALLBACKS, "reason" => "breaker_open")
+                    .increment(1);
                 // The gate does not see this sale: resync the drop when it is back.
                 self.healing.mark_dirty(drop.id);
             }
             return self.commit(&place_order(&drop, &cmd, now)).await;
         };
         let reservation = reservation(&drop, cmd, now.saturating_add(self.lease));
-        match self.reserve(gate.as_ref(), &drop, &reservation).await {
+        let asked = std::time::Instant::now();
+        let reserved = self.reserve(gate.as_ref(), &drop, &reservation).await;
+        let result = if reserved.is_ok() {
+            "answered"
+        } else {
+            "failed"
+        };
+        metrics::histogram!(telemetry::GATE_DECISION, "result" => result)
+            .record(asked.elapsed().as_secs_f64());
+        match reserved {
             Ok(outcome) => {
                 if self.breaker.reset() {
                     self.gate_is_back();
@@ -194,7 +205,10 @@ impl GoodsApp {
                 // Degraded: the gate's answer is unknown (a timeout may even have taken the
                 // units). The database alone keeps every invariant, so it decides, and the
                 // next purchases skip the gate until its breaker lets one try again.
+                metrics::counter!(telemetry::GATE_FALLBACKS, "reason" => "gate_failed")
+                    .increment(1);
                 if self.breaker.trip() {
+                    metrics::counter!(telemetry::GATE_DEGRADED_EVENTS).increment(1);
                     tracing::warn!(error = %error, "gate_degraded: purchases fall back to the database");
                     let event = DomainEvent::GateDegraded {
                         reason: error.to_string(),
@@ -311,14 +325,19 @@ impl GoodsApp {
 
     /// Takes a write slot and commits the order with its drop's next batch.
     async fn commit(&self, order: &PlaceOrder) -> Result<Purchased, PurchaseError> {
+        let admitted = std::time::Instant::now();
         let Some(_permit) = self.buffer.acquire().await else {
             return Err(PurchaseError::Throttled);
         };
         match self.committers.place(order.clone()).await? {
-            Placed::Created(order) => Ok(Purchased {
-                order,
-                replayed: false,
-            }),
+            Placed::Created(order) => {
+                metrics::histogram!(telemetry::ADMISSION_TO_COMMIT)
+                    .record(admitted.elapsed().as_secs_f64());
+                Ok(Purchased {
+                    order,
+                    replayed: false,
+                })
+            }
             Placed::Replayed(order) => Ok(Purchased {
                 order,
                 replayed: true,

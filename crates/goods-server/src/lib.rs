@@ -2,6 +2,7 @@
 //! adapters into the application. Tests build an [`Application`] from their own [`Config`].
 
 pub mod config;
+pub mod metrics;
 pub mod startup;
 pub mod telemetry;
 

@@ -7,7 +7,7 @@ use adapters_mysql::MysqlStore;
 use adapters_redis::{RedisConfig, RedisConnection, RedisGate, RedisStats};
 use adapters_sqlite::SqliteStore;
 use anyhow::Context as _;
-use api_actix::{ApiState, AuthMode, Counter, Metrics, Probe, Readiness};
+use api_actix::{ApiState, AuthMode, Probe, Readiness};
 use futures::FutureExt as _;
 use goods_app::{GoodsApp, Ports, WriteBuffer};
 use goods_domain::InfraError;
@@ -29,7 +29,7 @@ pub struct Application {
     reconcile_interval: Option<Duration>,
 }
 
-/// The SQL ports of one store, plus its health check and statement counter.
+/// The SQL ports of one store, plus its health check.
 struct SqlPorts {
     products: Arc<dyn ProductRepository>,
     drops: Arc<dyn DropRepository>,
@@ -37,17 +37,15 @@ struct SqlPorts {
     ledger: Arc<dyn PurchaseLedger>,
     outbox: Arc<dyn EventOutbox>,
     probe: Probe,
-    statements: Counter,
 }
 
-fn sql_ports<S, F>(store: S, ping: fn(S) -> F, statements: fn(&S) -> u64) -> SqlPorts
+fn sql_ports<S, F>(store: S, ping: fn(S) -> F) -> SqlPorts
 where
     S: ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox + Clone,
     F: Future<Output = Result<(), InfraError>> + Send + 'static,
 {
     let probe_store = store.clone();
     let store = Arc::new(store);
-    let counted = Arc::clone(&store);
     SqlPorts {
         products: store.clone(),
         drops: store.clone(),
@@ -59,7 +57,6 @@ where
                 .map(|r| r.map_err(|e| e.to_string()))
                 .boxed()
         }),
-        statements: Arc::new(move || statements(&counted)),
     }
 }
 
@@ -137,11 +134,7 @@ impl Application {
                 let store = SqliteStore::open(url, config.migrate)
                     .await?
                     .with_bounds(bounds);
-                sql_ports(
-                    store,
-                    |s| async move { s.ping().await },
-                    SqliteStore::statements,
-                )
+                sql_ports(store, |s| async move { s.ping().await })
             }
             Database::Mysql(url) => {
                 let store = MysqlStore::connect_with(
@@ -151,11 +144,7 @@ impl Application {
                     bounds,
                 )
                 .await?;
-                sql_ports(
-                    store,
-                    |s| async move { s.ping().await },
-                    MysqlStore::statements,
-                )
+                sql_ports(store, |s| async move { s.ping().await })
             }
         };
         let gate = gate_ports(&config).await?;
@@ -195,8 +184,15 @@ impl Application {
                 gate: gate.probe,
                 gate_kind: gate.kind,
             },
-            metrics: Metrics::default(),
-            db_statements: sql.statements,
+            metrics: {
+                let prometheus = crate::metrics::recorder(config.reconcile_interval);
+                let app = app.clone();
+                Arc::new(move || {
+                    app.record_gauges();
+                    prometheus.run_upkeep();
+                    prometheus.render()
+                })
+            },
         };
         let listener = TcpListener::bind(config.bind_addr)
             .with_context(|| format!("binding {}", config.bind_addr))?;

@@ -67,9 +67,16 @@ pub async fn purchase(
     req: HttpRequest,
     body: web::Bytes,
 ) -> HttpResponse {
-    purchase_inner(&state, &who, &req, &body)
-        .await
-        .unwrap_or_else(|problem| problem.error_response())
+    match purchase_inner(&state, &who, &req, &body).await {
+        Ok((response, replayed)) => {
+            crate::metrics::purchase_outcome(if replayed { "REPLAYED" } else { "SUCCESS" });
+            response
+        }
+        Err(problem) => {
+            crate::metrics::purchase_outcome(problem.code());
+            problem.error_response()
+        }
+    }
 }
 
 async fn purchase_inner(
@@ -77,7 +84,7 @@ async fn purchase_inner(
     who: &Identity,
     req: &HttpRequest,
     body: &[u8],
-) -> Result<HttpResponse, Problem> {
+) -> Result<(HttpResponse, bool), Problem> {
     let buyer = who.buyer()?;
     let input: Purchase = dto::parse(body)?;
     let quantity = Quantity::parse("quantity", input.quantity)
@@ -101,7 +108,10 @@ async fn purchase_inner(
     if bought.replayed {
         response.insert_header(("Idempotent-Replayed", "true"));
     }
-    Ok(response.json(OrderBody::from(bought.order)))
+    Ok((
+        response.json(OrderBody::from(bought.order)),
+        bought.replayed,
+    ))
 }
 
 /// `GET /limited-drops/{dropId}/stats` (seller).

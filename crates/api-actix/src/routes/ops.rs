@@ -63,9 +63,5 @@ pub async fn ready(state: web::Data<ApiState>) -> HttpResponse {
 pub async fn metrics(state: web::Data<ApiState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
-        .body(
-            state
-                .metrics
-                .render(state.app.write_slots_available(), (state.db_statements)()),
-        )
+        .body((state.metrics)())
 }

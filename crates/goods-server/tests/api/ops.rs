@@ -112,7 +112,12 @@ async fn errors_the_framework_raises_are_problems_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn made_up_http_methods_add_no_metric_series() {
     let app = TestApp::spawn().await;
-    let series = |text: String| text.lines().filter(|l| !l.starts_with('#')).count();
+    // Series of the request counter (the duration histogram has the same label sets).
+    let series = |text: String| {
+        text.lines()
+            .filter(|l| l.starts_with("http_requests_total{"))
+            .count()
+    };
     let send = |name: &str| {
         app.request(
             reqwest::Method::from_bytes(name.as_bytes()).unwrap(),
@@ -127,8 +132,12 @@ async fn made_up_http_methods_add_no_metric_series() {
     send("FOO3").await.unwrap();
     let text = app.get("/metrics", None).await.text().await.unwrap();
     assert!(!text.contains("FOO"), "{text}");
-    // The only new series is the first /metrics read's own (a count and a duration line).
-    assert_eq!(series(text), after_one + 2);
+    assert!(
+        text.contains("http_requests_total{method=\"OTHER\",route=\"/products\",status=\"405\"} 3"),
+        "{text}"
+    );
+    // The only new series is the first /metrics read's own.
+    assert_eq!(series(text), after_one + 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,4 +153,75 @@ async fn a_405_names_the_methods_the_resource_allows() {
         assert_eq!(res.headers()["allow"], allow, "{path}");
         problem(res, 405, "METHOD_NOT_ALLOWED").await;
     }
+}
+
+/// The value of one series in a Prometheus exposition (`name{labels}` exactly as rendered,
+/// or a bare name), if present.
+fn series_value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_drop_shows_in_the_outcome_series_and_the_histograms() {
+    let app = TestApp::spawn_with(&[("DB_WRITE_PERMITS", "1"), ("DB_WRITE_WAIT_MS", "50")]).await;
+    let (_, later) = app
+        .drop_with(5, 5, 1, time::Duration::hours(1), time::Duration::hours(2))
+        .await;
+    let (_, drop) = app.open_drop(10, 3, 1).await;
+    problem(app.purchase(later, 1, "early", 1).await, 425, "TOO_EARLY").await;
+    assert_eq!(app.purchase(drop, 1, "a", 1).await.status(), 202);
+    assert_eq!(app.purchase(drop, 1, "a", 1).await.status(), 202); // the replay
+    // A purchase holding the only write slot makes the next admitted one THROTTLED.
+    let lock = app.lock_drop(drop).await;
+    let slow = app.purchase_in_background(drop, 2, "b");
+    app.until_write_slots_available(0).await;
+    problem(app.purchase(drop, 3, "c", 1).await, 429, "THROTTLED").await;
+    lock.release().await;
+    assert_eq!(slow.await.unwrap().status(), 202);
+    assert_eq!(app.purchase(drop, 4, "d", 1).await.status(), 202);
+    problem(app.purchase(drop, 5, "e", 1).await, 409, "SOLD_OUT").await;
+
+    let text = app.get("/metrics", None).await.text().await.unwrap();
+    let outcome = |code: &str| {
+        series_value(&text, &format!("purchase_outcomes_total{{code=\"{code}\"}}"))
+            .unwrap_or(0.0)
+    };
+    assert_eq!(
+        [
+            outcome("SUCCESS"),
+            outcome("REPLAYED"),
+            outcome("TOO_EARLY"),
+            outcome("THROTTLED"),
+            outcome("SOLD_OUT"),
+        ],
+        [3.0, 1.0, 1.0, 1.0, 1.0],
+        "{text}"
+    );
+    // Every purchase request was timed, and both orders' admission-to-commit.
+    let purchases = "method=\"POST\",route=\"/limited-drops/{dropId}/orders\"";
+    let timed: f64 = [202, 425, 429, 409]
+        .iter()
+        .map(|status| {
+            series_value(
+                &text,
+                &format!("http_request_duration_seconds_count{{{purchases},status=\"{status}\"}}"),
+            )
+            .unwrap_or(0.0)
+        })
+        .sum();
+    assert_eq!(timed, 7.0, "{text}");
+    assert_eq!(
+        series_value(&text, "purchase_admission_to_commit_seconds_count"),
+        Some(3.0),
+        "{text}"
+    );
+    // The throttled purchase waited for a slot and gave up; the buffer is free again.
+    assert!(
+        series_value(&text, "db_write_wait_seconds_count").is_some_and(|n| n >= 4.0),
+        "{text}"
+    );
+    assert_eq!(series_value(&text, "db_write_slots_in_use"), Some(0.0));
+    assert_eq!(series_value(&text, "gate_degraded"), Some(0.0));
+    assert!(series_value(&text, "db_transactions_total").is_some_and(|n| n >= 3.0));
 }

@@ -1,0 +1,96 @@
+//! The use cases' metrics, through the `metrics` facade (the binary installs the recorder).
+//! Labels come from fixed sets; the one exception, `drop_id` on the drift gauge, is bounded by
+//! the open drops, and the exporter drops a gauge nobody has set for a while (a closed drop's).
+
+/// Time from a purchase's admission (the gate's, or the database-only path's start) to its
+/// order's commit.
+pub const ADMISSION_TO_COMMIT: &str = "purchase_admission_to_commit_seconds";
+/// Time the gate took to decide a reservation, by `result` (`answered`, `failed`).
+pub const GATE_DECISION: &str = "gate_decision_seconds";
+/// Purchases the database decided alone although a gate is configured, by `reason`
+/// (`gate_failed`: the call failed; `breaker_open`: the gate failed moments ago).
+pub const GATE_FALLBACKS: &str = "gate_fallbacks_total";
+/// Times the gate was found failing after it worked (the `gate_degraded` event).
+pub const GATE_DEGRADED_EVENTS: &str = "gate_degraded_events_total";
+/// 1 while the gate's breaker is open (purchases bypass the gate), else 0.
+pub const GATE_DEGRADED: &str = "gate_degraded";
+/// Drops whose gate was rebuilt from the database.
+pub const GATE_RESYNCS: &str = "gate_resyncs_total";
+/// Stale reservations decided against the database, by `resolution` (`committed`,
+/// `abandoned`).
+pub const STALE_RESOLVED: &str = "stale_reservations_resolved_total";
+/// Free write slots of this instance's buffer.
+pub const WRITE_SLOTS_AVAILABLE: &str = "db_write_slots_available";
+/// Write slots held by purchases.
+pub const WRITE_SLOTS_IN_USE: &str = "db_write_slots_in_use";
+/// Purchases waiting for a write slot.
+pub const WRITE_WAITERS: &str = "db_write_waiters";
+/// Time a purchase waited for a write slot (it got one or was throttled).
+pub const WRITE_WAIT: &str = "db_write_wait_seconds";
+/// `limitedQuantity - sold - gateRemaining` of an open drop at the last healing pass.
+pub const DRIFT: &str = "reconcile_drift";
+/// When the last healing pass over all drops finished (unix seconds).
+pub const LAST_PASS: &str = "reconcile_last_success_timestamp_seconds";
+/// Oversells recorded (once per drop, by the instance that recorded it).
+pub const OVERSELLS: &str = "oversell_events_total";
+
+/// The help texts, for the exposition.
+pub fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_histogram!(
+        ADMISSION_TO_COMMIT,
+        Unit::Seconds,
+        "Time from a purchase's admission to its order's commit."
+    );
+    describe_histogram!(
+        GATE_DECISION,
+        Unit::Seconds,
+        "Time the admission gate took to decide a reservation, by result."
+    );
+    describe_counter!(
+        GATE_FALLBACKS,
+        "Purchases decided by the database alone although a gate is configured, by reason."
+    );
+    describe_counter!(
+        GATE_DEGRADED_EVENTS,
+        "Times the gate was found failing after it worked (gate_degraded events)."
+    );
+    describe_gauge!(
+        GATE_DEGRADED,
+        "1 while purchases bypass the failing gate (its breaker is open), else 0."
+    );
+    describe_counter!(
+        GATE_RESYNCS,
+        "Drops whose gate was rebuilt from the database."
+    );
+    describe_counter!(
+        STALE_RESOLVED,
+        "Stale reservations decided against the database, by resolution."
+    );
+    describe_gauge!(
+        WRITE_SLOTS_AVAILABLE,
+        "Free database write slots of this instance's buffer."
+    );
+    describe_gauge!(
+        WRITE_SLOTS_IN_USE,
+        "Database write slots held by purchases."
+    );
+    describe_gauge!(
+        WRITE_WAITERS,
+        "Purchases waiting for a database write slot."
+    );
+    describe_histogram!(
+        WRITE_WAIT,
+        Unit::Seconds,
+        "Time a purchase waited for a database write slot."
+    );
+    describe_gauge!(
+        DRIFT,
+        "limitedQuantity - sold - gate remaining of an open drop, at the last healing pass."
+    );
+    describe_gauge!(
+        LAST_PASS,
+        "Unix time at which the last healing and reconciliation pass finished."
+    );
+    describe_counter!(OVERSELLS, "Oversold drops recorded (once per drop).");
+}

@@ -1,0 +1,48 @@
+//! The process's metrics recorder: `metrics-exporter-prometheus`, rendered by `GET /metrics`.
+//!
+//! Chosen over the `prometheus` crate because the crates below the binary record through the
+//! `metrics` facade (as they log through `tracing`) without knowing the exporter, and its
+//! registry is sharded and atomic, so recording takes no global lock on the request path.
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_util::MetricKindMask;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Histogram buckets in seconds, shared by every latency histogram: fine below 10 ms where
+/// refusals and commits live, and an edge at the 800 ms latency objective.
+pub const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.8, 1.0, 2.5, 5.0, 10.0,
+];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// The recorder, installed on first use (one per process; a second server in the same process,
+/// as in tests, shares it). A gauge nobody has set for three healing passes (at least a minute)
+/// is dropped from the exposition: that is how a closed drop's drift series goes away.
+pub fn recorder(reconcile_interval: Option<Duration>) -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let idle = reconcile_interval
+                .map_or(Duration::ZERO, |i| i * 3)
+                .max(Duration::from_secs(60));
+            let builder = PrometheusBuilder::new().idle_timeout(MetricKindMask::GAUGE, Some(idle));
+            let builder = match builder.set_buckets(BUCKETS) {
+                Ok(with_buckets) => with_buckets,
+                Err(error) => {
+                    tracing::warn!(%error, "histogram buckets refused; summaries instead");
+                    PrometheusBuilder::new().idle_timeout(MetricKindMask::GAUGE, Some(idle))
+                }
+            };
+            let recorder = builder.build_recorder();
+            let handle = recorder.handle();
+            if metrics::set_global_recorder(recorder).is_err() {
+                tracing::warn!("a metrics recorder was already installed; /metrics stays empty");
+            }
+            api_actix::describe_http_metrics();
+            goods_app::telemetry::describe();
+            adapters_sql::describe_metrics();
+            handle
+        })
+        .clone()
+}
