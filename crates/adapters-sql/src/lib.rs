@@ -20,6 +20,6 @@ pub use events::{decode_event, encode_event};
 pub use instrument::count_statements;
 pub use pooled::PooledConn;
 pub use tx::{
-    Bounds, MAX_ATTEMPTS, TxError, bounded, db_failure, describe as describe_metrics, infra,
-    retry_when, with_retries,
+    Bounds, MAX_ATTEMPTS, METRIC_NAMES, TxError, bounded, db_failure, describe as describe_metrics,
+    infra, retry_when, with_retries,
 };

@@ -157,6 +157,9 @@ pub const TRANSACTIONS: &str = "db_transactions_total";
 /// `contended` (a batch's conditional write lost a race), `other`.
 pub const RETRIES: &str = "db_transaction_retries_total";
 
+/// Every database metric name.
+pub const METRIC_NAMES: &[&str] = &[TRANSACTIONS, RETRIES, crate::instrument::STATEMENTS];
+
 /// The help texts of the database metrics, for the exposition.
 pub fn describe() {
     metrics::describe_counter!(

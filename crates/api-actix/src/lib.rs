@@ -14,7 +14,7 @@ mod routes;
 mod timeout;
 
 pub use auth::AuthMode;
-pub use metrics::{Render, describe as describe_http_metrics};
+pub use metrics::{NAMES as HTTP_METRIC_NAMES, Render, describe as describe_http_metrics};
 pub use routes::ops::{Probe, Readiness};
 
 use actix_web::dev::Server;

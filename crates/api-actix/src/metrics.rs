@@ -21,6 +21,9 @@ pub const HTTP_DURATION: &str = "http_request_duration_seconds";
 /// idempotent replay, else the problem's `code`).
 pub const PURCHASE_OUTCOMES: &str = "purchase_outcomes_total";
 
+/// Every metric name above.
+pub const NAMES: &[&str] = &[HTTP_REQUESTS, HTTP_DURATION, PURCHASE_OUTCOMES];
+
 /// The method's label: one of the standard methods, or `OTHER`.
 pub fn method_label(method: &Method) -> &'static str {
     match *method {

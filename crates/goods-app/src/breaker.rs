@@ -26,9 +26,7 @@ impl GateBreaker {
     /// Whether the gate failed and has not answered since (purchases bypass it, or one is
     /// trying it again).
     pub fn is_open(&self) -> bool {
-        self.opened_at
-            .lock()
-            .is_ok_and(|opened| opened.is_some())
+        self.opened_at.lock().is_ok_and(|opened| opened.is_some())
     }
 
     /// The gate failed: skip it for the cool-down. Returns whether this call opened it (so the

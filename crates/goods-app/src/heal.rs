@@ -273,8 +273,10 @@ impl GoodsApp {
             // one pass, which the two-pass rule ignores.
             Some(remaining) => {
                 let drift = i64::from(limited) - i64::from(sold) - i64::from(remaining);
-                metrics::gauge!(crate::telemetry::DRIFT, "drop_id" => drop.id.to_string())
-                    .set(drift as f64);
+                let id = drop.id.to_string();
+                metrics::gauge!(crate::telemetry::DRIFT, "drop_id" => id.clone()).set(drift as f64);
+                metrics::gauge!(crate::telemetry::GATE_REMAINING, "drop_id" => id)
+                    .set(f64::from(remaining));
                 self.healing.drift_calls_for_resync(drop.id, drift)
             }
         };

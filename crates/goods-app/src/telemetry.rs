@@ -29,10 +29,31 @@ pub const WRITE_WAITERS: &str = "db_write_waiters";
 pub const WRITE_WAIT: &str = "db_write_wait_seconds";
 /// `limitedQuantity - sold - gateRemaining` of an open drop at the last healing pass.
 pub const DRIFT: &str = "reconcile_drift";
+/// Units the gate still admits for an open drop, at the last healing pass.
+pub const GATE_REMAINING: &str = "gate_remaining_units";
 /// When the last healing pass over all drops finished (unix seconds).
 pub const LAST_PASS: &str = "reconcile_last_success_timestamp_seconds";
 /// Oversells recorded (once per drop, by the instance that recorded it).
 pub const OVERSELLS: &str = "oversell_events_total";
+
+/// Every metric name above, for the check that dashboards and rules use only these.
+pub const NAMES: &[&str] = &[
+    ADMISSION_TO_COMMIT,
+    GATE_DECISION,
+    GATE_FALLBACKS,
+    GATE_DEGRADED_EVENTS,
+    GATE_DEGRADED,
+    GATE_RESYNCS,
+    STALE_RESOLVED,
+    WRITE_SLOTS_AVAILABLE,
+    WRITE_SLOTS_IN_USE,
+    WRITE_WAITERS,
+    WRITE_WAIT,
+    DRIFT,
+    GATE_REMAINING,
+    LAST_PASS,
+    OVERSELLS,
+];
 
 /// The help texts, for the exposition.
 pub fn describe() {
@@ -87,6 +108,10 @@ pub fn describe() {
     describe_gauge!(
         DRIFT,
         "limitedQuantity - sold - gate remaining of an open drop, at the last healing pass."
+    );
+    describe_gauge!(
+        GATE_REMAINING,
+        "Units the gate still admits for an open drop, at the last healing pass."
     );
     describe_gauge!(
         LAST_PASS,

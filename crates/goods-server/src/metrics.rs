@@ -17,6 +17,17 @@ pub const BUCKETS: &[f64] = &[
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
+/// Every metric name the server exports (without the `_bucket`, `_sum`, `_count` of
+/// histograms): what dashboards and alert rules may use.
+pub fn names() -> Vec<&'static str> {
+    [
+        api_actix::HTTP_METRIC_NAMES,
+        goods_app::telemetry::NAMES,
+        adapters_sql::METRIC_NAMES,
+    ]
+    .concat()
+}
+
 /// The recorder, installed on first use (one per process; a second server in the same process,
 /// as in tests, shares it). A gauge nobody has set for three healing passes (at least a minute)
 /// is dropped from the exposition: that is how a closed drop's drift series goes away.

@@ -184,8 +184,11 @@ async fn a_small_drop_shows_in_the_outcome_series_and_the_histograms() {
 
     let text = app.get("/metrics", None).await.text().await.unwrap();
     let outcome = |code: &str| {
-        series_value(&text, &format!("purchase_outcomes_total{{code=\"{code}\"}}"))
-            .unwrap_or(0.0)
+        series_value(
+            &text,
+            &format!("purchase_outcomes_total{{code=\"{code}\"}}"),
+        )
+        .unwrap_or(0.0)
     };
     assert_eq!(
         [
