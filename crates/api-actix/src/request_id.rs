@@ -1,5 +1,7 @@
-//! `X-Request-Id` on every response (echoed or generated), one tracing span per request with
-//! the request id and the load-test run id, request counting for `/metrics`, and the two nets
+//! `X-Request-Id` on every response (echoed or generated), one tracing span per request (a child
+//! of the caller's W3C `traceparent`, with OpenTelemetry's HTTP attribute names, the request id
+//! and the load-test run id), an access log line per request (target `access`), request
+//! metrics, and the two nets
 //! under every handler: a panic becomes `500 INTERNAL` with the request id ([`crate::panics`]),
 //! and a request past [`REQUEST_TIMEOUT`](crate::timeout::REQUEST_TIMEOUT) becomes `503`
 //! ([`crate::timeout`]). One middleware for all of it keeps the per-request cost of the
@@ -20,6 +22,38 @@ const RUN_ID: &str = "x-load-test-run-id";
 
 fn acceptable(id: &str) -> bool {
     !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// Request headers as OpenTelemetry's propagators read them.
+struct Headers<'a>(&'a actix_web::http::header::HeaderMap);
+
+impl opentelemetry::propagation::Extractor for Headers<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
+
+/// The access log line of one request (target `access`, level info), in the request's span.
+fn answered_log(
+    span: &tracing::Span,
+    route: &'static str,
+    status: u16,
+    started: Instant,
+    run_id: &str,
+    id: &str,
+) {
+    span.in_scope(|| {
+        tracing::event!(
+            target: "access",
+            tracing::Level::INFO,
+            { http.route = route, http.response.status_code = status, duration_ms = started.elapsed().as_secs_f64() * 1e3, request.id = id, load_test.run_id = run_id },
+            "answered"
+        );
+    });
 }
 
 /// The middleware.
@@ -43,14 +77,23 @@ pub async fn middleware(
         .filter(|v| acceptable(v))
         .unwrap_or("")
         .to_owned();
+    let method_label = crate::metrics::method_label(req.method());
+    // OpenTelemetry's HTTP server conventions; the name becomes "METHOD route" once routed.
     let span = tracing::info_span!(
         "http.request",
-        http.method = %req.method(),
+        otel.name = method_label,
+        otel.kind = "server",
+        http.request.method = method_label,
         http.route = tracing::field::Empty,
-        http.status = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
         request.id = %id,
         load_test.run_id = %run_id,
     );
+    // A caller's W3C trace context (`traceparent`) makes this span a child of the caller's.
+    let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
+        propagator.extract(&Headers(req.headers()))
+    });
+    let _ = tracing_opentelemetry::OpenTelemetrySpanExt::set_parent(&span, parent);
     let method = req.method().clone();
     let started = Instant::now();
     let guarded = AssertUnwindSafe(next.call(req)).catch_unwind();
@@ -68,7 +111,8 @@ pub async fn middleware(
             // A handler's panic (see `panics`) or a framework error: the server renders it;
             // it is still counted and traced here.
             let status = error.as_response_error().status_code().as_u16();
-            span.record("http.status", status);
+            span.record("http.response.status_code", status);
+            answered_log(&span, "unmatched", status, started, &run_id, &id);
             crate::metrics::observe(&method, "unmatched", status, started.elapsed());
             return Err(error);
         }
@@ -80,7 +124,17 @@ pub async fn middleware(
         .map_or("unmatched", |label| label.0);
     let status = response.status().as_u16();
     span.record("http.route", route);
-    span.record("http.status", status);
+    span.record("http.response.status_code", status);
+    {
+        // The exported span is named once it is routed ("POST /limited-drops/{dropId}/orders");
+        // the OpenTelemetry span already exists by then, so it is renamed through its API.
+        use opentelemetry::trace::TraceContextExt as _;
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        span.context()
+            .span()
+            .update_name(format!("{method_label} {route}"));
+    }
+    answered_log(&span, route, status, started, &run_id, &id);
     crate::metrics::observe(&method, route, status, started.elapsed());
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument as _;
 
 /// How a drop's committer batches purchases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +51,9 @@ const IDLE: Duration = Duration::from_secs(60);
 struct Waiter {
     order: PlaceOrder,
     answer: oneshot::Sender<Placement>,
+    /// The purchase's span: the batch's span follows from every one of them, so a trace of a
+    /// purchase leads to the transaction that committed it.
+    span: tracing::Span,
 }
 
 /// The committers of all drops, started on a drop's first purchase.
@@ -83,7 +87,11 @@ impl Committers {
     /// The order's refusal, or the batch's failure (see [`PurchaseLedger::place_orders`]).
     pub(crate) async fn place(&self, order: PlaceOrder) -> Placement {
         let (answer, answered) = oneshot::channel();
-        let mut waiter = Waiter { order, answer };
+        let mut waiter = Waiter {
+            order,
+            answer,
+            span: tracing::Span::current(),
+        };
         // A committer that stopped for idleness closes its queue first; the retry starts a
         // new one.
         loop {
@@ -189,15 +197,20 @@ async fn run(
 /// was dropped) is left out: nobody would learn the outcome, and its reservation's lease
 /// resolves it.
 async fn commit(ledger: Arc<dyn PurchaseLedger>, batch: Vec<Waiter>) {
+    let span = tracing::info_span!("group_commit", orders = tracing::field::Empty);
     let (orders, answers): (Vec<PlaceOrder>, Vec<oneshot::Sender<Placement>>) = batch
         .into_iter()
         .filter(|w| !w.answer.is_closed())
-        .map(|w| (w.order, w.answer))
+        .map(|w| {
+            span.follows_from(&w.span);
+            (w.order, w.answer)
+        })
         .unzip();
     if orders.is_empty() {
         return;
     }
-    match ledger.place_orders(&orders).await {
+    span.record("orders", orders.len());
+    match ledger.place_orders(&orders).instrument(span).await {
         Ok(placements) if placements.len() == orders.len() => {
             for (answer, placement) in answers.into_iter().zip(placements) {
                 let _ = answer.send(placement);

@@ -111,6 +111,23 @@ impl From<InfraError> for PurchaseError {
 }
 
 impl PurchaseError {
+    /// A short name of the refusal, for the purchase span's `outcome`.
+    fn label(&self) -> &'static str {
+        match self {
+            Self::DropNotFound => "drop_not_found",
+            Self::TooEarly { .. } => "too_early",
+            Self::KeyReused => "key_reused",
+            Self::InProgress => "in_progress",
+            Self::Closed => "closed",
+            Self::SoldOut { .. } => "sold_out",
+            Self::PerUserLimitExceeded { .. } => "per_user_limit_exceeded",
+            Self::OrderLimitReached { .. } => "order_limit_reached",
+            Self::Throttled => "throttled",
+            Self::Unavailable => "unavailable",
+            Self::Unexpected(_) => "unexpected",
+        }
+    }
+
     fn outcome(&self) -> Option<PurchaseOutcome> {
         match self {
             Self::TooEarly { .. } => Some(PurchaseOutcome::TooEarly),
@@ -134,10 +151,30 @@ impl GoodsApp {
     ///
     /// # Errors
     /// [`PurchaseError`] naming why no order was created.
-    #[tracing::instrument(skip_all, fields(drop.id = %cmd.drop_id, user.id = %cmd.user_id))]
+    #[tracing::instrument(
+        skip_all,
+        fields(drop.id = %cmd.drop_id, user.id = %cmd.user_id, order.id, outcome)
+    )]
     pub async fn purchase(&self, cmd: PurchaseCommand) -> Result<Purchased, PurchaseError> {
         let drop_id = cmd.drop_id;
         let result = self.purchase_inner(cmd).await;
+        let span = tracing::Span::current();
+        match &result {
+            Ok(bought) => {
+                span.record("order.id", bought.order.id.get());
+                span.record(
+                    "outcome",
+                    if bought.replayed {
+                        "replayed"
+                    } else {
+                        "created"
+                    },
+                );
+            }
+            Err(error) => {
+                span.record("outcome", error.label());
+            }
+        }
         let outcome = match &result {
             Ok(Purchased {
                 replayed: false, ..

@@ -129,11 +129,41 @@ pub struct Config {
     pub reconcile_interval: Option<Duration>,
     /// OTLP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`).
     pub otlp_endpoint: Option<String>,
+    /// OTLP transport (`OTEL_EXPORTER_OTLP_PROTOCOL`).
+    pub otlp_protocol: OtlpProtocol,
+    /// Which spans are exported over OTLP (`OTEL_TRACES_FILTER`), apart from the console's
+    /// `RUST_LOG`: by default the adapters' debug spans too.
+    pub traces_filter: String,
     /// Log filter (`RUST_LOG`).
     pub log_filter: String,
+    /// Console log format (`LOG_FORMAT`).
+    pub log_format: LogFormat,
     /// HTTP worker threads (`HTTP_WORKERS`, default: one per core).
     pub http_workers: usize,
 }
+
+/// How spans reach the collector (`OTEL_EXPORTER_OTLP_PROTOCOL`, the OpenTelemetry standard
+/// variable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    /// `grpc` (port 4317 by convention).
+    Grpc,
+    /// `http/protobuf` (port 4318, path `/v1/traces`).
+    HttpProtobuf,
+}
+
+/// Console log lines (`LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, with the span's fields.
+    Json,
+}
+
+/// The spans exported over OTLP unless `OTEL_TRACES_FILTER` says otherwise: the request, use
+/// case, gate and database spans (several at debug level), whatever the console shows.
+pub const DEFAULT_TRACES_FILTER: &str = "info,api_actix=debug,goods_app=debug,adapters_sql=debug,adapters_mysql=debug,adapters_sqlite=debug,adapters_redis=debug";
 
 /// A variable with a bad value.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -368,6 +398,25 @@ impl Config {
             group_commit,
             reconcile_interval: (interval > 0).then(|| Duration::from_millis(interval)),
             otlp_endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),
+            otlp_protocol: match get("OTEL_EXPORTER_OTLP_PROTOCOL").as_deref() {
+                None | Some("grpc") => OtlpProtocol::Grpc,
+                Some("http/protobuf") => OtlpProtocol::HttpProtobuf,
+                Some(other) => {
+                    return Err(bad(
+                        "OTEL_EXPORTER_OTLP_PROTOCOL",
+                        format!("{other:?} is not grpc or http/protobuf"),
+                    ));
+                }
+            },
+            traces_filter: get("OTEL_TRACES_FILTER")
+                .unwrap_or_else(|| DEFAULT_TRACES_FILTER.to_owned()),
+            log_format: match get("LOG_FORMAT").as_deref() {
+                None | Some("text") => LogFormat::Text,
+                Some("json") => LogFormat::Json,
+                Some(other) => {
+                    return Err(bad("LOG_FORMAT", format!("{other:?} is not text or json")));
+                }
+            },
             log_filter: get("RUST_LOG").unwrap_or_else(|| "info".into()),
             http_workers,
         })
@@ -420,6 +469,25 @@ mod tests {
                 linger: Duration::ZERO,
                 in_flight: 1,
             }
+        );
+    }
+
+    #[test]
+    fn telemetry_settings_follow_the_standard_variables() {
+        let c = config(&[]).unwrap();
+        assert_eq!(
+            (c.otlp_protocol, c.log_format, c.traces_filter.as_str()),
+            (OtlpProtocol::Grpc, LogFormat::Text, DEFAULT_TRACES_FILTER)
+        );
+        let c = config(&[
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("LOG_FORMAT", "json"),
+            ("OTEL_TRACES_FILTER", "warn"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.otlp_protocol, c.log_format, c.traces_filter.as_str()),
+            (OtlpProtocol::HttpProtobuf, LogFormat::Json, "warn")
         );
     }
 

@@ -13,7 +13,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let telemetry = match telemetry::init(&config.log_filter, config.otlp_endpoint.as_deref()) {
+    let telemetry = match telemetry::init(&config) {
         Ok(telemetry) => telemetry,
         Err(error) => {
             eprintln!("invalid configuration: {error:#}");

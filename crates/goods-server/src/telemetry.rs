@@ -1,15 +1,22 @@
-//! The tracing subscriber: formatted logs filtered by `RUST_LOG`, plus OTLP trace export only
-//! when an endpoint is configured (no exporter, no start-up delay otherwise).
+//! The tracing subscriber: console logs (text or JSON) filtered by `RUST_LOG`, plus OTLP trace
+//! export only when an endpoint is configured (no exporter, no start-up delay otherwise), with a
+//! filter of its own (`OTEL_TRACES_FILTER`), so the adapters' debug spans are exported while the
+//! console stays quiet. Incoming W3C `traceparent` headers are honoured (the propagator is set
+//! here; the request middleware extracts the caller's context).
 
+use crate::config::{Config, LogFormat, OtlpProtocol};
 use anyhow::Context as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::io::IsTerminal as _;
+use tracing::Subscriber;
 use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
-use tracing_subscriber::{EnvFilter, fmt};
+use tracing_subscriber::{EnvFilter, Layer, fmt};
 
 /// Keeps the OTLP pipeline alive; call [`Telemetry::shutdown`] at exit to flush it.
 pub struct Telemetry {
@@ -28,37 +35,76 @@ impl Telemetry {
     }
 }
 
+/// The console layer: `format`, filtered by `filter` (`RUST_LOG`).
+fn console<S>(filter: EnvFilter, format: LogFormat) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    match format {
+        LogFormat::Text => fmt::layer()
+            .with_ansi(std::io::stdout().is_terminal())
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Json => fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_filter(filter)
+            .boxed(),
+    }
+}
+
+/// The export layer: spans to `provider`'s tracer, filtered by `filter` alone.
+pub fn exporting<S>(provider: &SdkTracerProvider, filter: EnvFilter) -> impl Layer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    // W3C trace context in and out: the middleware extracts a caller's `traceparent`.
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("goods-server"))
+        .with_filter(filter)
+}
+
+fn exporter(endpoint: &str, protocol: OtlpProtocol) -> anyhow::Result<SdkTracerProvider> {
+    let exporter = match protocol {
+        OtlpProtocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
+            .with_tonic()
+            .with_endpoint(endpoint)
+            .build(),
+        OtlpProtocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(format!("{}/v1/traces", endpoint.trim_end_matches('/')))
+            .build(),
+    }
+    .context("OTEL_EXPORTER_OTLP_ENDPOINT")?;
+    Ok(SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(
+            Resource::builder()
+                .with_service_name("goods-server")
+                .build(),
+        )
+        .build())
+}
+
 /// Installs the global subscriber.
 ///
 /// # Errors
-/// When the filter does not parse or the exporter cannot be built.
-pub fn init(filter: &str, otlp_endpoint: Option<&str>) -> anyhow::Result<Telemetry> {
-    let filter = EnvFilter::try_new(filter).context("RUST_LOG")?;
-    let provider = otlp_endpoint
-        .map(|endpoint| {
-            let exporter = opentelemetry_otlp::SpanExporter::builder()
-                .with_tonic()
-                .with_endpoint(endpoint)
-                .build()
-                .context("OTEL_EXPORTER_OTLP_ENDPOINT")?;
-            Ok::<_, anyhow::Error>(
-                SdkTracerProvider::builder()
-                    .with_batch_exporter(exporter)
-                    .with_resource(
-                        Resource::builder()
-                            .with_service_name("goods-server")
-                            .build(),
-                    )
-                    .build(),
-            )
-        })
+/// When a filter does not parse or the exporter cannot be built.
+pub fn init(config: &Config) -> anyhow::Result<Telemetry> {
+    let console_filter = EnvFilter::try_new(&config.log_filter).context("RUST_LOG")?;
+    let export_filter = EnvFilter::try_new(&config.traces_filter).context("OTEL_TRACES_FILTER")?;
+    let provider = config
+        .otlp_endpoint
+        .as_deref()
+        .map(|endpoint| exporter(endpoint, config.otlp_protocol))
         .transpose()?;
     let otel = provider
         .as_ref()
-        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("goods-server")));
+        .map(|provider| exporting(provider, export_filter));
     tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt::layer().with_ansi(std::io::stdout().is_terminal()))
+        .with(console(console_filter, config.log_format))
         .with(otel)
         .try_init()
         .context("installing the tracing subscriber")?;
