@@ -106,17 +106,11 @@ async fn a_callers_traceparent_is_the_parent_of_the_exported_server_span() {
         });
     assert_eq!(server.span_context.trace_id(), trace);
     assert_eq!(server.parent_span_id, SpanId::from_hex(PARENT).unwrap());
-    let attribute = |key: &str| {
-        server
-            .attributes
-            .iter()
-            .find(|kv| kv.key.as_str() == key)
-            .map(|kv| kv.value.to_string())
-    };
+    let on_server = |key| attribute(server, key);
     assert_eq!(on_server("http.request.method").as_deref(), Some("POST"));
     assert_eq!(on_server("http.route").as_deref(), Some("/products"));
     assert_eq!(
-        attribute("http.response.status_code").as_deref(),
+        on_server("http.response.status_code").as_deref(),
         Some("201")
     );
     assert_eq!(on_server("load_test.run_id").as_deref(), Some("run-42"));
