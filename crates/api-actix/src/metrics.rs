@@ -7,6 +7,7 @@
 //! `unmatched`), statuses are HTTP status codes, and purchase outcomes are the API's codes.
 
 use actix_web::http::Method;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,20 +39,74 @@ pub fn method_label(method: &Method) -> &'static str {
     }
 }
 
+/// The status's label, without an allocation for the statuses this API answers.
+fn status_label(status: u16) -> metrics::SharedString {
+    let known = match status {
+        200 => "200",
+        201 => "201",
+        202 => "202",
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        405 => "405",
+        409 => "409",
+        413 => "413",
+        415 => "415",
+        422 => "422",
+        425 => "425",
+        429 => "429",
+        500 => "500",
+        503 => "503",
+        other => return metrics::SharedString::from(other.to_string()),
+    };
+    metrics::SharedString::const_str(known)
+}
+
+/// A series' handles: the registry is asked once per worker thread and label set, not on
+/// every request (the label sets are few, see the module documentation).
+type Handles = (metrics::Counter, metrics::Histogram);
+
+thread_local! {
+    static SERIES: std::cell::RefCell<HashMap<(&'static str, &'static str, u16), Handles>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
 /// Counts one answered request and its time.
 pub fn observe(method: &Method, route: &'static str, status: u16, took: Duration) {
-    let labels = [
-        ("method", method_label(method).to_owned()),
-        ("route", route.to_owned()),
-        ("status", status.to_string()),
-    ];
-    metrics::counter!(HTTP_REQUESTS, &labels).increment(1);
-    metrics::histogram!(HTTP_DURATION, &labels).record(took.as_secs_f64());
+    let method = method_label(method);
+    SERIES.with(|series| {
+        let mut series = series.borrow_mut();
+        let (requests, duration) = series.entry((method, route, status)).or_insert_with(|| {
+            let labels = [
+                metrics::Label::from_static_parts("method", method),
+                metrics::Label::from_static_parts("route", route),
+                metrics::Label::new("status", status_label(status)),
+            ];
+            (
+                metrics::counter!(HTTP_REQUESTS, labels.iter()),
+                metrics::histogram!(HTTP_DURATION, labels.iter()),
+            )
+        });
+        requests.increment(1);
+        duration.record(took.as_secs_f64());
+    });
+}
+
+thread_local! {
+    static OUTCOMES: std::cell::RefCell<HashMap<&'static str, metrics::Counter>> =
+        std::cell::RefCell::new(HashMap::new());
 }
 
 /// Counts one purchase answer by its outcome code.
 pub fn purchase_outcome(code: &'static str) {
-    metrics::counter!(PURCHASE_OUTCOMES, "code" => code).increment(1);
+    OUTCOMES.with(|outcomes| {
+        outcomes
+            .borrow_mut()
+            .entry(code)
+            .or_insert_with(|| metrics::counter!(PURCHASE_OUTCOMES, "code" => code))
+            .increment(1);
+    });
 }
 
 /// The help texts of the series above, for the exposition.

@@ -46,6 +46,9 @@ fn answered_log(
     run_id: &str,
     id: &str,
 ) {
+    if !tracing::enabled!(target: "access", tracing::Level::INFO) {
+        return;
+    }
     span.in_scope(|| {
         tracing::event!(
             target: "access",
@@ -90,10 +93,12 @@ pub async fn middleware(
         load_test.run_id = %run_id,
     );
     // A caller's W3C trace context (`traceparent`) makes this span a child of the caller's.
-    let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
-        propagator.extract(&Headers(req.headers()))
-    });
-    let _ = tracing_opentelemetry::OpenTelemetrySpanExt::set_parent(&span, parent);
+    if req.headers().contains_key("traceparent") {
+        let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
+            propagator.extract(&Headers(req.headers()))
+        });
+        let _ = tracing_opentelemetry::OpenTelemetrySpanExt::set_parent(&span, parent);
+    }
     let method = req.method().clone();
     let started = Instant::now();
     let guarded = AssertUnwindSafe(next.call(req)).catch_unwind();

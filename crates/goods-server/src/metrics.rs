@@ -17,6 +17,9 @@ pub const BUCKETS: &[f64] = &[
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
+/// How often histogram samples are folded in when nobody scrapes.
+const UPKEEP: Duration = Duration::from_secs(5);
+
 /// Every metric name the server exports (without the `_bucket`, `_sum`, `_count` of
 /// histograms): what dashboards and alert rules may use.
 pub fn names() -> Vec<&'static str> {
@@ -28,7 +31,7 @@ pub fn names() -> Vec<&'static str> {
     .concat()
 }
 
-/// The recorder, installed on first use (one per process; a second server in the same process,
+/// The recorder, installed on first use (from within the runtime: it starts its upkeep task) (one per process; a second server in the same process,
 /// as in tests, shares it). A gauge nobody has set for three healing passes (at least a minute)
 /// is dropped from the exposition: that is how a closed drop's drift series goes away.
 pub fn recorder(reconcile_interval: Option<Duration>) -> PrometheusHandle {
@@ -53,6 +56,16 @@ pub fn recorder(reconcile_interval: Option<Duration>) -> PrometheusHandle {
             api_actix::describe_http_metrics();
             goods_app::telemetry::describe();
             adapters_sql::describe_metrics();
+            // Histogram samples wait in lock-free buckets until upkeep folds them in; scrapes
+            // run it too, but a server nobody scrapes must not keep every sample.
+            let upkeep = handle.clone();
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(UPKEEP);
+                loop {
+                    every.tick().await;
+                    upkeep.run_upkeep();
+                }
+            });
             handle
         })
         .clone()
