@@ -11,7 +11,8 @@
 #   GATE=off loadtest/soldout-vs-live.sh       # the database-only baseline
 #
 # Needs wrk, a release build (cargo build --release -p goods-server), MariaDB and Redis on
-# loopback. Loopback only; every run stops by itself after 2 x DURATION.
+# loopback. Loopback only; every run stops by itself after 2 x DURATION. SERVER_BIN picks another
+# build of the server (to compare two commits in one session).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,7 +42,7 @@ trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true;
 
 AUTH_MODE=trusted-header BIND_ADDR="127.0.0.1:$PORT" DATABASE_URL="$MYSQL/$DB" GATE="$GATE" REDIS_URL="$REDIS" \
   REDIS_KEY_PREFIX="loadtest:$DB:" RECONCILE_INTERVAL_MS=0 RUST_LOG=warn HTTP_WORKERS="$HTTP_WORKERS" \
-  taskset -c "$SERVER_CPUS" target/release/goods-server &
+  taskset -c "$SERVER_CPUS" "${SERVER_BIN:-target/release/goods-server}" &
 SERVER=$!
 for _ in $(seq 1 100); do curl -sf "$BASE/health/ready" >/dev/null && break; sleep 0.1; done
 

@@ -130,7 +130,7 @@ pub async fn middleware(
     let status = response.status().as_u16();
     span.record("http.route", route);
     span.record("http.response.status_code", status);
-    {
+    if !span.is_disabled() {
         // The exported span is named once it is routed ("POST /limited-drops/{dropId}/orders");
         // the OpenTelemetry span already exists by then, so it is renamed through its API.
         use opentelemetry::trace::TraceContextExt as _;

@@ -228,8 +228,7 @@ impl GoodsApp {
         } else {
             "failed"
         };
-        metrics::histogram!(telemetry::GATE_DECISION, "result" => result)
-            .record(asked.elapsed().as_secs_f64());
+        telemetry::gate_decision(result, asked.elapsed());
         match reserved {
             Ok(outcome) => {
                 if self.breaker.reset() {

@@ -36,6 +36,30 @@ pub const LAST_PASS: &str = "reconcile_last_success_timestamp_seconds";
 /// Oversells recorded (once per drop, by the instance that recorded it).
 pub const OVERSELLS: &str = "oversell_events_total";
 
+thread_local! {
+    static DECISIONS: std::cell::RefCell<Vec<(&'static str, metrics::Histogram)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Records one gate decision's time. Every purchase that reaches the gate records one, sold-out
+/// refusals included, so the handle is kept per thread rather than looked up each time.
+pub(crate) fn gate_decision(result: &'static str, took: std::time::Duration) {
+    DECISIONS.with(|cached| {
+        let mut cached = cached.borrow_mut();
+        let index = match cached.iter().position(|(r, _)| *r == result) {
+            Some(index) => index,
+            None => {
+                cached.push((
+                    result,
+                    metrics::histogram!(GATE_DECISION, "result" => result),
+                ));
+                cached.len() - 1
+            }
+        };
+        cached[index].1.record(took.as_secs_f64());
+    });
+}
+
 /// Every metric name above, for the check that dashboards and rules use only these.
 pub const NAMES: &[&str] = &[
     ADMISSION_TO_COMMIT,
