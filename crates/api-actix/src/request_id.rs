@@ -18,7 +18,8 @@ use std::time::Instant;
 use tracing::Instrument as _;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-const RUN_ID: &str = "x-load-test-run-id";
+const RUN_ID: HeaderName = HeaderName::from_static("x-load-test-run-id");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
 fn acceptable(id: &str) -> bool {
     !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_graphic())
@@ -75,7 +76,7 @@ pub async fn middleware(
         .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
     let run_id = req
         .headers()
-        .get(RUN_ID)
+        .get(&RUN_ID)
         .and_then(|v| v.to_str().ok())
         .filter(|v| acceptable(v))
         .unwrap_or("")
@@ -93,7 +94,7 @@ pub async fn middleware(
         load_test.run_id = %run_id,
     );
     // A caller's W3C trace context (`traceparent`) makes this span a child of the caller's.
-    if req.headers().contains_key("traceparent") {
+    if req.headers().contains_key(&TRACEPARENT) {
         let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
             propagator.extract(&Headers(req.headers()))
         });
