@@ -166,3 +166,86 @@ fn migrate_applies_the_migrations_and_exits() {
     conn.batch_execute("SELECT id, sold_quantity FROM limited_drops")
         .unwrap();
 }
+
+/// A one-request-at-a-time HTTP receiver: answers 200 to everything and hands each request's
+/// head and body over.
+fn otlp_receiver() -> (String, std::sync::mpsc::Receiver<(String, Vec<u8>)>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    let (sent, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+            let _ = sent.send((head, body));
+        }
+    });
+    (address, received)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_reach_an_otlp_http_protobuf_collector() {
+    let (collector, received) = otlp_receiver();
+    let dir = tempfile::tempdir().unwrap();
+    let (child, base) = start(
+        dir.path(),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        ],
+    );
+    let answer = reqwest::Client::new()
+        .get(format!("{base}/health/live"))
+        .header(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    // The batch exporter flushes at shutdown.
+    sigterm(&child);
+    assert_eq!(exit_code(child).await, Some(0));
+    let (head, body) = received
+        .recv_timeout(Duration::from_secs(10))
+        .expect("no export reached the collector");
+    assert!(head.starts_with("POST /v1/traces "), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/x-protobuf"),
+        "{head}"
+    );
+    let contains = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+    assert!(
+        contains(b"goods-server"),
+        "the service name is in the export"
+    );
+    assert!(
+        contains(b"GET /health/live"),
+        "the request's span is in the export"
+    );
+    // The caller's trace id, as the 16 bytes protobuf carries.
+    let trace: Vec<u8> = (0..16)
+        .map(|i| {
+            u8::from_str_radix(&"4bf92f3577b34da6a3ce929d0e0e4736"[2 * i..2 * i + 2], 16).unwrap()
+        })
+        .collect();
+    assert!(contains(&trace), "the caller's trace id is in the export");
+}
