@@ -536,9 +536,17 @@ mod tests {
             .withf(|id, _| *id == 7)
             .times(1)
             .returning(|_, _| Ok(()));
+        let (metrics, _guard) = local_metrics();
         let app = m.app(None);
         assert_eq!(app.heal_all().await.unwrap().relayed, 1);
         assert_eq!(app.heal_all().await.unwrap().relayed, 0);
+        // Two passes saw it; the metric counts the one occurrence.
+        let counted = counters(&metrics);
+        assert_eq!(
+            counted.get("oversell_events_total{}"),
+            Some(&1),
+            "{counted:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -816,6 +816,7 @@ mod tests {
             .returning(|_| Err(InfraError::msg("timeout")));
         gate.expect_confirm()
             .returning(|_, _| Err(InfraError::msg("timeout")));
+        let (metrics, _guard) = local_metrics();
         let app = m.app(Some(gate));
         app.purchase(cmd(1)).await.unwrap();
         // Within the cool-down the gate is not asked at all.
@@ -823,6 +824,18 @@ mod tests {
         tokio::time::advance(crate::breaker::COOL_DOWN).await;
         // Then one purchase tries it again (and, failing, re-opens the breaker quietly).
         app.purchase(cmd(1)).await.unwrap();
+        let counted = counters(&metrics);
+        let count = |series: &str| counted.get(series).copied().unwrap_or(0);
+        assert_eq!(
+            (
+                count("gate_fallbacks_total{reason=gate_failed}"),
+                count("gate_fallbacks_total{reason=breaker_open}"),
+            ),
+            (2, 1),
+            "{counted:?}"
+        );
+        // One outage, one gate_degraded event (as the one published event above).
+        assert_eq!(count("gate_degraded_events_total{}"), 1, "{counted:?}");
     }
 
     #[tokio::test]

@@ -118,3 +118,42 @@ impl Mocks {
         )
     }
 }
+
+/// Metrics recorded on this thread while the returned guard lives (a current-thread test
+/// runtime runs spawned tasks here too); read them with [`counters`].
+pub fn local_metrics() -> (
+    metrics_util::debugging::Snapshotter,
+    metrics::LocalRecorderGuard<'static>,
+) {
+    let recorder: &'static metrics_util::debugging::DebuggingRecorder =
+        Box::leak(Box::new(metrics_util::debugging::DebuggingRecorder::new()));
+    let snapshotter = recorder.snapshotter();
+    (snapshotter, metrics::set_default_local_recorder(recorder))
+}
+
+/// Every counter recorded so far (one snapshot: taking one drains what it read), as
+/// `name{k=v,...}` with the labels sorted.
+pub fn counters(
+    snapshotter: &metrics_util::debugging::Snapshotter,
+) -> std::collections::HashMap<String, u64> {
+    use metrics_util::debugging::DebugValue;
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| {
+            let key = key.key();
+            let mut labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            labels.sort();
+            match value {
+                DebugValue::Counter(n) => {
+                    Some((format!("{}{{{}}}", key.name(), labels.join(",")), n))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
