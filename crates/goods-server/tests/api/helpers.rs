@@ -288,9 +288,7 @@ impl TestApp {
     /// `db_statements_total` from `/metrics`.
     pub async fn db_statements(&self) -> u64 {
         let text = self.get("/metrics", None).await.text().await.unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix("db_statements_total ")?.parse().ok())
-            .expect("db_statements_total in /metrics")
+        series_value(&text, "db_statements_total").expect("db_statements_total in /metrics") as u64
     }
 
     /// Polls `/metrics` until the buffer has exactly `free` write slots left (purchases hold
@@ -377,6 +375,13 @@ impl DbLock {
         let _ = self.release.send(());
         self.done.await.unwrap();
     }
+}
+
+/// The value of one series in a Prometheus exposition (`name{labels}` exactly as rendered, or
+/// a bare name), if present.
+pub fn series_value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// An instant as the API writes it.

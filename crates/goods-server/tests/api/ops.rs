@@ -1,4 +1,4 @@
-use crate::helpers::{SELLER, TestApp, body, gate_on, problem};
+use crate::helpers::{SELLER, TestApp, body, gate_on, problem, series_value};
 use reqwest::StatusCode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,13 +153,6 @@ async fn a_405_names_the_methods_the_resource_allows() {
         assert_eq!(res.headers()["allow"], allow, "{path}");
         problem(res, 405, "METHOD_NOT_ALLOWED").await;
     }
-}
-
-/// The value of one series in a Prometheus exposition (`name{labels}` exactly as rendered,
-/// or a bare name), if present.
-fn series_value(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
