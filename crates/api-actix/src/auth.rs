@@ -5,7 +5,7 @@
 use crate::ApiState;
 use crate::problem::Problem;
 use actix_web::dev::Payload;
-use actix_web::http::header::AUTHORIZATION;
+use actix_web::http::header::{AUTHORIZATION, HeaderName};
 use actix_web::{FromRequest, HttpRequest, web};
 use futures::future::{Ready, ready};
 use goods_app::{Actor, Role};
@@ -110,15 +110,19 @@ fn from_jwt(check: &JwtCheck, req: &HttpRequest) -> Result<Actor, Problem> {
     actor(id, claims.role.as_deref())
 }
 
+const USER_ID: (HeaderName, &str) = (HeaderName::from_static("x-user-id"), "X-User-Id");
+const USER_ROLE: (HeaderName, &str) = (HeaderName::from_static("x-user-role"), "X-User-Role");
+
 fn from_headers(req: &HttpRequest) -> Result<Actor, Problem> {
-    let header = |name: &str| -> Result<Option<&str>, Problem> {
-        if req.headers().get_all(name).nth(1).is_some() {
+    // Looked up by a constant name: a `&str` name is parsed (and lower-cased) on every lookup.
+    let header = |(key, name): &(HeaderName, &str)| -> Result<Option<&str>, Problem> {
+        if req.headers().get_all(key).nth(1).is_some() {
             return Err(Problem::unauthenticated(format!(
                 "{name} must be sent once"
             )));
         }
         req.headers()
-            .get(name)
+            .get(key)
             .map(|v| {
                 v.to_str()
                     .map_err(|_| Problem::unauthenticated(format!("{name} is not ASCII")))
@@ -126,8 +130,8 @@ fn from_headers(req: &HttpRequest) -> Result<Actor, Problem> {
             .transpose()
     };
     let id =
-        header("X-User-Id")?.ok_or_else(|| Problem::unauthenticated("missing X-User-Id header"))?;
-    actor(id.trim().parse().ok(), header("X-User-Role")?)
+        header(&USER_ID)?.ok_or_else(|| Problem::unauthenticated("missing X-User-Id header"))?;
+    actor(id.trim().parse().ok(), header(&USER_ROLE)?)
 }
 
 fn actor(id: Option<i64>, role: Option<&str>) -> Result<Actor, Problem> {

@@ -5,6 +5,7 @@ use actix_web::dev::ServiceResponse;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use actix_web::middleware::ErrorHandlerResponse;
+use actix_web::web::Bytes;
 use actix_web::{HttpResponse, ResponseError};
 use goods_app::{
     CancelOrderError, CreateDropError, CreateProductError, GetDropError, GetOrderError,
@@ -14,7 +15,18 @@ use goods_domain::ValidationError;
 use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::LazyLock;
 use time::OffsetDateTime;
+
+const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
+
+/// The body of a drop's commonest answer, `SOLD_OUT` with nothing left, rendered once: every
+/// buyer turned away after the sell-out gets the same bytes.
+static SOLD_OUT_NONE_LEFT: LazyLock<Bytes> = LazyLock::new(|| Problem::sold_out(0).render());
+
+fn sold_out_none_left() -> &'static [u8] {
+    &SOLD_OUT_NONE_LEFT
+}
 
 /// A problem response: status, stable code, human text and extension members.
 #[derive(Debug)]
@@ -25,6 +37,8 @@ pub struct Problem {
     detail: Cow<'static, str>,
     extensions: Vec<(&'static str, Value)>,
     retry_after: Option<u64>,
+    /// The body, when it was rendered once for all requests (see [`SOLD_OUT_NONE_LEFT`]).
+    rendered: Option<&'static [u8]>,
 }
 
 impl Problem {
@@ -47,13 +61,34 @@ impl Problem {
             detail: detail.into(),
             extensions: Vec::new(),
             retry_after: None,
+            rendered: None,
         }
     }
 
     /// Adds an extension member.
     pub fn with(mut self, key: &'static str, value: Value) -> Self {
         self.extensions.push((key, value));
+        self.rendered = None;
         self
+    }
+
+    /// 409 SOLD_OUT with the units left.
+    fn sold_out(remaining: u32) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "SOLD_OUT",
+            "Sold out",
+            "fewer units left than requested",
+        )
+        .with("remaining", json!(remaining))
+    }
+
+    /// The JSON body.
+    fn render(&self) -> Bytes {
+        let mut body = Vec::with_capacity(256);
+        // A map of strings and JSON values cannot fail to serialise into a Vec.
+        let _ = serde_json::to_writer(&mut body, &ProblemBody(self));
+        Bytes::from(body)
     }
 
     /// Adds a `Retry-After` header, in seconds.
@@ -157,12 +192,14 @@ impl ResponseError for Problem {
 
     fn error_response(&self) -> HttpResponse {
         let mut response = HttpResponse::build(self.status);
-        response.content_type("application/problem+json");
+        response.insert_header((CONTENT_TYPE, PROBLEM_JSON));
         if let Some(seconds) = self.retry_after {
             response.insert_header((RETRY_AFTER, HeaderValue::from(seconds)));
         }
-        let mut response =
-            response.body(serde_json::to_string(&ProblemBody(self)).unwrap_or_default());
+        let body = self
+            .rendered
+            .map_or_else(|| self.render(), Bytes::from_static);
+        let mut response = response.body(body);
         if self.status.as_u16() == 425 {
             // The http crate has no reason phrase for 425; RFC 8470 names it.
             response.head_mut().reason = Some("Too Early");
@@ -253,13 +290,11 @@ impl From<PurchaseError> for Problem {
             PurchaseError::Closed => {
                 Self::new(S::CONFLICT, "CLOSED", "Drop closed", "the drop is closed")
             }
-            PurchaseError::SoldOut { remaining } => Self::new(
-                S::CONFLICT,
-                "SOLD_OUT",
-                "Sold out",
-                "fewer units left than requested",
-            )
-            .with("remaining", json!(remaining)),
+            PurchaseError::SoldOut { remaining: 0 } => Self {
+                rendered: Some(sold_out_none_left()),
+                ..Self::sold_out(0)
+            },
+            PurchaseError::SoldOut { remaining } => Self::sold_out(remaining),
             PurchaseError::PerUserLimitExceeded { limit } => Self::new(
                 S::FORBIDDEN,
                 "PER_USER_LIMIT_EXCEEDED",
@@ -418,4 +453,49 @@ pub fn framework_errors<B>(res: ServiceResponse<B>) -> actix_web::Result<ErrorHa
     let (req, _) = res.into_parts();
     let res = ServiceResponse::new(req, problem.error_response()).map_into_right_body();
     Ok(ErrorHandlerResponse::Response(res))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::body::MessageBody as _;
+
+    fn body(problem: &Problem) -> Bytes {
+        problem
+            .error_response()
+            .into_body()
+            .try_into_bytes()
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_shared_sold_out_body_is_the_one_rendered_per_request() {
+        let shared = Problem::from(PurchaseError::SoldOut { remaining: 0 });
+        assert!(shared.rendered.is_some());
+        assert_eq!(body(&shared), Problem::sold_out(0).render());
+        let parsed: Value = serde_json::from_slice(&body(&shared)).unwrap_or_default();
+        assert_eq!(
+            parsed,
+            json!({"type": "/problems/sold-out", "title": "Sold out", "status": 409,
+                   "detail": "fewer units left than requested", "code": "SOLD_OUT", "remaining": 0})
+        );
+        let some_left: Value =
+            serde_json::from_slice(&body(&Problem::from(PurchaseError::SoldOut {
+                remaining: 2,
+            })))
+            .unwrap_or_default();
+        assert_eq!(some_left["remaining"], 2);
+    }
+
+    #[test]
+    fn an_extension_added_later_is_not_hidden_by_a_shared_body() {
+        let problem =
+            Problem::from(PurchaseError::SoldOut { remaining: 0 }).with("extra", json!(1));
+        let parsed: Value = serde_json::from_slice(&body(&problem)).unwrap_or_default();
+        assert_eq!(parsed["extra"], 1);
+        assert_eq!(
+            problem.error_response().headers().get(CONTENT_TYPE),
+            Some(&PROBLEM_JSON)
+        );
+    }
 }

@@ -5,7 +5,7 @@ use crate::ApiState;
 use crate::auth::Identity;
 use crate::dto::{self, CreateDrop, DropBody, OrderBody, Purchase, ReconciliationBody, StatsBody};
 use crate::problem::Problem;
-use actix_web::http::header::LOCATION;
+use actix_web::http::header::{HeaderName, LOCATION};
 use actix_web::{HttpRequest, HttpResponse, ResponseError as _, web};
 use goods_app::PurchaseCommand;
 use goods_domain::{DropId, DropInput, IdempotencyKey, Quantity};
@@ -13,6 +13,8 @@ use goods_domain::{DropId, DropInput, IdempotencyKey, Quantity};
 fn drop_id(raw: &str) -> Result<DropId, Problem> {
     path_id(raw, DropId::parse, "DROP_NOT_FOUND")
 }
+
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 fn key_required(why: &str) -> Problem {
     Problem::new(
@@ -91,7 +93,7 @@ async fn purchase_inner(
         .map_err(|e| Problem::malformed(e.to_string()))?;
     let key = req
         .headers()
-        .get("Idempotency-Key")
+        .get(IDEMPOTENCY_KEY)
         .ok_or_else(|| key_required("is missing"))?
         .to_str()
         .map_err(|_| key_required("must be printable ASCII"))
