@@ -7,6 +7,8 @@ diesel::table! {
         id -> BigInt,
         /// Display name.
         name -> Text,
+        /// The seller who created it; 0 for products from before ownership (admins only).
+        owner_id -> BigInt,
     }
 }
 

@@ -481,16 +481,20 @@ async fn sold_in_orders(c: &mut Conn, drop: i64) -> QueryResult<i64> {
         .await
 }
 
+/// `products.owner_id` of a product no seller owns (created before ownership existed).
+const NO_OWNER: i64 = 0;
+
 #[async_trait]
 impl ports::ProductRepository for Store {
     async fn create(&self, product: &NewProduct) -> Result<Product, InfraError> {
         let mut conn = self.conn().await?;
         let name = product.name.as_str().to_owned();
+        let owner = product.owner.map_or(NO_OWNER, UserId::get);
         let stock = column(product.stock_quantity);
         let id = conn
             .transaction::<_, DbError, _>(async |c| {
                 insert_into(products::table)
-                    .values(products::name.eq(&name))
+                    .values((products::name.eq(&name), products::owner_id.eq(owner)))
                     .execute(c)
                     .await?;
                 let id = last_insert_id(c).await?;
@@ -510,12 +514,13 @@ impl ports::ProductRepository for Store {
             id: ProductId::parse(id).map_err(|e| InfraError::new("product id", e))?,
             name: product.name.clone(),
             stock: Stock::new(product.stock_quantity, 0),
+            owner: product.owner,
         })
     }
 
     async fn get(&self, id: ProductId) -> Result<Option<Product>, InfraError> {
         let mut conn = self.conn().await?;
-        let row: Option<(i64, String, i32, i64)> = products::table
+        let row: Option<(i64, String, i32, i64, i64)> = products::table
             .inner_join(stocks::table)
             .filter(products::id.eq(id.get()))
             .select((
@@ -523,17 +528,20 @@ impl ports::ProductRepository for Store {
                 products::name,
                 stocks::quantity,
                 stocks::version,
+                products::owner_id,
             ))
             .first(&mut *conn)
             .await
             .optional()
             .map_err(infra("get product"))?;
-        row.map(|(_, name, quantity, version)| {
+        row.map(|(_, name, quantity, version, owner)| {
             Ok(Product {
                 id,
                 name: ProductName::parse(&name)
                     .map_err(|e| InfraError::new("corrupt product row", e))?,
                 stock: Stock::new(units(quantity, "stock")?, version),
+                // 0 is the backfill's "no seller" (user ids are positive).
+                owner: UserId::parse(owner).ok(),
             })
         })
         .transpose()

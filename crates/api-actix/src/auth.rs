@@ -141,6 +141,7 @@ fn actor(id: Option<i64>, role: Option<&str>) -> Result<Actor, Problem> {
     let role = match role.map(str::trim) {
         None | Some("buyer") => Role::Buyer,
         Some("seller") => Role::Seller,
+        Some("admin") => Role::Admin,
         Some(other) => return Err(Problem::unauthenticated(format!("unknown role {other:?}"))),
     };
     Ok(Actor { user_id, role })
@@ -150,10 +151,10 @@ fn actor(id: Option<i64>, role: Option<&str>) -> Result<Actor, Problem> {
 pub struct Identity(pub Actor);
 
 impl Identity {
-    /// The caller, if a seller (403 otherwise).
+    /// The caller, if a seller or an admin (403 otherwise).
     pub fn seller(&self) -> Result<Actor, Problem> {
         match self.0.role {
-            Role::Seller => Ok(self.0),
+            Role::Seller | Role::Admin => Ok(self.0),
             Role::Buyer => Err(Problem::forbidden("this operation is for sellers")),
         }
     }
@@ -162,7 +163,7 @@ impl Identity {
     pub fn buyer(&self) -> Result<Actor, Problem> {
         match self.0.role {
             Role::Buyer => Ok(self.0),
-            Role::Seller => Err(Problem::forbidden("this operation is for buyers")),
+            Role::Seller | Role::Admin => Err(Problem::forbidden("this operation is for buyers")),
         }
     }
 }

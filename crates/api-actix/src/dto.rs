@@ -3,7 +3,7 @@
 
 use crate::problem::Problem;
 use goods_app::{DropStats, DropView, Reconciliation};
-use goods_domain::{GoodsOrder, Product};
+use goods_domain::{GoodsOrder, Product, UserId};
 use serde::de::{DeserializeOwned, Deserializer, Error as _, Visitor};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -80,6 +80,8 @@ pub struct ProductBody {
     product_id: i64,
     name: String,
     stock_quantity: u32,
+    /// The seller who owns it; `null` for a product from before ownership (admins only).
+    owner_id: Option<i64>,
 }
 
 impl From<Product> for ProductBody {
@@ -88,6 +90,7 @@ impl From<Product> for ProductBody {
             product_id: p.id.get(),
             name: p.name.as_str().to_owned(),
             stock_quantity: p.stock.quantity(),
+            owner_id: p.owner.map(UserId::get),
         }
     }
 }

@@ -390,9 +390,9 @@ impl From<GetOrderError> for Problem {
     fn from(error: GetOrderError) -> Self {
         match error {
             GetOrderError::NotFound => Self::not_found("ORDER_NOT_FOUND", "no such order"),
-            GetOrderError::Forbidden => {
-                Self::forbidden("only the buyer or a seller may read this order")
-            }
+            GetOrderError::Forbidden => Self::forbidden(
+                "only its buyer, the seller of its product or an admin may read this order",
+            ),
             GetOrderError::Unexpected(e) => Self::internal(&e),
         }
     }

@@ -1,6 +1,6 @@
 //! CreateProduct and GetProduct.
 
-use crate::GoodsApp;
+use crate::{Actor, GoodsApp, Role};
 use goods_domain::{NewProduct, Product, ProductId};
 
 /// Why a product was not created.
@@ -40,17 +40,23 @@ impl GoodsApp {
             .map_err(anyhow::Error::new)?)
     }
 
-    /// Reads a product and its stock.
+    /// Reads a product and its stock. Buyers, its seller and admins may; to another seller
+    /// it does not exist.
     ///
     /// # Errors
     /// [`GetProductError::NotFound`], or `Unexpected` when the store fails.
     #[tracing::instrument(skip_all, fields(product.id = %id))]
-    pub async fn get_product(&self, id: ProductId) -> Result<Product, GetProductError> {
+    pub async fn get_product(
+        &self,
+        id: ProductId,
+        actor: Actor,
+    ) -> Result<Product, GetProductError> {
         self.ports
             .products
             .get(id)
             .await
             .map_err(anyhow::Error::new)?
+            .filter(|p| actor.role == Role::Buyer || actor.manages(p.owner))
             .ok_or(GetProductError::NotFound)
     }
 }

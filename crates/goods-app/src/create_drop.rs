@@ -1,6 +1,6 @@
 //! CreateLimitedDrop: store the drop, then seed the gate.
 
-use crate::{DropView, GoodsApp};
+use crate::{Actor, DropView, GoodsApp};
 use goods_domain::ports::{self, GateSeed};
 use goods_domain::{DropInput, NewLimitedDrop, ValidationError};
 
@@ -22,7 +22,8 @@ pub enum CreateDropError {
 }
 
 impl GoodsApp {
-    /// Validates and stores a drop, then seeds the admission gate with its quantity.
+    /// Validates and stores a drop of a product `actor` manages, then seeds the admission gate
+    /// with its quantity.
     ///
     /// The database write is the commit point; a gate that cannot be seeded now is seeded from
     /// the database on the first purchase, so a gate failure does not fail the creation.
@@ -30,9 +31,21 @@ impl GoodsApp {
     /// # Errors
     /// [`CreateDropError`] naming the failed rule, or `Unexpected` when the store fails.
     #[tracing::instrument(skip_all, fields(product.id = input.product_id))]
-    pub async fn create_drop(&self, input: DropInput) -> Result<DropView, CreateDropError> {
+    pub async fn create_drop(
+        &self,
+        input: DropInput,
+        actor: Actor,
+    ) -> Result<DropView, CreateDropError> {
         let now = self.ports.clock.now();
         let new = NewLimitedDrop::parse(input, now).map_err(CreateDropError::Invalid)?;
+        // Another seller's product does not exist for this caller.
+        if !self
+            .manages_product(new.product_id, actor)
+            .await
+            .map_err(anyhow::Error::new)?
+        {
+            return Err(CreateDropError::ProductNotFound);
+        }
         let drop = self
             .ports
             .drops
@@ -89,8 +102,63 @@ mod tests {
             .withf(|seed| seed.remaining == 100 && seed.orders.is_empty())
             .times(1)
             .returning(|_| Ok(()));
-        let view = m.app(Some(gate)).create_drop(input()).await.unwrap();
+        let view = m
+            .app(Some(gate))
+            .create_drop(input(), admin())
+            .await
+            .unwrap();
         assert_eq!(view.remaining, 100);
+    }
+
+    fn product_owned_by(owner: i64) -> goods_domain::Product {
+        let mut product = goods_domain::Product {
+            id: goods_domain::ProductId::parse(1).unwrap(),
+            name: goods_domain::ProductName::parse("Sneaker").unwrap(),
+            stock: goods_domain::Stock::new(100, 0),
+            owner: None,
+        };
+        product.owner = goods_domain::UserId::parse(owner).ok();
+        product
+    }
+
+    #[tokio::test]
+    async fn another_sellers_product_does_not_exist_for_the_caller_and_nothing_is_stored() {
+        let mut m = Mocks::at(OPEN);
+        m.products
+            .expect_get()
+            .returning(|_| Ok(Some(product_owned_by(7))));
+        m.drops.expect_create().never();
+        let err = m
+            .app(None)
+            .create_drop(input(), seller(8))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, CreateDropError::ProductNotFound));
+    }
+
+    #[tokio::test]
+    async fn the_owning_seller_creates_a_drop_and_a_product_without_owner_is_for_admins_only() {
+        let mut m = Mocks::at(OPEN);
+        m.products
+            .expect_get()
+            .returning(|_| Ok(Some(product_owned_by(7))));
+        m.drops
+            .expect_create()
+            .times(1)
+            .returning(|_, _| Ok(sample_drop(100, 1)));
+        assert!(m.app(None).create_drop(input(), seller(7)).await.is_ok());
+
+        let mut m = Mocks::at(OPEN);
+        m.products
+            .expect_get()
+            .returning(|_| Ok(Some(product_owned_by(0))));
+        m.drops.expect_create().never();
+        let err = m
+            .app(None)
+            .create_drop(input(), seller(7))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, CreateDropError::ProductNotFound));
     }
 
     #[tokio::test]
@@ -100,7 +168,7 @@ mod tests {
             per_user_limit: 0,
             ..input()
         };
-        let err = m.app(None).create_drop(bad).await.unwrap_err();
+        let err = m.app(None).create_drop(bad, admin()).await.unwrap_err();
         assert!(
             matches!(err, CreateDropError::Invalid(fields) if fields[0].field == "perUserLimit")
         );
@@ -112,7 +180,7 @@ mod tests {
         m.drops
             .expect_create()
             .returning(|_, _| Err(ports::CreateDropError::InsufficientStock { stock: 10 }));
-        let err = m.app(None).create_drop(input()).await.unwrap_err();
+        let err = m.app(None).create_drop(input(), admin()).await.unwrap_err();
         assert!(
             matches!(err, CreateDropError::Invalid(fields) if fields[0].field == "limitedQuantity")
         );

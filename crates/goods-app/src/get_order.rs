@@ -9,7 +9,7 @@ pub enum GetOrderError {
     /// No such order.
     #[error("order not found")]
     NotFound,
-    /// Neither the owner nor a seller.
+    /// Neither its buyer, the seller of its product, nor an admin.
     #[error("not allowed to read this order")]
     Forbidden,
     /// The store failed.
@@ -18,7 +18,7 @@ pub enum GetOrderError {
 }
 
 impl GoodsApp {
-    /// Reads an order: its buyer or any seller may.
+    /// Reads an order: its buyer, the seller of its product, or an admin may.
     ///
     /// # Errors
     /// [`GetOrderError`] when it does not exist or the caller may not read it.
@@ -31,7 +31,13 @@ impl GoodsApp {
             .await
             .map_err(anyhow::Error::new)?
             .ok_or(GetOrderError::NotFound)?;
-        if order.user_id == actor.user_id || actor.role == Role::Seller {
+        if order.user_id == actor.user_id
+            || (actor.role != Role::Buyer
+                && self
+                    .manages_product(order.product_id, actor)
+                    .await
+                    .map_err(anyhow::Error::new)?)
+        {
             Ok(order)
         } else {
             Err(GetOrderError::Forbidden)

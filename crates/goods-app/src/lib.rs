@@ -37,7 +37,7 @@ use goods_domain::ports::{
     AdmissionGate, Clock, DropRepository, EventOutbox, EventPublisher, OrderRepository,
     ProductRepository, PurchaseLedger, StatsRecorder,
 };
-use goods_domain::{DropId, InfraError, LimitedDrop};
+use goods_domain::{DropId, InfraError, LimitedDrop, ProductId};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -170,6 +170,33 @@ impl GoodsApp {
             cache.insert(id, drop);
         }
         Ok(drop)
+    }
+
+    /// Whether `actor` manages `product` (its seller, or an admin); `false` when it does not
+    /// exist.
+    async fn manages_product(&self, product: ProductId, actor: Actor) -> Result<bool, InfraError> {
+        if actor.role == Role::Admin {
+            return Ok(true);
+        }
+        Ok(self
+            .ports
+            .products
+            .get(product)
+            .await?
+            .is_some_and(|p| actor.manages(p.owner)))
+    }
+
+    /// The drop, when it exists and `actor` manages its product. Another seller's drop is
+    /// reported as missing, so its existence is not disclosed.
+    async fn managed_drop(
+        &self,
+        id: DropId,
+        actor: Actor,
+    ) -> Result<Option<LimitedDrop>, InfraError> {
+        match self.load_drop(id).await? {
+            Some(drop) if self.manages_product(drop.product_id, actor).await? => Ok(Some(drop)),
+            _ => Ok(None),
+        }
     }
 
     /// The gate, unless there is none or its breaker is open (it failed moments ago).

@@ -1,7 +1,7 @@
 //! ReconcileDrop: compare the gate with the database's truth and alert on oversell. The
 //! periodic healing pass (`heal`) acts on the same comparison.
 
-use crate::GoodsApp;
+use crate::{Actor, GoodsApp};
 use goods_domain::{DropId, LimitedDrop};
 use time::OffsetDateTime;
 
@@ -38,15 +38,20 @@ pub enum ReconcileError {
 }
 
 impl GoodsApp {
-    /// Reconciles one drop; publishes an oversell alert when the database sold too much.
+    /// Reconciles one drop, for the seller of its product or an admin; publishes an oversell
+    /// alert when the database sold too much.
     ///
     /// # Errors
-    /// [`ReconcileError::NotFound`], or `Unexpected` when the database fails (an unreachable
+    /// [`ReconcileError::NotFound`] (also for a drop `actor` does not manage), or `Unexpected` when the database fails (an unreachable
     /// gate is reported as `gate_remaining: None`, not as an error).
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
-    pub async fn reconcile_drop(&self, id: DropId) -> Result<Reconciliation, ReconcileError> {
+    pub async fn reconcile_drop(
+        &self,
+        id: DropId,
+        actor: Actor,
+    ) -> Result<Reconciliation, ReconcileError> {
         let drop = self
-            .load_drop(id)
+            .managed_drop(id, actor)
             .await
             .map_err(anyhow::Error::new)?
             .ok_or(ReconcileError::NotFound)?;
@@ -96,7 +101,11 @@ mod tests {
         m.drops.expect_sold_quantity().returning(|_| Ok(60));
         let mut gate = MockAdmissionGate::new();
         gate.expect_remaining().returning(|_| Ok(Some(30)));
-        let report = m.app(Some(gate)).reconcile_drop(drop_id()).await.unwrap();
+        let report = m
+            .app(Some(gate))
+            .reconcile_drop(drop_id(), admin())
+            .await
+            .unwrap();
         assert_eq!(
             (report.sold_quantity, report.gate_remaining, report.drift),
             (60, Some(30), Some(10))
@@ -122,7 +131,11 @@ mod tests {
             })
             .times(1)
             .returning(|_, _, _| Ok(true));
-        let report = m.app(None).reconcile_drop(drop_id()).await.unwrap();
+        let report = m
+            .app(None)
+            .reconcile_drop(drop_id(), admin())
+            .await
+            .unwrap();
         assert!(report.oversold);
         assert_eq!(report.gate_remaining, None);
     }
@@ -134,7 +147,11 @@ mod tests {
         let mut gate = MockAdmissionGate::new();
         gate.expect_remaining()
             .returning(|_| Err(goods_domain::InfraError::msg("down")));
-        let report = m.app(Some(gate)).reconcile_drop(drop_id()).await.unwrap();
+        let report = m
+            .app(Some(gate))
+            .reconcile_drop(drop_id(), admin())
+            .await
+            .unwrap();
         assert_eq!((report.gate_remaining, report.drift), (None, None));
     }
 }

@@ -1,6 +1,6 @@
 //! GetDropStats (FR-9).
 
-use crate::GoodsApp;
+use crate::{Actor, GoodsApp};
 use goods_domain::DropId;
 use goods_domain::ports::OutcomeCounts;
 
@@ -29,14 +29,15 @@ pub enum GetStatsError {
 }
 
 impl GoodsApp {
-    /// Reads a drop's outcome counters and units.
+    /// Reads a drop's outcome counters and units, for the seller of its product or an admin.
     ///
     /// # Errors
-    /// [`GetStatsError::NotFound`], or `Unexpected` when a store fails.
+    /// [`GetStatsError::NotFound`] (also for a drop `actor` does not manage), or `Unexpected`
+    /// when a store fails.
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
-    pub async fn drop_stats(&self, id: DropId) -> Result<DropStats, GetStatsError> {
+    pub async fn drop_stats(&self, id: DropId, actor: Actor) -> Result<DropStats, GetStatsError> {
         let drop = self
-            .load_drop(id)
+            .managed_drop(id, actor)
             .await
             .map_err(anyhow::Error::new)?
             .ok_or(GetStatsError::NotFound)?;

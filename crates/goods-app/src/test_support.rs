@@ -32,6 +32,20 @@ pub fn buyer() -> Actor {
     }
 }
 
+pub fn admin() -> Actor {
+    Actor {
+        user_id: UserId::parse(1).unwrap(),
+        role: Role::Admin,
+    }
+}
+
+pub fn seller(id: i64) -> Actor {
+    Actor {
+        user_id: UserId::parse(id).unwrap(),
+        role: Role::Seller,
+    }
+}
+
 pub fn qty(n: i64) -> Quantity {
     Quantity::parse("quantity", n).unwrap()
 }

@@ -54,17 +54,26 @@ pub async fn app_with_drop<S: Store>(
         .await?;
     let now = time::OffsetDateTime::now_utc();
     let drop = app
-        .create_drop(DropInput {
-            product_id: product.id.get(),
-            open_at: now - time::Duration::seconds(1),
-            close_at: now + time::Duration::hours(1),
-            limited_quantity: limited,
-            per_user_limit: 1,
-        })
+        .create_drop(
+            DropInput {
+                product_id: product.id.get(),
+                open_at: now - time::Duration::seconds(1),
+                close_at: now + time::Duration::hours(1),
+                limited_quantity: limited,
+                per_user_limit: 1,
+            },
+            OPERATOR,
+        )
         .await
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     Ok((app, drop.drop.id))
 }
+
+/// The benchmarks' operator: an admin, who manages the ownerless product they create.
+const OPERATOR: goods_app::Actor = goods_app::Actor {
+    user_id: goods_domain::UserId::MIN,
+    role: goods_app::Role::Admin,
+};
 
 /// What a closed-loop run measured.
 #[derive(Debug)]

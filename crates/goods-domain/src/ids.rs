@@ -10,6 +10,9 @@ macro_rules! positive_id {
         pub struct $name(i64);
 
         impl $name {
+            /// The smallest id, 1.
+            pub const MIN: Self = Self(1);
+
             /// Parses a positive integer id.
             ///
             /// # Errors

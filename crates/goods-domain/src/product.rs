@@ -1,6 +1,6 @@
 //! Products and their stock.
 
-use crate::{ProductId, ValidationError};
+use crate::{ProductId, UserId, ValidationError};
 
 /// A product name: 1 to 200 characters after trimming.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +64,9 @@ pub struct Product {
     pub name: ProductName,
     /// Units on hand.
     pub stock: Stock,
+    /// The seller who created it; `None` for a product created before products had owners
+    /// (managed by admins only, see docs/migrations.md).
+    pub owner: Option<UserId>,
 }
 
 /// A product to create: a name and an initial stock (zero allowed).
@@ -73,6 +76,8 @@ pub struct NewProduct {
     pub name: ProductName,
     /// Initial units on hand.
     pub stock_quantity: u32,
+    /// The seller creating it; `None` leaves it to admins.
+    pub owner: Option<UserId>,
 }
 
 impl NewProduct {
@@ -95,8 +100,18 @@ impl NewProduct {
             (Ok(name), Ok(stock_quantity)) => Ok(Self {
                 name,
                 stock_quantity,
+                owner: None,
             }),
             (name, stock) => Err([name.err(), stock.err()].into_iter().flatten().collect()),
+        }
+    }
+
+    /// The same product, owned by `seller`.
+    #[must_use]
+    pub fn owned_by(self, seller: UserId) -> Self {
+        Self {
+            owner: Some(seller),
+            ..self
         }
     }
 }

@@ -22,6 +22,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use time::OffsetDateTime;
 
+/// An admin: manages the ownerless products these tests create.
+const ADMIN: goods_app::Actor = goods_app::Actor {
+    user_id: goods_domain::UserId::MIN,
+    role: goods_app::Role::Admin,
+};
+
 /// The Redis gate, except that every confirm and cancel fails without reaching Redis.
 struct SettleFails(RedisGate);
 
@@ -160,7 +166,7 @@ async fn a_settle_lost_after_the_database_decided_is_healed_by_the_lease() {
     );
     let replay = healer.purchase(buy(drop, 1)).await.unwrap();
     assert_eq!((replay.order.id, replay.replayed), (first.order.id, true));
-    let recon = healer.reconcile_drop(drop).await.unwrap();
+    let recon = healer.reconcile_drop(drop, ADMIN).await.unwrap();
     assert_eq!((recon.sold_quantity, recon.drift), (1, Some(0)));
 }
 

@@ -27,6 +27,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use time::OffsetDateTime;
 
+/// An admin: manages the ownerless products these tests create.
+const ADMIN: goods_app::Actor = goods_app::Actor {
+    user_id: goods_domain::UserId::MIN,
+    role: goods_app::Role::Admin,
+};
+
 const STOCK: u32 = 12;
 const LIMITED: u32 = 8;
 const PER_USER: u32 = 3;
@@ -97,13 +103,16 @@ impl World {
             .await
             .unwrap();
         let drop = app
-            .create_drop(DropInput {
-                product_id: product.id.get(),
-                open_at: start + time::Duration::seconds(60),
-                close_at: start + time::Duration::hours(1),
-                limited_quantity: i64::from(LIMITED),
-                per_user_limit: i64::from(PER_USER),
-            })
+            .create_drop(
+                DropInput {
+                    product_id: product.id.get(),
+                    open_at: start + time::Duration::seconds(60),
+                    close_at: start + time::Duration::hours(1),
+                    limited_quantity: i64::from(LIMITED),
+                    per_user_limit: i64::from(PER_USER),
+                },
+                ADMIN,
+            )
             .await
             .unwrap();
         Self {
@@ -179,7 +188,7 @@ impl World {
     }
 
     async fn check(&self) {
-        let recon = self.app.reconcile_drop(self.drop).await.unwrap();
+        let recon = self.app.reconcile_drop(self.drop, ADMIN).await.unwrap();
         assert!(recon.sold_quantity <= LIMITED, "oversold: {recon:?}");
         assert!(!recon.oversold);
         if let Some(remaining) = recon.gate_remaining {
@@ -187,7 +196,7 @@ impl World {
         }
         let stock = self
             .app
-            .get_product(self.product)
+            .get_product(self.product, ADMIN)
             .await
             .unwrap()
             .stock

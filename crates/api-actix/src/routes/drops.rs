@@ -31,17 +31,20 @@ pub async fn create(
     who: Identity,
     body: web::Bytes,
 ) -> Result<HttpResponse, Problem> {
-    who.seller()?;
+    let seller = who.seller()?;
     let input: CreateDrop = dto::parse(&body)?;
     let view = state
         .app
-        .create_drop(DropInput {
-            product_id: input.product_id,
-            open_at: input.open_at,
-            close_at: input.close_at,
-            limited_quantity: input.limited_quantity,
-            per_user_limit: input.per_user_limit.unwrap_or(1),
-        })
+        .create_drop(
+            DropInput {
+                product_id: input.product_id,
+                open_at: input.open_at,
+                close_at: input.close_at,
+                limited_quantity: input.limited_quantity,
+                per_user_limit: input.per_user_limit.unwrap_or(1),
+            },
+            seller,
+        )
         .await?;
     Ok(HttpResponse::Created()
         .insert_header((LOCATION, format!("/limited-drops/{}", view.drop.id)))
@@ -122,8 +125,8 @@ pub async fn stats(
     who: Identity,
     id: web::Path<String>,
 ) -> Result<HttpResponse, Problem> {
-    who.seller()?;
-    let stats = state.app.drop_stats(drop_id(&id)?).await?;
+    let seller = who.seller()?;
+    let stats = state.app.drop_stats(drop_id(&id)?, seller).await?;
     Ok(HttpResponse::Ok().json(StatsBody::from(stats)))
 }
 
@@ -133,7 +136,7 @@ pub async fn reconciliation(
     who: Identity,
     id: web::Path<String>,
 ) -> Result<HttpResponse, Problem> {
-    who.seller()?;
-    let report = state.app.reconcile_drop(drop_id(&id)?).await?;
+    let seller = who.seller()?;
+    let report = state.app.reconcile_drop(drop_id(&id)?, seller).await?;
     Ok(HttpResponse::Ok().json(ReconciliationBody::from(report)))
 }

@@ -15,23 +15,24 @@ pub async fn create(
     who: Identity,
     body: web::Bytes,
 ) -> Result<HttpResponse, Problem> {
-    who.seller()?;
+    let seller = who.seller()?;
     let input: CreateProduct = dto::parse(&body)?;
     let product = NewProduct::parse(&input.name, input.stock_quantity)
-        .map_err(|errors| Problem::validation(&errors))?;
+        .map_err(|errors| Problem::validation(&errors))?
+        .owned_by(seller.user_id);
     let product = state.app.create_product(&product).await?;
     Ok(HttpResponse::Created()
         .insert_header((LOCATION, format!("/products/{}", product.id)))
         .json(ProductBody::from(product)))
 }
 
-/// `GET /products/{productId}` (any authenticated caller).
+/// `GET /products/{productId}` (buyers, its seller, admins; another seller gets 404).
 pub async fn get(
     state: web::Data<ApiState>,
-    _who: Identity,
+    who: Identity,
     id: web::Path<String>,
 ) -> Result<HttpResponse, Problem> {
     let id = path_id(&id, ProductId::parse, "PRODUCT_NOT_FOUND")?;
-    let product = state.app.get_product(id).await?;
+    let product = state.app.get_product(id, who.0).await?;
     Ok(HttpResponse::Ok().json(ProductBody::from(product)))
 }

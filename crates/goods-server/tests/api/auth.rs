@@ -53,6 +53,10 @@ async fn jwt_mode_accepts_signed_tokens_and_refuses_everything_else() {
             .status(),
         StatusCode::CREATED
     );
+    let admin = token(&json!({"sub": 8, "role": "admin", "exp": exp(600)}), SECRET);
+    let created = post(Some(format!("Bearer {admin}"))).await.unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    assert_eq!(body(created).await["ownerId"], 8);
     let buyer = token(&json!({"sub": "6", "exp": exp(600)}), SECRET);
     problem(
         post(Some(format!("Bearer {buyer}"))).await.unwrap(),
@@ -88,7 +92,7 @@ async fn jwt_mode_accepts_signed_tokens_and_refuses_everything_else() {
         Some(format!(
             "Bearer {}",
             token(
-                &json!({"sub": "5", "role": "admin", "exp": exp(600)}),
+                &json!({"sub": "5", "role": "root", "exp": exp(600)}),
                 SECRET
             )
         )),

@@ -15,6 +15,7 @@ mod degraded;
 mod drops;
 mod ops;
 mod orders;
+mod ownership;
 mod products;
 mod purchase;
 mod restart;

@@ -1,0 +1,135 @@
+//! The owner column's expand-backfill-contract, on MariaDB, from the previous release's schema
+//! and data: nothing is lost, old products end up owned by no seller (admins only), and after
+//! the contract a product without an owner is refused.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures panic on purpose
+
+use adapters_mysql::{MIGRATIONS, MysqlStore};
+use diesel::migration::{Migration, MigrationSource};
+use diesel::mysql::Mysql;
+use diesel_async::{
+    AsyncConnection, AsyncMigrationHarness, AsyncMysqlConnection, SimpleAsyncConnection,
+};
+use diesel_migrations::MigrationHarness;
+use goods_domain::ports::ProductRepository;
+use goods_domain::{NewProduct, ProductId, UserId};
+
+/// The version (diesel drops the dashes) of the first migration of the release that added
+/// ownership.
+const OWNERSHIP: &str = "20261202000001";
+
+fn sorted() -> Vec<Box<dyn Migration<Mysql>>> {
+    let mut all = MigrationSource::<Mysql>::migrations(&MIGRATIONS).unwrap();
+    all.sort_by_key(|m| m.name().version().to_string());
+    all
+}
+
+async fn apply(url: &str, keep: impl Fn(&str) -> bool) {
+    let mut conn = AsyncMysqlConnection::establish(url).await.unwrap();
+    // What `run_pending_migrations` sets up first (diesel's own DDL); `run_migration` does not.
+    conn.batch_execute(
+        "CREATE TABLE IF NOT EXISTS __diesel_schema_migrations (
+           version VARCHAR(50) PRIMARY KEY NOT NULL,
+           run_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+    )
+    .await
+    .unwrap();
+    let mut harness = AsyncMigrationHarness::new(conn);
+    for migration in sorted() {
+        let version = migration.name().version().to_string();
+        if keep(&version) {
+            harness.run_migration(&*migration).unwrap();
+        }
+    }
+}
+
+async fn count(url: &str, query: &str) -> i64 {
+    use diesel_async::RunQueryDsl as _;
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let mut conn = AsyncMysqlConnection::establish(url).await.unwrap();
+    diesel::sql_query(query)
+        .get_result::<Count>(&mut conn)
+        .await
+        .unwrap()
+        .n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_column_is_added_backfilled_and_required_without_losing_a_row() {
+    let url = test_support::mysql::fresh_database().await;
+    // The previous release's schema, and data written by it (no owner column).
+    apply(&url, |v| v < OWNERSHIP).await;
+    let mut conn = AsyncMysqlConnection::establish(&url).await.unwrap();
+    conn.batch_execute(
+        "INSERT INTO products (id, name) VALUES (1, 'Old sneaker');
+         INSERT INTO stocks (product_id, quantity) VALUES (1, 8);
+         INSERT INTO limited_drops (id, product_id, open_at, close_at, limited_quantity, per_user_limit, sold_quantity)
+           VALUES (1, 1, '2026-01-01 00:00:00', '2026-01-02 00:00:00', 5, 1, 2);
+         INSERT INTO orders (drop_id, product_id, user_id, quantity, status, idempotency_key, created_at)
+           VALUES (1, 1, 10, 1, 'PENDING', 'a', '2026-01-01 00:00:01'),
+                  (1, 1, 11, 1, 'PAID', 'b', '2026-01-01 00:00:02');",
+    )
+    .await
+    .unwrap();
+
+    // Expand: the previous release keeps inserting products without the column.
+    apply(&url, |v| v.starts_with(OWNERSHIP)).await;
+    conn.batch_execute(
+        "INSERT INTO products (id, name) VALUES (2, 'Written by the old release');
+         INSERT INTO stocks (product_id, quantity) VALUES (2, 1);",
+    )
+    .await
+    .unwrap();
+    // Backfill and contract.
+    adapters_mysql::migrate_database(&url).await.unwrap();
+
+    let store = MysqlStore::connect(&url, 2, false).await.unwrap();
+    for id in [1, 2] {
+        let product = ProductRepository::get(&store, ProductId::parse(id).unwrap())
+            .await
+            .unwrap()
+            .expect("the product survived");
+        assert_eq!(product.owner, None, "product {id} belongs to no seller");
+    }
+    let old = ProductRepository::get(&store, ProductId::parse(1).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(old.stock.quantity(), 8);
+    assert_eq!(count(&url, "SELECT COUNT(*) AS n FROM orders").await, 2);
+    assert_eq!(
+        count(
+            &url,
+            "SELECT CAST(sold_quantity AS SIGNED) AS n FROM limited_drops"
+        )
+        .await,
+        2
+    );
+    // This release writes the owner.
+    let seller = UserId::parse(77).unwrap();
+    let created = ProductRepository::create(
+        &store,
+        &NewProduct::parse("New", 1).unwrap().owned_by(seller),
+    )
+    .await
+    .unwrap();
+    let read = ProductRepository::get(&store, created.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.owner, Some(seller));
+    // Contracted: a product without an owner is refused, and the index exists.
+    let refused = conn
+        .batch_execute("INSERT INTO products (name) VALUES ('No owner')")
+        .await;
+    assert!(refused.is_err(), "a product without owner_id was accepted");
+    let indexes = test_support::mysql::index_names(&url, "products").await;
+    assert!(
+        indexes.iter().any(|i| i == "products_owner_id"),
+        "{indexes:?}"
+    );
+}

@@ -1,0 +1,2 @@
+-- A backfill is not undone.
+SELECT 1;

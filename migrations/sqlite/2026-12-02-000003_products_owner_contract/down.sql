@@ -1,0 +1,3 @@
+DROP TRIGGER products_owner_required_update;
+DROP TRIGGER products_owner_required_insert;
+DROP INDEX products_owner_id;
