@@ -24,3 +24,21 @@ async fn a_purchase_sends_thirteen_statements_alone_or_in_a_batch_of_fifty() {
     // MySQL's twelve plus the no-op write that takes SQLite's write lock first.
     assert_eq!((lone, batch), (13, 13));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_contract_step_a_product_needs_an_owner() {
+    use diesel::connection::SimpleConnection as _;
+    use diesel::{Connection as _, SqliteConnection};
+    let dir = tempfile::tempdir().unwrap().keep();
+    let path = format!("{}/goods.db", dir.display());
+    SqliteStore::open(&format!("sqlite://{path}"), true)
+        .await
+        .unwrap();
+    let mut conn = SqliteConnection::establish(&path).unwrap();
+    let refused = conn.batch_execute("INSERT INTO products (name) VALUES ('No owner')");
+    assert!(refused.is_err(), "a product without owner_id was accepted");
+    conn.batch_execute("INSERT INTO products (name, owner_id) VALUES ('Owned', 5)")
+        .unwrap();
+    let refused = conn.batch_execute("UPDATE products SET owner_id = NULL");
+    assert!(refused.is_err(), "an owner was removed");
+}
