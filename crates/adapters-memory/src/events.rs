@@ -28,6 +28,19 @@ impl EventPublisher for LogEventPublisher {
             DomainEvent::GateDegraded { reason } => {
                 tracing::warn!(severity = "warning", reason, "gate_degraded");
             }
+            DomainEvent::DropOperated {
+                drop_id,
+                operation,
+                by,
+            } => {
+                tracing::info!(
+                    severity = "info",
+                    drop.id = %drop_id,
+                    operation = operation.as_str(),
+                    by = %by,
+                    "drop_operated"
+                );
+            }
         }
         Ok(())
     }

@@ -247,6 +247,14 @@ impl AdmissionGate for MemoryGate {
         Ok(())
     }
 
+    async fn closed(&self, drop_id: DropId, at: OffsetDateTime) -> Result<(), InfraError> {
+        if let Some(gate) = self.lock()?.get_mut(&drop_id) {
+            let release = at.saturating_add(GRACE);
+            gate.expires_at = Some(gate.expires_at.map_or(release, |e| e.min(release)));
+        }
+        Ok(())
+    }
+
     async fn remaining(&self, drop_id: DropId) -> Result<Option<u32>, InfraError> {
         Ok(self.lock()?.get(&drop_id).map(|g| g.remaining))
     }

@@ -329,6 +329,21 @@ impl AdmissionGate for RedisGate {
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %drop_id))]
+    async fn closed(&self, drop_id: DropId, at: OffsetDateTime) -> Result<(), InfraError> {
+        let keys = self.keys(drop_id);
+        let release = at.saturating_add(GRACE).unix_timestamp();
+        let pipeline = self.conn.pool.next().pipeline();
+        for key in [keys.remaining, keys.held, keys.idem] {
+            // LT: a sooner expiry (the drop's own closeAt + grace) is kept.
+            let _: () = pipeline
+                .expire_at(key, release, Some(fred::types::ExpireOptions::LT))
+                .await
+                .map_err(infra("redis close"))?;
+        }
+        let _: Vec<Value> = pipeline.all().await.map_err(infra("redis close"))?;
+        Ok(())
+    }
+
     async fn remaining(&self, drop_id: DropId) -> Result<Option<u32>, InfraError> {
         let left: i64 = scripts::run(
             &self.conn.pool,

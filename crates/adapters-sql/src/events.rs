@@ -1,7 +1,7 @@
 //! How outbox events are stored: a kind and a JSON payload.
 
-use goods_domain::ports::DomainEvent;
-use goods_domain::{DropId, InfraError};
+use goods_domain::ports::{DomainEvent, DropOperation};
+use goods_domain::{DropId, InfraError, UserId};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -14,6 +14,13 @@ struct Oversold {
 #[derive(Serialize, Deserialize)]
 struct GateDegraded {
     reason: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DropOperated {
+    drop_id: i64,
+    operation: String,
+    by: i64,
 }
 
 /// The stored `(kind, payload)` of `event`.
@@ -38,6 +45,18 @@ pub fn encode_event(event: &DomainEvent) -> Result<(&'static str, String), Infra
             "gate_degraded",
             serde_json::to_string(&GateDegraded {
                 reason: reason.clone(),
+            }),
+        ),
+        DomainEvent::DropOperated {
+            drop_id,
+            operation,
+            by,
+        } => (
+            "drop_operated",
+            serde_json::to_string(&DropOperated {
+                drop_id: drop_id.get(),
+                operation: operation.as_str().to_owned(),
+                by: by.get(),
             }),
         ),
     };
@@ -67,6 +86,15 @@ pub fn decode_event(kind: &str, payload: &str) -> Result<DomainEvent, InfraError
             let g: GateDegraded = serde_json::from_str(payload).map_err(corrupt)?;
             Ok(DomainEvent::GateDegraded { reason: g.reason })
         }
+        "drop_operated" => {
+            let d: DropOperated = serde_json::from_str(payload).map_err(corrupt)?;
+            let bad = |what: &str| InfraError::msg(format!("corrupt drop_operated event: {what}"));
+            Ok(DomainEvent::DropOperated {
+                drop_id: DropId::parse(d.drop_id).map_err(|_| bad("dropId"))?,
+                operation: DropOperation::parse(&d.operation).ok_or_else(|| bad("operation"))?,
+                by: UserId::parse(d.by).map_err(|_| bad("by"))?,
+            })
+        }
         other => Err(InfraError::msg(format!("unknown event kind {other}"))),
     }
 }
@@ -76,14 +104,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_event_reads_back_as_written() {
-        let event = DomainEvent::Oversold {
-            drop_id: DropId::parse(7).unwrap_or_else(|_| unreachable!()),
-            limited_quantity: 10,
-            sold_quantity: 11,
-        };
-        let (kind, payload) = encode_event(&event).unwrap_or_else(|_| unreachable!());
-        assert_eq!(decode_event(kind, &payload).ok(), Some(event));
+    fn every_event_reads_back_as_written() {
+        let drop_id = DropId::parse(7).unwrap_or_else(|_| unreachable!());
+        let mut events = vec![
+            DomainEvent::Oversold {
+                drop_id,
+                limited_quantity: 10,
+                sold_quantity: 11,
+            },
+            DomainEvent::GateDegraded {
+                reason: "timeout".into(),
+            },
+        ];
+        for operation in [
+            DropOperation::Paused,
+            DropOperation::Resumed,
+            DropOperation::Closed,
+        ] {
+            events.push(DomainEvent::DropOperated {
+                drop_id,
+                operation,
+                by: UserId::MIN,
+            });
+        }
+        for event in events {
+            let (kind, payload) = encode_event(&event).unwrap_or_else(|_| unreachable!());
+            assert_eq!(decode_event(kind, &payload).ok(), Some(event));
+        }
         assert!(decode_event("nope", "{}").is_err());
+        assert!(
+            decode_event(
+                "drop_operated",
+                r#"{"drop_id":7,"operation":"exploded","by":1}"#
+            )
+            .is_err()
+        );
     }
 }

@@ -58,6 +58,10 @@ pub struct DropRow {
     pub limited_quantity: i32,
     /// Units per buyer.
     pub per_user_limit: i32,
+    /// Paused.
+    pub paused: bool,
+    /// Closed early at.
+    pub closed_at: Option<PrimitiveDateTime>,
 }
 
 impl DropRow {
@@ -75,6 +79,8 @@ impl DropRow {
                 .map_err(corrupt("drop"))?,
             per_user_limit: Quantity::parse("perUserLimit", self.per_user_limit.into())
                 .map_err(corrupt("drop"))?,
+            paused: self.paused,
+            closed_at: self.closed_at.map(from_db),
         })
     }
 }

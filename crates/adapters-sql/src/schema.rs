@@ -41,6 +41,10 @@ diesel::table! {
         per_user_limit -> Integer,
         /// Units in live orders; kept `<= limited_quantity` by a conditional update.
         sold_quantity -> Integer,
+        /// Purchases refused with DROP_PAUSED while true.
+        paused -> Bool,
+        /// When it was closed before `close_at` (UTC); no order commits after it.
+        closed_at -> Nullable<Timestamp>,
     }
 }
 

@@ -118,13 +118,25 @@ async fn commit_batch(
     let per_user = column(first.per_user_limit.get());
     let max_orders = column(ports::max_orders_per_buyer(first.per_user_limit));
     begin_write(c).await?;
-    let (sold, stock, now_ms): (i32, i32, i64) = limited_drops::table
-        .inner_join(stocks::table.on(stocks::product_id.eq(limited_drops::product_id)))
-        .filter(limited_drops::id.eq(drop))
-        .select((limited_drops::sold_quantity, stocks::quantity, DbNowMs))
-        .first(c)
-        .await?;
-    let free = limited.saturating_sub(sold).min(stock).max(0);
+    let (sold, stock, now_ms, closed_at): (i32, i32, i64, Option<time::PrimitiveDateTime>) =
+        limited_drops::table
+            .inner_join(stocks::table.on(stocks::product_id.eq(limited_drops::product_id)))
+            .filter(limited_drops::id.eq(drop))
+            .select((
+                limited_drops::sold_quantity,
+                stocks::quantity,
+                DbNowMs,
+                limited_drops::closed_at,
+            ))
+            .first(c)
+            .await?;
+    // A drop closed early sells nothing more (replays are still answered below).
+    let closed = closed_at.is_some();
+    let free = if closed {
+        0
+    } else {
+        limited.saturating_sub(sold).min(stock).max(0)
+    };
 
     // Orders the numbers read so far cannot refuse need their buyers' holdings, created where
     // missing and locked; a sold-out drop's refusals cost two reads and no write. Every order
@@ -156,6 +168,8 @@ async fn commit_batch(
             })
         } else if let Some(&earlier) = accepted_keys.get(&(user, order.key.as_str())) {
             Decision::SameKeyAs(earlier)
+        } else if closed {
+            Decision::Answered(Err(PlaceOrderError::Closed))
         } else if lease_ended(order, now_ms) {
             Decision::Answered(Err(PlaceOrderError::LeaseExpired))
         } else if q > left {
@@ -226,6 +240,7 @@ async fn commit_batch(
             limited_drops::table
                 .find(drop)
                 .filter((limited_drops::sold_quantity + sum).le(limited))
+                .filter(limited_drops::closed_at.is_null())
                 .filter(DbNowMs.le(deadline)),
         )
         .set(limited_drops::sold_quantity.eq(limited_drops::sold_quantity + sum))
@@ -233,7 +248,7 @@ async fn commit_batch(
         .await?;
         if taken == 0 {
             return Err(TxError::Refused(Contended(
-                "the drop no longer covers the batch, or a lease ended",
+                "the drop no longer covers the batch, was closed, or a lease ended",
             )));
         }
     }
@@ -591,6 +606,7 @@ impl ports::DropRepository for Store {
                 let active: i64 = limited_drops::table
                     .filter(limited_drops::product_id.eq(product))
                     .filter(limited_drops::close_at.gt(now))
+                    .filter(limited_drops::closed_at.is_null())
                     .count()
                     .get_result(c)
                     .await?;
@@ -613,7 +629,51 @@ impl ports::DropRepository for Store {
             window: drop.window,
             limited_quantity: drop.limited_quantity,
             per_user_limit: drop.per_user_limit,
+            paused: false,
+            closed_at: None,
         })
+    }
+
+    async fn set_paused(
+        &self,
+        id: DropId,
+        paused: bool,
+    ) -> Result<Option<LimitedDrop>, InfraError> {
+        let mut conn = self.conn().await?;
+        update(limited_drops::table.find(id.get()))
+            .set(limited_drops::paused.eq(paused))
+            .execute(&mut *conn)
+            .await
+            .map_err(infra("pause drop"))?;
+        drop(conn);
+        ports::DropRepository::get(self, id).await
+    }
+
+    async fn close(
+        &self,
+        id: DropId,
+        at: OffsetDateTime,
+    ) -> Result<Option<LimitedDrop>, InfraError> {
+        let mut conn = self.conn().await?;
+        // Only a drop still on sale (or scheduled) at `at` is closed, so closing again changes
+        // nothing. The update takes the drop row's lock: a purchase batch that read the row
+        // before it fails its own conditional update on `closed_at` and retries, seeing it.
+        let at = to_db(at);
+        update(
+            limited_drops::table
+                .find(id.get())
+                .filter(limited_drops::closed_at.is_null())
+                .filter(limited_drops::close_at.gt(at)),
+        )
+        .set((
+            limited_drops::closed_at.eq(Some(at)),
+            limited_drops::paused.eq(false),
+        ))
+        .execute(&mut *conn)
+        .await
+        .map_err(infra("close drop"))?;
+        drop(conn);
+        ports::DropRepository::get(self, id).await
     }
 
     async fn get(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
@@ -641,6 +701,7 @@ impl ports::DropRepository for Store {
         let mut conn = self.conn().await?;
         limited_drops::table
             .filter(limited_drops::close_at.gt(to_db(now)))
+            .filter(limited_drops::closed_at.is_null())
             .select(DropRow::as_select())
             .load(&mut *conn)
             .await
@@ -677,7 +738,7 @@ impl ports::DropRepository for Store {
         Ok(GateSeed {
             drop_id: drop.id,
             remaining: drop.limited_quantity.get().saturating_sub(sold),
-            expires_at: drop.window.close_at(),
+            expires_at: drop.ends_at(),
             orders: held,
         })
     }

@@ -128,6 +128,7 @@ pub struct DropBody {
     limited_quantity: u32,
     per_user_limit: u32,
     remaining: u32,
+    paused: bool,
 }
 
 impl From<DropView> for DropBody {
@@ -137,10 +138,12 @@ impl From<DropView> for DropBody {
             product_id: v.drop.product_id.get(),
             status: v.status.as_str(),
             open_at: rfc3339(v.drop.window.open_at()),
-            close_at: rfc3339(v.drop.window.close_at()),
+            // When the sale ends: the planned closeAt, or the instant it was closed.
+            close_at: rfc3339(v.drop.ends_at()),
             limited_quantity: v.drop.limited_quantity.get(),
             per_user_limit: v.drop.per_user_limit.get(),
             remaining: v.remaining,
+            paused: v.drop.paused,
         }
     }
 }

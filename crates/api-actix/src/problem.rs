@@ -9,7 +9,7 @@ use actix_web::web::Bytes;
 use actix_web::{HttpResponse, ResponseError};
 use goods_app::{
     CancelOrderError, CreateDropError, CreateProductError, GetDropError, GetOrderError,
-    GetProductError, GetStatsError, PurchaseError, ReconcileError,
+    GetProductError, GetStatsError, OperateDropError, PurchaseError, ReconcileError,
 };
 use goods_domain::ValidationError;
 use serde_json::{Value, json};
@@ -290,6 +290,13 @@ impl From<PurchaseError> for Problem {
             PurchaseError::Closed => {
                 Self::new(S::CONFLICT, "CLOSED", "Drop closed", "the drop is closed")
             }
+            PurchaseError::Paused => Self::new(
+                S::CONFLICT,
+                "DROP_PAUSED",
+                "Drop paused",
+                "the drop is paused by its seller; retry later",
+            )
+            .retry_after(PAUSED_RETRY_AFTER_S),
             PurchaseError::SoldOut { remaining: 0 } => Self {
                 rendered: Some(sold_out_none_left()),
                 ..Self::sold_out(0)
@@ -364,6 +371,24 @@ impl From<GetDropError> for Problem {
         match error {
             GetDropError::NotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
             GetDropError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+/// How long a buyer of a paused drop is told to wait before trying again.
+const PAUSED_RETRY_AFTER_S: u64 = 5;
+
+impl From<OperateDropError> for Problem {
+    fn from(error: OperateDropError) -> Self {
+        match error {
+            OperateDropError::NotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
+            OperateDropError::Closed => Self::new(
+                StatusCode::CONFLICT,
+                "CLOSED",
+                "Drop closed",
+                "the drop is closed; it cannot be paused or resumed",
+            ),
+            OperateDropError::Unexpected(e) => Self::internal(&e),
         }
     }
 }

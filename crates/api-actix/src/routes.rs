@@ -52,6 +52,27 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .default_service(web::to(method_not_allowed)),
     )
     .service(
+        web::resource("/limited-drops/{dropId}/pause")
+            .app_data(Allow("POST"))
+            .app_data(RouteLabel("/limited-drops/{dropId}/pause"))
+            .post(drops::pause)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/limited-drops/{dropId}/resume")
+            .app_data(Allow("POST"))
+            .app_data(RouteLabel("/limited-drops/{dropId}/resume"))
+            .post(drops::resume)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/limited-drops/{dropId}/close")
+            .app_data(Allow("POST"))
+            .app_data(RouteLabel("/limited-drops/{dropId}/close"))
+            .post(drops::close)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
         web::resource("/limited-drops/{dropId}/stats")
             .app_data(Allow("GET"))
             .app_data(RouteLabel("/limited-drops/{dropId}/stats"))

@@ -15,6 +15,7 @@ mod get_drop;
 mod get_order;
 mod group_commit;
 mod heal;
+mod operate_drop;
 mod purchase;
 mod reconcile;
 mod stats;
@@ -29,6 +30,7 @@ pub use get_drop::{DropView, GetDropError};
 pub use get_order::GetOrderError;
 pub use group_commit::GroupCommit;
 pub use heal::HealReport;
+pub use operate_drop::OperateDropError;
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
 pub use reconcile::{ReconcileError, Reconciliation};
 pub use stats::{DropStats, GetStatsError};
@@ -75,9 +77,10 @@ pub struct GoodsApp {
     ports: Ports,
     buffer: WriteBuffer,
     breaker: Arc<breaker::GateBreaker>,
-    /// Drops never change once created, so every instance may cache them: the hot path reads a
-    /// drop without a database round trip. The healing pass forgets drops an hour after they
-    /// close.
+    /// Drop definitions, so the hot path reads a drop without a database round trip. A drop
+    /// changes only by a pause, a resume or a close: this instance's cache takes them at once,
+    /// the other instances' at their next [`GoodsApp::refresh_drops`]. The healing pass forgets
+    /// drops an hour after they close.
     drops: Arc<RwLock<HashMap<DropId, LimitedDrop>>>,
     /// The admission lease of every reservation.
     lease: time::Duration,
@@ -150,8 +153,43 @@ impl GoodsApp {
     /// it), so the cache holds the drops that can still be bought, not every drop ever read.
     pub(crate) fn prune_closed_drops(&self, now: time::OffsetDateTime, grace: time::Duration) {
         if let Ok(mut cache) = self.drops.write() {
-            cache.retain(|_, drop| drop.window.close_at().saturating_add(grace) > now);
+            cache.retain(|_, drop| drop.ends_at().saturating_add(grace) > now);
         }
+    }
+
+    /// Puts a drop's stored state in the cache.
+    fn cache_drop(&self, drop: LimitedDrop) {
+        if let Ok(mut cache) = self.drops.write() {
+            cache.insert(drop.id, drop);
+        }
+    }
+
+    /// Re-reads every cached drop from the database, so a pause, a resume or a close made
+    /// through another instance reaches this one. The binary runs it every
+    /// `DROP_REFRESH_MS`. Returns how many cached drops changed.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the database fails; the cache keeps what it had.
+    pub async fn refresh_drops(&self) -> Result<usize, InfraError> {
+        let ids: Vec<DropId> = self
+            .drops
+            .read()
+            .map(|cache| cache.keys().copied().collect())
+            .unwrap_or_default();
+        let mut changed = 0;
+        for id in ids {
+            let Some(fresh) = self.ports.drops.get(id).await? else {
+                continue;
+            };
+            if let Ok(mut cache) = self.drops.write()
+                && let Some(cached) = cache.get_mut(&id)
+                && *cached != fresh
+            {
+                *cached = fresh;
+                changed += 1;
+            }
+        }
+        Ok(changed)
     }
 
     /// How many drops are cached (for tests of the pruning).

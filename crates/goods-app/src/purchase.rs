@@ -52,7 +52,10 @@ pub enum PurchaseError {
     /// The key's first request is still being processed.
     #[error("a request with this idempotency key is in progress")]
     InProgress,
-    /// From closeAt on.
+    /// Paused by its seller or an admin.
+    #[error("the drop is paused")]
+    Paused,
+    /// From closeAt on, or once closed.
     #[error("the drop is closed")]
     Closed,
     /// Fewer units left than asked for.
@@ -94,6 +97,7 @@ impl From<PlaceOrderError> for PurchaseError {
             PlaceOrderError::KeyReused => Self::KeyReused,
             PlaceOrderError::OrderLimitReached { limit } => Self::OrderLimitReached { limit },
             PlaceOrderError::LeaseExpired => Self::Unavailable,
+            PlaceOrderError::Closed => Self::Closed,
             PlaceOrderError::Infra(e) => e.into(),
         }
     }
@@ -118,6 +122,7 @@ impl PurchaseError {
             Self::TooEarly { .. } => "too_early",
             Self::KeyReused => "key_reused",
             Self::InProgress => "in_progress",
+            Self::Paused => "paused",
             Self::Closed => "closed",
             Self::SoldOut { .. } => "sold_out",
             Self::PerUserLimitExceeded { .. } => "per_user_limit_exceeded",
@@ -138,6 +143,7 @@ impl PurchaseError {
             }
             Self::Throttled => Some(PurchaseOutcome::Throttled),
             Self::DropNotFound
+            | Self::Paused
             | Self::KeyReused
             | Self::InProgress
             | Self::Unavailable
@@ -202,6 +208,7 @@ impl GoodsApp {
             Err(PurchaseRejection::TooEarly { open_at }) => {
                 return Err(PurchaseError::TooEarly { open_at });
             }
+            Err(PurchaseRejection::Paused) => return Err(PurchaseError::Paused),
             Err(PurchaseRejection::Closed) => {
                 // A replay still wins over CLOSED; only closed drops pay for this lookup.
                 return match self.find_replay(&cmd).await? {

@@ -35,6 +35,8 @@ pub const GATE_REMAINING: &str = "gate_remaining_units";
 pub const LAST_PASS: &str = "reconcile_last_success_timestamp_seconds";
 /// Oversells recorded (once per drop, by the instance that recorded it).
 pub const OVERSELLS: &str = "oversell_events_total";
+/// Drops paused, resumed or closed, by operation.
+pub const DROP_OPERATIONS: &str = "drop_operations_total";
 
 thread_local! {
     static DECISIONS: std::cell::RefCell<Vec<(&'static str, metrics::Histogram)>> =
@@ -77,6 +79,7 @@ pub const NAMES: &[&str] = &[
     GATE_REMAINING,
     LAST_PASS,
     OVERSELLS,
+    DROP_OPERATIONS,
 ];
 
 /// The help texts, for the exposition.
@@ -91,6 +94,10 @@ pub fn describe() {
         GATE_DECISION,
         Unit::Seconds,
         "Time the admission gate took to decide a reservation, by result."
+    );
+    describe_counter!(
+        DROP_OPERATIONS,
+        "Drops paused, resumed or closed by a seller or an admin, by operation."
     );
     describe_counter!(
         GATE_FALLBACKS,

@@ -61,6 +61,8 @@ pub fn sample_drop(limited: i64, per_user: i64) -> LimitedDrop {
         window: SaleWindow::parse(OPEN, CLOSE).unwrap(),
         limited_quantity: qty(limited),
         per_user_limit: qty(per_user),
+        paused: false,
+        closed_at: None,
     }
 }
 

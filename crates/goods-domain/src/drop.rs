@@ -59,7 +59,7 @@ pub enum DropStatus {
     Open,
     /// On sale, no unit left (a cancellation may reopen it).
     SoldOut,
-    /// From `closeAt` on. Terminal.
+    /// From `closeAt` on, or once closed early. Terminal.
     Closed,
 }
 
@@ -84,9 +84,29 @@ pub enum PurchaseRejection {
         /// When the sale starts.
         open_at: OffsetDateTime,
     },
-    /// `now >= closeAt`.
+    /// Paused by its seller or an admin (checked right after `TooEarly`).
+    #[error("the drop is paused")]
+    Paused,
+    /// `now >= closeAt`, or the drop was closed early.
     #[error("the drop is closed")]
     Closed,
+}
+
+/// Why an operation on a drop is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DropTransitionError {
+    /// A closed drop cannot be paused or resumed; closing is terminal.
+    #[error("the drop is closed")]
+    Closed,
+}
+
+/// What closing a drop at some instant does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closing {
+    /// It is still on sale (or scheduled): it ends at this instant.
+    CloseAt(OffsetDateTime),
+    /// It already ended (its `closeAt` passed, or it was closed): nothing changes.
+    AlreadyClosed,
 }
 
 /// A limited drop as stored.
@@ -102,14 +122,54 @@ pub struct LimitedDrop {
     pub limited_quantity: Quantity,
     /// Units one buyer may hold.
     pub per_user_limit: Quantity,
+    /// Purchases are refused with `DROP_PAUSED` while set.
+    pub paused: bool,
+    /// When it was closed early, if it was; its sale ended then.
+    pub closed_at: Option<OffsetDateTime>,
 }
 
 impl LimitedDrop {
+    /// Whether the sale has ended at `now`: `closeAt` passed, or the drop was closed.
+    pub fn is_closed(&self, now: OffsetDateTime) -> bool {
+        self.window.is_closed(now) || self.closed_at.is_some()
+    }
+
+    /// When the sale ends (or ended): the earlier of `closeAt` and an early close.
+    pub fn ends_at(&self) -> OffsetDateTime {
+        self.closed_at
+            .map_or(self.window.close_at(), |at| at.min(self.window.close_at()))
+    }
+
+    /// Closing at `now`: ends the sale now, unless it has already ended. Closing is terminal
+    /// and idempotent.
+    pub fn close(&self, now: OffsetDateTime) -> Closing {
+        if self.is_closed(now) {
+            Closing::AlreadyClosed
+        } else {
+            Closing::CloseAt(now)
+        }
+    }
+
+    /// Pausing (`true`) or resuming (`false`) at `now`.
+    ///
+    /// # Errors
+    /// [`DropTransitionError::Closed`] once the sale has ended.
+    pub fn set_paused(
+        &self,
+        now: OffsetDateTime,
+        paused: bool,
+    ) -> Result<Self, DropTransitionError> {
+        if self.is_closed(now) {
+            return Err(DropTransitionError::Closed);
+        }
+        Ok(Self { paused, ..*self })
+    }
+
     /// The state at `now` with `remaining` units left.
     pub fn status(&self, now: OffsetDateTime, remaining: u32) -> DropStatus {
-        if self.window.is_before_open(now) {
+        if self.window.is_before_open(now) && self.closed_at.is_none() {
             DropStatus::Scheduled
-        } else if self.window.is_closed(now) {
+        } else if self.is_closed(now) {
             DropStatus::Closed
         } else if remaining == 0 {
             DropStatus::SoldOut
@@ -123,14 +183,17 @@ impl LimitedDrop {
     /// the admission gate's and the database's to decide.
     ///
     /// # Errors
-    /// [`PurchaseRejection::TooEarly`] when `now < openAt`, [`PurchaseRejection::Closed`] when
-    /// `now >= closeAt`.
+    /// [`PurchaseRejection::TooEarly`] when `now < openAt` (and it was not closed early),
+    /// then [`PurchaseRejection::Paused`] while paused, then [`PurchaseRejection::Closed`] when
+    /// the sale has ended.
     pub fn check_on_sale(&self, now: OffsetDateTime) -> Result<(), PurchaseRejection> {
-        if self.window.is_before_open(now) {
+        if self.window.is_before_open(now) && self.closed_at.is_none() {
             Err(PurchaseRejection::TooEarly {
                 open_at: self.window.open_at(),
             })
-        } else if self.window.is_closed(now) {
+        } else if self.paused {
+            Err(PurchaseRejection::Paused)
+        } else if self.is_closed(now) {
             Err(PurchaseRejection::Closed)
         } else {
             Ok(())
@@ -275,7 +338,43 @@ mod tests {
             window: SaleWindow::parse(OPEN, CLOSE).unwrap(),
             limited_quantity: Quantity::parse("limitedQuantity", limited).unwrap(),
             per_user_limit: Quantity::parse("perUserLimit", per_user).unwrap(),
+            paused: false,
+            closed_at: None,
         }
+    }
+
+    #[rstest]
+    #[case(OPEN - MS)]
+    #[case(OPEN + MS)]
+    fn closing_ends_the_sale_once_and_for_all(#[case] now: OffsetDateTime) {
+        let drop = drop_of(5, 1);
+        assert_eq!(drop.close(now), Closing::CloseAt(now));
+        let closed = LimitedDrop {
+            closed_at: Some(now),
+            ..drop
+        };
+        assert_eq!(closed.status(now, 5), Closed);
+        assert_eq!(closed.check_on_sale(now), Err(PurchaseRejection::Closed));
+        assert_eq!(closed.ends_at(), now);
+        assert_eq!(closed.close(now + MS), Closing::AlreadyClosed);
+        assert_eq!(
+            closed.set_paused(now, true),
+            Err(DropTransitionError::Closed)
+        );
+        // A drop whose closeAt passed is closed without an early close.
+        assert_eq!(drop.close(CLOSE), Closing::AlreadyClosed);
+    }
+
+    #[test]
+    fn a_paused_drop_refuses_after_too_early_and_before_closed() {
+        let paused = drop_of(5, 1).set_paused(OPEN, true).unwrap();
+        assert_eq!(
+            paused.check_on_sale(OPEN - MS),
+            Err(PurchaseRejection::TooEarly { open_at: OPEN })
+        );
+        assert_eq!(paused.check_on_sale(OPEN), Err(PurchaseRejection::Paused));
+        let resumed = paused.set_paused(OPEN, false).unwrap();
+        assert_eq!(resumed.check_on_sale(OPEN), Ok(()));
     }
 
     use DropStatus::{Closed, Open, Scheduled, SoldOut};

@@ -13,8 +13,8 @@ pub mod product;
 pub mod quantity;
 
 pub use drop::{
-    DropInput, DropStatus, LimitedDrop, MAX_WINDOW, NewLimitedDrop, OPEN_AT_MAX_AHEAD,
-    OPEN_AT_MAX_PAST, PurchaseRejection, SaleWindow,
+    Closing, DropInput, DropStatus, DropTransitionError, LimitedDrop, MAX_WINDOW, NewLimitedDrop,
+    OPEN_AT_MAX_AHEAD, OPEN_AT_MAX_PAST, PurchaseRejection, SaleWindow,
 };
 pub use error::{InfraError, ValidationError};
 pub use ids::{DropId, IdempotencyKey, OrderId, ProductId, UserId};

@@ -14,7 +14,7 @@ mod stats;
 
 pub use catalog::{CreateDropError, DropRepository, OrderRepository, ProductRepository};
 pub use clock::{Clock, SystemClock};
-pub use events::{DomainEvent, EventPublisher};
+pub use events::{DomainEvent, DropOperation, EventPublisher};
 pub use gate::{
     AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome, StaleReservation,
     from_unix_ms, unix_ms,

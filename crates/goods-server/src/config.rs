@@ -127,6 +127,9 @@ pub struct Config {
     /// Period of the reconciliation and healing pass; `None` disables it
     /// (`RECONCILE_INTERVAL_MS`).
     pub reconcile_interval: Option<Duration>,
+    /// How often cached drops are re-read, so a pause, resume or close made through another
+    /// instance reaches this one (`DROP_REFRESH_MS`).
+    pub drop_refresh: Duration,
     /// OTLP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`).
     pub otlp_endpoint: Option<String>,
     /// OTLP transport (`OTEL_EXPORTER_OTLP_PROTOCOL`).
@@ -355,6 +358,7 @@ impl Config {
             }
         };
         let interval = number(&get, "RECONCILE_INTERVAL_MS", 5000_u64, 0)?;
+        let drop_refresh = Duration::from_millis(number(&get, "DROP_REFRESH_MS", 500_u64, 10)?);
         let acquire_timeout =
             Duration::from_millis(number(&get, "DB_ACQUIRE_TIMEOUT_MS", 1000_u64, 1)?);
         let tx_timeout = Duration::from_millis(number(&get, "DB_TX_TIMEOUT_MS", 3000_u64, 1)?);
@@ -397,6 +401,7 @@ impl Config {
             lease,
             group_commit,
             reconcile_interval: (interval > 0).then(|| Duration::from_millis(interval)),
+            drop_refresh,
             otlp_endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),
             otlp_protocol: match get("OTEL_EXPORTER_OTLP_PROTOCOL").as_deref() {
                 None | Some("grpc") => OtlpProtocol::Grpc,
@@ -453,6 +458,7 @@ mod tests {
         assert_eq!((c.pool_size, c.write_permits), (16, 16 * 64));
         assert_eq!(c.write_wait, Duration::from_millis(2000));
         assert_eq!(c.reconcile_interval, Some(Duration::from_millis(5000)));
+        assert_eq!(c.drop_refresh, Duration::from_millis(500));
         assert_eq!(
             (c.acquire_timeout, c.tx_timeout, c.lease),
             (
@@ -646,6 +652,7 @@ mod tests {
             ),
             (&[("AUTH_MODE", "basic")], "AUTH_MODE"),
             (&[("RECONCILE_INTERVAL_MS", "1.5")], "RECONCILE_INTERVAL_MS"),
+            (&[("DROP_REFRESH_MS", "0")], "DROP_REFRESH_MS"),
             (&[("DB_ACQUIRE_TIMEOUT_MS", "0")], "DB_ACQUIRE_TIMEOUT_MS"),
             (&[("DB_TX_TIMEOUT_MS", "x")], "DB_TX_TIMEOUT_MS"),
             (&[("RESERVATION_LEASE_MS", "6000")], "RESERVATION_LEASE_MS"),

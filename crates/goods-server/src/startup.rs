@@ -27,6 +27,7 @@ pub struct Application {
     address: SocketAddr,
     app: GoodsApp,
     reconcile_interval: Option<Duration>,
+    drop_refresh: Duration,
 }
 
 /// The SQL ports of one store, plus its health check.
@@ -212,6 +213,7 @@ impl Application {
             address,
             app,
             reconcile_interval: config.reconcile_interval,
+            drop_refresh: config.drop_refresh,
         })
     }
 
@@ -248,10 +250,25 @@ impl Application {
                 }
             })
         });
+        let refresher = {
+            let app = self.app.clone();
+            let period = self.drop_refresh;
+            tokio::spawn(async move {
+                let mut ticker = tokio::time::interval(period);
+                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    ticker.tick().await;
+                    if let Err(error) = app.refresh_drops().await {
+                        tracing::warn!(error = %error, "drop refresh failed; the cache keeps what it had");
+                    }
+                }
+            })
+        };
         let result = self.server.await;
         if let Some(task) = reconciler {
             task.abort();
         }
+        refresher.abort();
         result
     }
 }

@@ -58,6 +58,10 @@ impl AdmissionGate for SettleFails {
     async fn release(&self, d: DropId, u: UserId, q: Quantity) -> Result<(), InfraError> {
         self.0.release(d, u, q).await
     }
+    async fn closed(&self, drop: DropId, at: OffsetDateTime) -> Result<(), InfraError> {
+        self.0.closed(drop, at).await
+    }
+
     async fn remaining(&self, drop: DropId) -> Result<Option<u32>, InfraError> {
         self.0.remaining(drop).await
     }

@@ -50,7 +50,9 @@ macro_rules! sql_contract_tests {
             an_event_is_recorded_once_and_relayed_until_marked,
             cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop,
             one_batch_answers_each_order_on_its_own,
-            racing_batches_with_duplicates_and_greedy_buyers_sell_out_exactly
+            racing_batches_with_duplicates_and_greedy_buyers_sell_out_exactly,
+            pausing_and_closing_are_stored_and_a_closed_drop_sells_nothing_more,
+            purchases_racing_a_close_commit_before_it_or_not_at_all
         );
     };
     (@cases $make:expr; $($case:ident),*) => {
@@ -773,4 +775,111 @@ pub async fn statements_of_a_lone_purchase<S: SqlStore>(
     let before = statements();
     created(store, &order(&drop, 1, "lone", 1)).await;
     statements() - before
+}
+
+/// Pause, resume and close round trips; after a close no order commits (a replay still
+/// answers), closing again changes nothing, and the product may get a new drop.
+pub async fn pausing_and_closing_are_stored_and_a_closed_drop_sells_nothing_more<S: SqlStore>(
+    store: S,
+) {
+    let drop = open_drop(&store, 10, 5, 1).await;
+    let paused = store.set_paused(drop.id, true).await.unwrap().unwrap();
+    assert!(paused.paused);
+    assert!(
+        !store
+            .set_paused(drop.id, false)
+            .await
+            .unwrap()
+            .unwrap()
+            .paused
+    );
+    let first = created(&store, &order(&drop, 7, "k", 1)).await;
+
+    let at = now();
+    let closed = store.close(drop.id, at).await.unwrap().unwrap();
+    assert_eq!(closed.closed_at, Some(at));
+    assert_eq!(closed.ends_at(), at);
+    // Closing again keeps the first close.
+    let again = store
+        .close(drop.id, at + Duration::seconds(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again, closed);
+    assert_eq!(
+        DropRepository::get(&store, drop.id).await.unwrap(),
+        Some(closed)
+    );
+
+    let refused = place(&store, &order(&drop, 8, "k", 1)).await;
+    assert!(
+        matches!(refused, Err(PlaceOrderError::Closed)),
+        "{refused:?}"
+    );
+    match place(&store, &order(&drop, 7, "k", 1)).await {
+        Ok(Placed::Replayed(order)) => assert_eq!(order, first),
+        other => panic!("a replay still answers after the close, got {other:?}"),
+    }
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 1);
+    assert_eq!(stock(&store, &drop).await, 9);
+    assert!(
+        store
+            .list_unclosed(now())
+            .await
+            .unwrap()
+            .iter()
+            .all(|d| d.id != drop.id),
+        "a closed drop is not listed as unclosed"
+    );
+    // The product is free for a new drop.
+    let at = now();
+    DropRepository::create(&store, &new_drop(drop.product_id, 5, 1, at), at)
+        .await
+        .unwrap();
+    assert!(
+        store
+            .close(goods_domain::DropId::parse(999_999).unwrap(), at)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// Buyers racing a close: every order is either committed before the close or refused as
+/// closed; what the database sold is exactly what was answered as created.
+pub async fn purchases_racing_a_close_commit_before_it_or_not_at_all<S: SqlStore>(store: S) {
+    let store = Arc::new(store);
+    let drop = open_drop(&*store, 1000, 1000, 1).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for buyer in 1..=64_i64 {
+        let store = Arc::clone(&store);
+        tasks.spawn(async move {
+            let mut created = 0_u32;
+            for round in 0..4 {
+                let o = order(&drop, buyer * 10 + round, "r", 1);
+                match place(&*store, &o).await {
+                    Ok(Placed::Created(_)) => created += 1,
+                    Err(PlaceOrderError::Closed) => {}
+                    other => panic!("{other:?}"),
+                }
+            }
+            created
+        });
+    }
+    tokio::task::yield_now().await;
+    store.close(drop.id, now()).await.unwrap().unwrap();
+    let after_close = place(&*store, &order(&drop, 9_999, "late", 1)).await;
+    assert!(
+        matches!(after_close, Err(PlaceOrderError::Closed)),
+        "{after_close:?}"
+    );
+    let mut answered_created = 0;
+    while let Some(created) = tasks.join_next().await {
+        answered_created += created.unwrap();
+    }
+    assert_eq!(
+        store.sold_quantity(drop.id).await.unwrap(),
+        answered_created
+    );
+    assert_eq!(stock(&*store, &drop).await, 1000 - answered_created);
 }

@@ -119,6 +119,49 @@ async fn purchase_inner(
     ))
 }
 
+/// `POST /limited-drops/{dropId}/pause` (the owning seller, an admin).
+pub async fn pause(
+    state: web::Data<ApiState>,
+    who: Identity,
+    id: web::Path<String>,
+) -> Result<HttpResponse, Problem> {
+    set_paused(&state, &who, &id, true).await
+}
+
+/// `POST /limited-drops/{dropId}/resume` (the owning seller, an admin).
+pub async fn resume(
+    state: web::Data<ApiState>,
+    who: Identity,
+    id: web::Path<String>,
+) -> Result<HttpResponse, Problem> {
+    set_paused(&state, &who, &id, false).await
+}
+
+async fn set_paused(
+    state: &ApiState,
+    who: &Identity,
+    id: &str,
+    paused: bool,
+) -> Result<HttpResponse, Problem> {
+    let seller = who.seller()?;
+    let view = state
+        .app
+        .set_drop_paused(drop_id(id)?, seller, paused)
+        .await?;
+    Ok(HttpResponse::Ok().json(DropBody::from(view)))
+}
+
+/// `POST /limited-drops/{dropId}/close` (the owning seller, an admin). Idempotent.
+pub async fn close(
+    state: web::Data<ApiState>,
+    who: Identity,
+    id: web::Path<String>,
+) -> Result<HttpResponse, Problem> {
+    let seller = who.seller()?;
+    let view = state.app.close_drop(drop_id(&id)?, seller).await?;
+    Ok(HttpResponse::Ok().json(DropBody::from(view)))
+}
+
 /// `GET /limited-drops/{dropId}/stats` (seller).
 pub async fn stats(
     state: web::Data<ApiState>,

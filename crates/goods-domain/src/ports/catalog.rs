@@ -50,7 +50,8 @@ pub enum CreateDropError {
 #[async_trait]
 pub trait DropRepository: Send + Sync + 'static {
     /// Stores `drop` atomically with its checks against the product: it exists, its stock covers
-    /// `limitedQuantity`, and it has no drop that is still open or scheduled at `now`.
+    /// `limitedQuantity`, and it has no drop that is still open or scheduled at `now` (a drop
+    /// closed early does not count).
     ///
     /// # Errors
     /// [`CreateDropError`] naming the failed check, or the store's failure.
@@ -72,7 +73,27 @@ pub trait DropRepository: Send + Sync + 'static {
     /// [`InfraError`] when the store fails.
     async fn sold_quantity(&self, id: DropId) -> Result<u32, InfraError>;
 
-    /// Drops whose `closeAt` is after `now`: the ones worth reconciling.
+    /// Sets the drop's paused flag; `None` when there is no such drop.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn set_paused(&self, id: DropId, paused: bool)
+    -> Result<Option<LimitedDrop>, InfraError>;
+
+    /// Ends the sale at `at` unless it has ended already, and lifts a pause. No order commits
+    /// after this returns. Returns the drop as stored afterwards (an already closed drop
+    /// unchanged); `None` when there is no such drop.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn close(
+        &self,
+        id: DropId,
+        at: OffsetDateTime,
+    ) -> Result<Option<LimitedDrop>, InfraError>;
+
+    /// Drops whose `closeAt` is after `now` and that were not closed early: the ones worth
+    /// reconciling.
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.

@@ -1,6 +1,6 @@
 //! Domain events that operators must hear about.
 
-use crate::{DropId, InfraError};
+use crate::{DropId, InfraError, UserId};
 use async_trait::async_trait;
 
 /// Something an alert should fire on.
@@ -22,6 +22,44 @@ pub enum DomainEvent {
         /// What failed.
         reason: String,
     },
+    /// A seller or an admin paused, resumed or closed a drop (`severity=info`).
+    DropOperated {
+        /// The drop.
+        drop_id: DropId,
+        /// What was done.
+        operation: DropOperation,
+        /// Who did it.
+        by: UserId,
+    },
+}
+
+/// An operation on a running drop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DropOperation {
+    /// Purchases refused with `DROP_PAUSED` from now on.
+    Paused,
+    /// Purchases accepted again.
+    Resumed,
+    /// The sale ended now.
+    Closed,
+}
+
+impl DropOperation {
+    /// The name in logs, metrics and stored events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Paused => "paused",
+            Self::Resumed => "resumed",
+            Self::Closed => "closed",
+        }
+    }
+
+    /// The operation named `name` by [`Self::as_str`].
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Paused, Self::Resumed, Self::Closed]
+            .into_iter()
+            .find(|op| op.as_str() == name)
+    }
 }
 
 /// Publishes domain events (a log line and a metric today; an outbox later).

@@ -180,6 +180,15 @@ pub trait AdmissionGate: Send + Sync + 'static {
         quantity: Quantity,
     ) -> Result<(), InfraError>;
 
+    /// The drop's sale ended at `at`, before its `closeAt` (it was closed): the gate releases
+    /// the drop's state one grace period after `at` (as it does after `closeAt`), keeping it
+    /// until then for purchases in flight to settle. Nothing is admitted meanwhile: closed
+    /// drops are refused before the gate.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the gate cannot be reached.
+    async fn closed(&self, drop_id: DropId, at: OffsetDateTime) -> Result<(), InfraError>;
+
     /// Units the gate will still admit, or `None` when it holds nothing for the drop.
     ///
     /// # Errors

@@ -91,6 +91,9 @@ pub enum PlaceOrderError {
     /// and a resolution of the reservation may already have given its units back.
     #[error("the admission lease ended before the purchase committed")]
     LeaseExpired,
+    /// The drop was closed (early) before the order could commit; a replay still wins.
+    #[error("the drop is closed")]
+    Closed,
     /// The store failed; nothing was committed.
     #[error(transparent)]
     Infra(#[from] InfraError),

@@ -139,6 +139,17 @@ impl TestApp {
         }
     }
 
+    /// A second instance on the same database (and the same Redis keys when the gate is
+    /// Redis), as a fleet behind a load balancer would run.
+    pub async fn sibling(&self) -> Self {
+        Self::start(
+            tempfile::tempdir().unwrap(),
+            self.backend.clone(),
+            self.vars.clone(),
+        )
+        .await
+    }
+
     /// Stops this server gracefully and starts a new one on the same data.
     pub async fn restart(self) -> Self {
         self.handle.stop(true).await;

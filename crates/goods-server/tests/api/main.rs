@@ -13,6 +13,7 @@ mod auth;
 mod concurrency;
 mod degraded;
 mod drops;
+mod operations;
 mod ops;
 mod orders;
 mod ownership;

@@ -1,0 +1,220 @@
+//! PauseDrop, ResumeDrop and CloseDrop: a running drop's operations, for the seller of its
+//! product or an admin. Each is recorded as an event naming who did it, and counted.
+//!
+//! The database is the truth; this instance's cache takes the new state at once, and every
+//! other instance within [`GoodsApp::refresh_drops`]'s period. Closing is exact across the
+//! fleet regardless: no order commits after the close (the purchase transaction refuses a
+//! closed drop).
+
+use crate::{Actor, DropView, GoodsApp, telemetry};
+use goods_domain::ports::{DomainEvent, DropOperation};
+use goods_domain::{Closing, DropId, DropTransitionError, InfraError, LimitedDrop};
+
+/// Why a drop operation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum OperateDropError {
+    /// No such drop, or the caller does not manage it.
+    #[error("drop not found")]
+    NotFound,
+    /// Pausing or resuming a drop whose sale has ended.
+    #[error("the drop is closed")]
+    Closed,
+    /// A store failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+impl From<InfraError> for OperateDropError {
+    fn from(error: InfraError) -> Self {
+        Self::Unexpected(error.into())
+    }
+}
+
+impl GoodsApp {
+    /// Pauses (`true`) or resumes (`false`) a drop: while paused, purchases are refused with
+    /// `DROP_PAUSED` before the gate and the database. Idempotent.
+    ///
+    /// # Errors
+    /// [`OperateDropError`]: not found (or another seller's), closed, or a store failure.
+    #[tracing::instrument(skip_all, fields(drop.id = %id, paused))]
+    pub async fn set_drop_paused(
+        &self,
+        id: DropId,
+        actor: Actor,
+        paused: bool,
+    ) -> Result<DropView, OperateDropError> {
+        let drop = self
+            .managed_drop(id, actor)
+            .await?
+            .ok_or(OperateDropError::NotFound)?;
+        let now = self.ports.clock.now();
+        drop.set_paused(now, paused)
+            .map_err(|DropTransitionError::Closed| OperateDropError::Closed)?;
+        let stored = self
+            .ports
+            .drops
+            .set_paused(id, paused)
+            .await?
+            .ok_or(OperateDropError::NotFound)?;
+        let operation = if paused {
+            DropOperation::Paused
+        } else {
+            DropOperation::Resumed
+        };
+        self.operated(stored, operation, actor).await
+    }
+
+    /// Ends a drop's sale now: purchases answer `CLOSED`, no order commits after this returns,
+    /// the gate releases the drop's state after a grace for purchases in flight, and the
+    /// product may get a new drop. Units never sold were never taken from the product's stock
+    /// (an order takes them when it commits), so they stay there. Closing again answers the
+    /// same and changes nothing.
+    ///
+    /// # Errors
+    /// [`OperateDropError::NotFound`] (also for another seller's drop), or a store failure.
+    #[tracing::instrument(skip_all, fields(drop.id = %id))]
+    pub async fn close_drop(&self, id: DropId, actor: Actor) -> Result<DropView, OperateDropError> {
+        let drop = self
+            .managed_drop(id, actor)
+            .await?
+            .ok_or(OperateDropError::NotFound)?;
+        let now = self.ports.clock.now();
+        let Closing::CloseAt(at) = drop.close(now) else {
+            return self.view(drop).await;
+        };
+        let stored = self
+            .ports
+            .drops
+            .close(id, at)
+            .await?
+            .ok_or(OperateDropError::NotFound)?;
+        if let Some(gate) = &self.ports.gate
+            && let Err(error) = gate.closed(id, stored.ends_at()).await
+        {
+            // Its keys still expire an hour after closeAt; nothing is admitted meanwhile.
+            tracing::warn!(drop.id = %id, error = %error, "gate not told of the close");
+        }
+        self.operated(stored, DropOperation::Closed, actor).await
+    }
+
+    async fn operated(
+        &self,
+        drop: LimitedDrop,
+        operation: DropOperation,
+        actor: Actor,
+    ) -> Result<DropView, OperateDropError> {
+        self.cache_drop(drop);
+        metrics::counter!(telemetry::DROP_OPERATIONS, "operation" => operation.as_str())
+            .increment(1);
+        let event = DomainEvent::DropOperated {
+            drop_id: drop.id,
+            operation,
+            by: actor.user_id,
+        };
+        if let Err(error) = self.ports.events.publish(event).await {
+            tracing::warn!(error = %error, "drop operation event not published");
+        }
+        self.view(drop).await
+    }
+
+    async fn view(&self, drop: LimitedDrop) -> Result<DropView, OperateDropError> {
+        let remaining = self.remaining(&drop).await?;
+        Ok(DropView::new(drop, self.ports.clock.now(), remaining))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use goods_domain::ports::MockAdmissionGate;
+
+    fn closed(drop: LimitedDrop, at: time::OffsetDateTime) -> LimitedDrop {
+        LimitedDrop {
+            closed_at: Some(at),
+            paused: false,
+            ..drop
+        }
+    }
+
+    #[tokio::test]
+    async fn closing_stores_the_close_tells_the_gate_and_refuses_purchases_from_then_on() {
+        let mut m = Mocks::at(OPEN);
+        let drop = sample_drop(10, 1);
+        m.drops.expect_get().returning(move |_| Ok(Some(drop)));
+        m.drops
+            .expect_close()
+            .withf(|_, at| *at == OPEN)
+            .times(1)
+            .returning(move |_, at| Ok(Some(closed(drop, at))));
+        m.drops.expect_sold_quantity().returning(|_| Ok(0));
+        m.events.expect_publish().times(1).returning(|event| {
+            assert!(matches!(
+                event,
+                DomainEvent::DropOperated {
+                    operation: DropOperation::Closed,
+                    ..
+                }
+            ));
+            Ok(())
+        });
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_closed()
+            .withf(|_, at| *at == OPEN)
+            .times(1)
+            .returning(|_, _| Ok(()));
+        gate.expect_remaining().returning(|_| Ok(Some(10)));
+        // A replay still wins over CLOSED, so the refusal looks for one first.
+        m.orders.expect_find_by_key().returning(|_, _| Ok(None));
+        let app = m.app(Some(gate));
+        let view = app.close_drop(drop_id(), admin()).await.unwrap();
+        assert_eq!(view.status, goods_domain::DropStatus::Closed);
+        // The cache has the close: the next purchase is refused before any port.
+        let refused = app
+            .purchase(crate::PurchaseCommand {
+                drop_id: drop_id(),
+                user_id: buyer().user_id,
+                quantity: qty(1),
+                key: key(),
+            })
+            .await;
+        assert!(matches!(refused, Err(crate::PurchaseError::Closed)));
+    }
+
+    #[tokio::test]
+    async fn closing_a_closed_drop_answers_the_same_and_writes_nothing() {
+        let mut m = Mocks::at(OPEN);
+        // Not the default drop Mocks::at serves: this one is closed.
+        m.drops = goods_domain::ports::MockDropRepository::new();
+        let drop = closed(sample_drop(10, 1), OPEN);
+        m.drops.expect_get().returning(move |_| Ok(Some(drop)));
+        m.drops.expect_close().never();
+        m.drops.expect_sold_quantity().returning(|_| Ok(3));
+        m.events.expect_publish().never();
+        let view = m.app(None).close_drop(drop_id(), admin()).await.unwrap();
+        assert_eq!(view.drop, drop);
+        assert_eq!(view.status, goods_domain::DropStatus::Closed);
+    }
+
+    #[tokio::test]
+    async fn a_closed_drop_cannot_be_paused_and_another_sellers_drop_is_not_found() {
+        let mut m = Mocks::at(OPEN);
+        // Not the default drop Mocks::at serves: this one is closed.
+        m.drops = goods_domain::ports::MockDropRepository::new();
+        let drop = closed(sample_drop(10, 1), OPEN);
+        m.drops.expect_get().returning(move |_| Ok(Some(drop)));
+        m.drops.expect_set_paused().never();
+        m.products.expect_get().returning(|_| Ok(None));
+        let app = m.app(None);
+        let err = app
+            .set_drop_paused(drop_id(), admin(), true)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, OperateDropError::Closed));
+        let err = app
+            .set_drop_paused(drop_id(), seller(7), true)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, OperateDropError::NotFound));
+    }
+}
