@@ -41,6 +41,15 @@ impl EventPublisher for LogEventPublisher {
                     "drop_operated"
                 );
             }
+            DomainEvent::FlagSet { name, enabled, by } => {
+                tracing::info!(
+                    severity = "info",
+                    flag = name.as_str(),
+                    enabled,
+                    by = %by,
+                    "flag_set"
+                );
+            }
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! How outbox events are stored: a kind and a JSON payload.
 
-use goods_domain::ports::{DomainEvent, DropOperation};
+use goods_domain::ports::{DomainEvent, DropOperation, FlagName};
 use goods_domain::{DropId, InfraError, UserId};
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +14,13 @@ struct Oversold {
 #[derive(Serialize, Deserialize)]
 struct GateDegraded {
     reason: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct FlagSet {
+    name: String,
+    enabled: bool,
+    by: i64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -59,6 +66,14 @@ pub fn encode_event(event: &DomainEvent) -> Result<(&'static str, String), Infra
                 by: by.get(),
             }),
         ),
+        DomainEvent::FlagSet { name, enabled, by } => (
+            "flag_set",
+            serde_json::to_string(&FlagSet {
+                name: name.as_str().to_owned(),
+                enabled: *enabled,
+                by: by.get(),
+            }),
+        ),
     };
     Ok((
         encoded.0,
@@ -95,6 +110,15 @@ pub fn decode_event(kind: &str, payload: &str) -> Result<DomainEvent, InfraError
                 by: UserId::parse(d.by).map_err(|_| bad("by"))?,
             })
         }
+        "flag_set" => {
+            let f: FlagSet = serde_json::from_str(payload).map_err(corrupt)?;
+            let bad = |what: &str| InfraError::msg(format!("corrupt flag_set event: {what}"));
+            Ok(DomainEvent::FlagSet {
+                name: FlagName::parse(&f.name).ok_or_else(|| bad("name"))?,
+                enabled: f.enabled,
+                by: UserId::parse(f.by).map_err(|_| bad("by"))?,
+            })
+        }
         other => Err(InfraError::msg(format!("unknown event kind {other}"))),
     }
 }
@@ -127,6 +151,11 @@ mod tests {
                 by: UserId::MIN,
             });
         }
+        events.push(DomainEvent::FlagSet {
+            name: FlagName::RedisGate,
+            enabled: false,
+            by: UserId::MIN,
+        });
         for event in events {
             let (kind, payload) = encode_event(&event).unwrap_or_else(|_| unreachable!());
             assert_eq!(decode_event(kind, &payload).ok(), Some(event));

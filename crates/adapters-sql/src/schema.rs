@@ -110,3 +110,17 @@ diesel::table! {
         published_at -> Nullable<Timestamp>,
     }
 }
+
+diesel::table! {
+    /// Runtime feature flags that were set; a flag without a row is on.
+    feature_flags (name) {
+        /// The flag's name (`limited-drop.enabled`).
+        name -> Text,
+        /// Its value.
+        enabled -> Bool,
+        /// When it was last set (UTC).
+        updated_at -> Timestamp,
+        /// Who set it.
+        updated_by -> BigInt,
+    }
+}

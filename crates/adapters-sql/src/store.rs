@@ -27,8 +27,12 @@ use super::dialect::{
 };
 use super::{Conn, Store};
 use adapters_sql::raw::{Bind, Sql};
-use adapters_sql::rows::{DropRow, HoldingRow, IdRow, NewDropRow, OrderRow, column, to_db, units};
-use adapters_sql::schema::{drop_holdings, limited_drops, orders, outbox_events, products, stocks};
+use adapters_sql::rows::{
+    DropRow, HoldingRow, IdRow, NewDropRow, OrderRow, column, from_db, to_db, units,
+};
+use adapters_sql::schema::{
+    drop_holdings, feature_flags, limited_drops, orders, outbox_events, products, stocks,
+};
 use adapters_sql::{TxError, bounded, decode_event, encode_event, infra, retry_when, with_retries};
 use async_trait::async_trait;
 use diesel::dsl::sql;
@@ -1004,5 +1008,83 @@ impl ports::EventOutbox for Store {
         .await
         .map_err(infra("mark event published"))?;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl ports::FlagStore for Store {
+    async fn flags(&self) -> Result<Vec<ports::Flag>, InfraError> {
+        let mut conn = self.conn().await?;
+        let rows: Vec<(String, bool, time::PrimitiveDateTime, i64)> = feature_flags::table
+            .select((
+                feature_flags::name,
+                feature_flags::enabled,
+                feature_flags::updated_at,
+                feature_flags::updated_by,
+            ))
+            .load(&mut *conn)
+            .await
+            .map_err(infra("read flags"))?;
+        // A row of a flag this release does not know (a newer release wrote it) is skipped.
+        Ok(rows
+            .into_iter()
+            .filter_map(|(name, enabled, at, by)| {
+                Some(ports::Flag {
+                    name: ports::FlagName::parse(&name)?,
+                    enabled,
+                    updated_at: Some(from_db(at)),
+                    updated_by: UserId::parse(by).ok(),
+                })
+            })
+            .collect())
+    }
+
+    async fn set_flag(
+        &self,
+        name: ports::FlagName,
+        enabled: bool,
+        by: UserId,
+        at: OffsetDateTime,
+    ) -> Result<ports::Flag, InfraError> {
+        let at_db = to_db(at);
+        with_retries(Store::retryable, || async {
+            let mut conn = self.conn().await?;
+            // Update, else insert (portable; two racing first sets retry on the duplicate key).
+            conn.transaction::<_, TxError<std::convert::Infallible>, _>(async |c| {
+                let updated = update(feature_flags::table.find(name.as_str()))
+                    .set((
+                        feature_flags::enabled.eq(enabled),
+                        feature_flags::updated_at.eq(at_db),
+                        feature_flags::updated_by.eq(by.get()),
+                    ))
+                    .execute(c)
+                    .await?;
+                if updated == 0 {
+                    insert_into(feature_flags::table)
+                        .values((
+                            feature_flags::name.eq(name.as_str()),
+                            feature_flags::enabled.eq(enabled),
+                            feature_flags::updated_at.eq(at_db),
+                            feature_flags::updated_by.eq(by.get()),
+                        ))
+                        .execute(c)
+                        .await?;
+                }
+                Ok(())
+            })
+            .await
+        })
+        .await
+        .map_err(|e| match e {
+            TxError::Db(error) => adapters_sql::db_failure("set flag", error, Store::unavailable),
+            TxError::Infra(error) => error,
+            TxError::Refused(never) => match never {},
+        })?;
+        Ok(ports::Flag {
+            name,
+            enabled,
+            updated_at: Some(from_db(at_db)),
+            updated_by: Some(by),
+        })
     }
 }

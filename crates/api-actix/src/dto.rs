@@ -267,3 +267,32 @@ mod tests {
         );
     }
 }
+
+/// `PUT /admin/flags/{name}`.
+#[derive(Debug, Deserialize)]
+pub struct SetFlag {
+    /// The new value.
+    pub enabled: bool,
+}
+
+/// A runtime flag: `{name, enabled, updatedAt, updatedBy}` (the last two `null` while the flag
+/// has its default).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlagBody {
+    name: &'static str,
+    enabled: bool,
+    updated_at: Option<String>,
+    updated_by: Option<i64>,
+}
+
+impl From<goods_domain::ports::Flag> for FlagBody {
+    fn from(f: goods_domain::ports::Flag) -> Self {
+        Self {
+            name: f.name.as_str(),
+            enabled: f.enabled,
+            updated_at: f.updated_at.and_then(rfc3339),
+            updated_by: f.updated_by.map(UserId::get),
+        }
+    }
+}

@@ -8,7 +8,7 @@ use actix_web::middleware::ErrorHandlerResponse;
 use actix_web::web::Bytes;
 use actix_web::{HttpResponse, ResponseError};
 use goods_app::{
-    CancelOrderError, CreateDropError, CreateProductError, GetDropError, GetOrderError,
+    CancelOrderError, CreateDropError, CreateProductError, FlagError, GetDropError, GetOrderError,
     GetProductError, GetStatsError, OperateDropError, PurchaseError, ReconcileError,
 };
 use goods_domain::ValidationError;
@@ -338,6 +338,8 @@ impl From<CreateDropError> for Problem {
             CreateDropError::ProductNotFound => {
                 Self::not_found("PRODUCT_NOT_FOUND", "no such product")
             }
+            // The kill switch: as if the feature did not exist.
+            CreateDropError::FeatureOff => Self::not_found("DROP_NOT_FOUND", "no such drop"),
             CreateDropError::DropAlreadyActive => Self::new(
                 StatusCode::CONFLICT,
                 "DROP_ALREADY_ACTIVE",
@@ -377,6 +379,16 @@ impl From<GetDropError> for Problem {
 
 /// How long a buyer of a paused drop is told to wait before trying again.
 const PAUSED_RETRY_AFTER_S: u64 = 5;
+
+impl From<FlagError> for Problem {
+    fn from(error: FlagError) -> Self {
+        match error {
+            FlagError::Forbidden => Self::forbidden("flags are for admins"),
+            FlagError::NotFound => Self::not_found("FLAG_NOT_FOUND", "no such flag"),
+            FlagError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
 
 impl From<OperateDropError> for Problem {
     fn from(error: OperateDropError) -> Self {

@@ -1,5 +1,6 @@
 //! Route table.
 
+mod admin;
 mod drops;
 pub mod ops;
 mod orders;
@@ -126,6 +127,20 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .app_data(Allow("GET"))
             .app_data(RouteLabel("/metrics"))
             .get(ops::metrics)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/admin/flags")
+            .app_data(Allow("GET"))
+            .app_data(RouteLabel("/admin/flags"))
+            .get(admin::flags)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/admin/flags/{name}")
+            .app_data(Allow("PUT"))
+            .app_data(RouteLabel("/admin/flags/{name}"))
+            .put(admin::set_flag)
             .default_service(web::to(method_not_allowed)),
     )
     .default_service(web::to(not_found));

@@ -13,6 +13,9 @@ pub enum CreateDropError {
     /// No such product.
     #[error("product not found")]
     ProductNotFound,
+    /// The limited-drop feature is off (`limited-drop.enabled`): drops do not exist.
+    #[error("limited drops are switched off")]
+    FeatureOff,
     /// The product has a drop that is not closed.
     #[error("the product already has an active drop")]
     DropAlreadyActive,
@@ -36,6 +39,9 @@ impl GoodsApp {
         input: DropInput,
         actor: Actor,
     ) -> Result<DropView, CreateDropError> {
+        if !self.drops_on() {
+            return Err(CreateDropError::FeatureOff);
+        }
         let now = self.ports.clock.now();
         let new = NewLimitedDrop::parse(input, now).map_err(CreateDropError::Invalid)?;
         // Another seller's product does not exist for this caller.

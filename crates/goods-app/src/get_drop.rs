@@ -38,12 +38,16 @@ pub enum GetDropError {
 }
 
 impl GoodsApp {
-    /// Reads a drop with its units left and status.
+    /// Reads a drop with its units left and status (not found while `limited-drop.enabled` is
+    /// off).
     ///
     /// # Errors
     /// [`GetDropError::NotFound`], or `Unexpected` when the store fails.
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
     pub async fn get_drop(&self, id: DropId) -> Result<DropView, GetDropError> {
+        if !self.drops_on() {
+            return Err(GetDropError::NotFound);
+        }
         let drop = self
             .load_drop(id)
             .await

@@ -11,6 +11,7 @@ mod buffer;
 mod cancel_order;
 mod catalog;
 mod create_drop;
+mod flags;
 mod get_drop;
 mod get_order;
 mod group_commit;
@@ -26,6 +27,7 @@ pub use buffer::WriteBuffer;
 pub use cancel_order::CancelOrderError;
 pub use catalog::{CreateProductError, GetProductError};
 pub use create_drop::CreateDropError;
+pub use flags::FlagError;
 pub use get_drop::{DropView, GetDropError};
 pub use get_order::GetOrderError;
 pub use group_commit::GroupCommit;
@@ -65,6 +67,8 @@ pub struct Ports {
     pub outbox: Arc<dyn EventOutbox>,
     /// Outcome counters.
     pub stats: Arc<dyn StatsRecorder>,
+    /// Runtime feature flags.
+    pub flags: Arc<dyn goods_domain::ports::FlagStore>,
 }
 
 /// How long an admitted reservation may stay in progress before it is resolved against the
@@ -87,6 +91,9 @@ pub struct GoodsApp {
     /// One committer per drop, batching its admitted purchases.
     committers: Arc<group_commit::Committers>,
     healing: Arc<heal::HealState>,
+    flags_cache: Arc<flags::FlagCache>,
+    /// Bumped by every drop operation made through this instance (see `refresh_drops`).
+    drops_epoch: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl GoodsApp {
@@ -104,6 +111,8 @@ impl GoodsApp {
             drops: Arc::default(),
             lease: lease_of(DEFAULT_LEASE),
             healing: Arc::default(),
+            flags_cache: Arc::default(),
+            drops_epoch: Arc::default(),
         }
     }
 
@@ -157,11 +166,29 @@ impl GoodsApp {
         }
     }
 
-    /// Puts a drop's stored state in the cache.
+    /// Puts a drop's stored state in the cache, after an operation made through this
+    /// instance.
     fn cache_drop(&self, drop: LimitedDrop) {
         if let Ok(mut cache) = self.drops.write() {
+            self.drops_epoch
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             cache.insert(drop.id, drop);
         }
+    }
+
+    /// Re-reads the flags and every cached drop (the binary runs it every `DROP_REFRESH_MS`).
+    ///
+    /// # Errors
+    /// [`InfraError`] when the database fails; what was cached is kept.
+    pub async fn refresh(&self) -> Result<(), InfraError> {
+        self.refresh_flags().await?;
+        self.refresh_drops().await.map(|_| ())
+    }
+
+    /// Whether the limited-drop feature is on (`limited-drop.enabled`); off, every drop route
+    /// answers as if there were no drops.
+    fn drops_on(&self) -> bool {
+        self.flags_cache.drops_on()
     }
 
     /// Re-reads every cached drop from the database, so a pause, a resume or a close made
@@ -178,10 +205,13 @@ impl GoodsApp {
             .unwrap_or_default();
         let mut changed = 0;
         for id in ids {
+            let epoch = self.drops_epoch.load(std::sync::atomic::Ordering::SeqCst);
             let Some(fresh) = self.ports.drops.get(id).await? else {
                 continue;
             };
+            // An operation made here while the row was read is newer than what was read.
             if let Ok(mut cache) = self.drops.write()
+                && self.drops_epoch.load(std::sync::atomic::Ordering::SeqCst) == epoch
                 && let Some(cached) = cache.get_mut(&id)
                 && *cached != fresh
             {
@@ -231,15 +261,22 @@ impl GoodsApp {
         id: DropId,
         actor: Actor,
     ) -> Result<Option<LimitedDrop>, InfraError> {
+        if !self.drops_on() {
+            return Ok(None);
+        }
         match self.load_drop(id).await? {
             Some(drop) if self.manages_product(drop.product_id, actor).await? => Ok(Some(drop)),
             _ => Ok(None),
         }
     }
 
-    /// The gate, unless there is none or its breaker is open (it failed moments ago).
+    /// The gate, unless there is none, the `limited-drop.redis-gate.enabled` flag is off, or
+    /// its breaker is open (it failed moments ago).
     fn gate(&self) -> Option<&Arc<dyn goods_domain::ports::AdmissionGate>> {
-        self.ports.gate.as_ref().filter(|_| self.breaker.allows())
+        self.ports
+            .gate
+            .as_ref()
+            .filter(|_| self.flags_cache.gate_on() && self.breaker.allows())
     }
 
     /// Units left: the gate's counter when it has one, else the database's truth.

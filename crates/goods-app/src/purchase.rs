@@ -197,6 +197,9 @@ impl GoodsApp {
     }
 
     async fn purchase_inner(&self, cmd: PurchaseCommand) -> Result<Purchased, PurchaseError> {
+        if !self.drops_on() {
+            return Err(PurchaseError::DropNotFound);
+        }
         let drop = self
             .load_drop(cmd.drop_id)
             .await?
@@ -218,10 +221,15 @@ impl GoodsApp {
             }
         }
         let Some(gate) = self.gate().cloned() else {
-            // No gate, or it failed moments ago (its breaker is open): the database decides.
+            // No gate, its flag is off, or it failed moments ago (its breaker is open): the
+            // database decides.
             if self.ports.gate.is_some() {
-                metrics::counter!(telemetry::GATE_FALLBACKS, "reason" => "breaker_open")
-                    .increment(1);
+                let reason = if self.flags_cache.gate_on() {
+                    "breaker_open"
+                } else {
+                    "flag_off"
+                };
+                metrics::counter!(telemetry::GATE_FALLBACKS, "reason" => reason).increment(1);
                 // The gate does not see this sale: resync the drop when it is back.
                 self.healing.mark_dirty(drop.id);
             }

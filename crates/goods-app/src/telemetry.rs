@@ -37,6 +37,8 @@ pub const LAST_PASS: &str = "reconcile_last_success_timestamp_seconds";
 pub const OVERSELLS: &str = "oversell_events_total";
 /// Drops paused, resumed or closed, by operation.
 pub const DROP_OPERATIONS: &str = "drop_operations_total";
+/// Runtime flags set by admins, by flag and new value.
+pub const FLAG_CHANGES: &str = "flag_changes_total";
 
 thread_local! {
     static DECISIONS: std::cell::RefCell<Vec<(&'static str, metrics::Histogram)>> =
@@ -80,6 +82,7 @@ pub const NAMES: &[&str] = &[
     LAST_PASS,
     OVERSELLS,
     DROP_OPERATIONS,
+    FLAG_CHANGES,
 ];
 
 /// The help texts, for the exposition.
@@ -94,6 +97,10 @@ pub fn describe() {
         GATE_DECISION,
         Unit::Seconds,
         "Time the admission gate took to decide a reservation, by result."
+    );
+    describe_counter!(
+        FLAG_CHANGES,
+        "Runtime flags set by admins, by flag and new value."
     );
     describe_counter!(
         DROP_OPERATIONS,

@@ -89,6 +89,7 @@ pub struct Mocks {
     pub clock: MockClock,
     pub events: MockEventPublisher,
     pub outbox: MockEventOutbox,
+    pub flags: goods_domain::ports::MockFlagStore,
     pub stats: MockStatsRecorder,
     pub permits: usize,
 }
@@ -111,6 +112,7 @@ impl Mocks {
             clock,
             events: MockEventPublisher::new(),
             outbox: MockEventOutbox::new(),
+            flags: goods_domain::ports::MockFlagStore::new(),
             stats,
             permits: 4,
         }
@@ -128,6 +130,7 @@ impl Mocks {
                 clock: Arc::new(self.clock),
                 events: Arc::new(self.events),
                 outbox: Arc::new(self.outbox),
+                flags: Arc::new(self.flags),
                 stats: Arc::new(self.stats),
             },
             WriteBuffer::new(self.permits, Duration::from_millis(20)),

@@ -14,11 +14,21 @@ use std::time::{Duration, Instant};
 
 /// A store behind every SQL port.
 pub trait Store:
-    ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox
+    ProductRepository
+    + DropRepository
+    + OrderRepository
+    + PurchaseLedger
+    + EventOutbox
+    + goods_domain::ports::FlagStore
 {
 }
 impl<T> Store for T where
-    T: ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox
+    T: ProductRepository
+        + DropRepository
+        + OrderRepository
+        + PurchaseLedger
+        + EventOutbox
+        + goods_domain::ports::FlagStore
 {
 }
 
@@ -40,6 +50,7 @@ pub async fn app_with_drop<S: Store>(
             drops: store.clone(),
             orders: store.clone(),
             outbox: store.clone(),
+            flags: store.clone(),
             ledger: store,
             gate,
             clock: Arc::new(SystemClock),

@@ -7,6 +7,7 @@
 mod catalog;
 mod clock;
 mod events;
+mod flags;
 mod gate;
 mod ledger;
 mod outbox;
@@ -15,6 +16,7 @@ mod stats;
 pub use catalog::{CreateDropError, DropRepository, OrderRepository, ProductRepository};
 pub use clock::{Clock, SystemClock};
 pub use events::{DomainEvent, DropOperation, EventPublisher};
+pub use flags::{Flag, FlagName, FlagStore};
 pub use gate::{
     AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome, StaleReservation,
     from_unix_ms, unix_ms,
@@ -32,6 +34,8 @@ pub use catalog::{MockDropRepository, MockOrderRepository, MockProductRepository
 pub use clock::MockClock;
 #[cfg(feature = "mock")]
 pub use events::MockEventPublisher;
+#[cfg(feature = "mock")]
+pub use flags::MockFlagStore;
 #[cfg(feature = "mock")]
 pub use gate::MockAdmissionGate;
 #[cfg(feature = "mock")]

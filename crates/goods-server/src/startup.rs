@@ -37,12 +37,19 @@ struct SqlPorts {
     orders: Arc<dyn OrderRepository>,
     ledger: Arc<dyn PurchaseLedger>,
     outbox: Arc<dyn EventOutbox>,
+    flags: Arc<dyn goods_domain::ports::FlagStore>,
     probe: Probe,
 }
 
 fn sql_ports<S, F>(store: S, ping: fn(S) -> F) -> SqlPorts
 where
-    S: ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox + Clone,
+    S: ProductRepository
+        + DropRepository
+        + OrderRepository
+        + PurchaseLedger
+        + EventOutbox
+        + goods_domain::ports::FlagStore
+        + Clone,
     F: Future<Output = Result<(), InfraError>> + Send + 'static,
 {
     let probe_store = store.clone();
@@ -52,6 +59,7 @@ where
         drops: store.clone(),
         orders: store.clone(),
         outbox: store.clone(),
+        flags: store.clone(),
         ledger: store,
         probe: Arc::new(move || {
             ping(probe_store.clone())
@@ -160,6 +168,7 @@ impl Application {
                 events: Arc::new(LogEventPublisher),
                 outbox: sql.outbox,
                 stats: gate.stats,
+                flags: sql.flags,
             },
             WriteBuffer::new(config.write_permits, config.write_wait),
         )
@@ -258,7 +267,7 @@ impl Application {
                 ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     ticker.tick().await;
-                    if let Err(error) = app.refresh_drops().await {
+                    if let Err(error) = app.refresh().await {
                         tracing::warn!(error = %error, "drop refresh failed; the cache keeps what it had");
                     }
                 }

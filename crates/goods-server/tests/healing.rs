@@ -77,6 +77,7 @@ fn app(store: &Arc<MysqlStore>, gate: Arc<dyn AdmissionGate>, permits: usize) ->
             orders: store.clone(),
             ledger: store.clone(),
             outbox: store.clone(),
+            flags: store.clone(),
             gate: Some(gate),
             clock: Arc::new(SystemClock),
             events: Arc::new(LogEventPublisher),

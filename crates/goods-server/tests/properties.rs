@@ -91,6 +91,7 @@ impl World {
                 orders: store.clone(),
                 ledger: store.clone(),
                 outbox: store.clone(),
+                flags: store.clone(),
                 gate: Some(Arc::new(MemoryGate::default())),
                 clock: clock.clone(),
                 events: Arc::new(LogEventPublisher),

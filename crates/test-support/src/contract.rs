@@ -18,11 +18,23 @@ use time::{Duration, OffsetDateTime};
 
 /// Everything a SQL store implements.
 pub trait SqlStore:
-    ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox + Clone
+    ProductRepository
+    + DropRepository
+    + OrderRepository
+    + PurchaseLedger
+    + EventOutbox
+    + goods_domain::ports::FlagStore
+    + Clone
 {
 }
 impl<T> SqlStore for T where
-    T: ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox + Clone
+    T: ProductRepository
+        + DropRepository
+        + OrderRepository
+        + PurchaseLedger
+        + EventOutbox
+        + goods_domain::ports::FlagStore
+        + Clone
 {
 }
 
@@ -52,7 +64,8 @@ macro_rules! sql_contract_tests {
             one_batch_answers_each_order_on_its_own,
             racing_batches_with_duplicates_and_greedy_buyers_sell_out_exactly,
             pausing_and_closing_are_stored_and_a_closed_drop_sells_nothing_more,
-            purchases_racing_a_close_commit_before_it_or_not_at_all
+            purchases_racing_a_close_commit_before_it_or_not_at_all,
+            flags_are_stored_with_who_set_them_and_when
         );
     };
     (@cases $make:expr; $($case:ident),*) => {
@@ -882,4 +895,36 @@ pub async fn purchases_racing_a_close_commit_before_it_or_not_at_all<S: SqlStore
         answered_created
     );
     assert_eq!(stock(&*store, &drop).await, 1000 - answered_created);
+}
+
+/// A flag never set has no row; setting it twice keeps one row with the last value, time and
+/// admin.
+pub async fn flags_are_stored_with_who_set_them_and_when<S: SqlStore>(store: S) {
+    use goods_domain::ports::FlagName;
+    assert!(store.flags().await.unwrap().is_empty());
+    let at = now();
+    let off = store
+        .set_flag(FlagName::RedisGate, false, user(3), at)
+        .await
+        .unwrap();
+    assert_eq!(
+        (off.enabled, off.updated_by, off.updated_at),
+        (false, Some(user(3)), Some(at))
+    );
+    let later = at + Duration::seconds(2);
+    store
+        .set_flag(FlagName::RedisGate, true, user(4), later)
+        .await
+        .unwrap();
+    let stored = store.flags().await.unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(
+        (
+            stored[0].name,
+            stored[0].enabled,
+            stored[0].updated_by,
+            stored[0].updated_at
+        ),
+        (FlagName::RedisGate, true, Some(user(4)), Some(later))
+    );
 }

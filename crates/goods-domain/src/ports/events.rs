@@ -31,6 +31,15 @@ pub enum DomainEvent {
         /// Who did it.
         by: UserId,
     },
+    /// An admin set a runtime flag (`severity=info`).
+    FlagSet {
+        /// The flag.
+        name: crate::ports::FlagName,
+        /// Its new value.
+        enabled: bool,
+        /// Who set it.
+        by: UserId,
+    },
 }
 
 /// An operation on a running drop.

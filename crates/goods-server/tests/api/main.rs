@@ -13,6 +13,7 @@ mod auth;
 mod concurrency;
 mod degraded;
 mod drops;
+mod flags;
 mod operations;
 mod ops;
 mod orders;

@@ -1,0 +1,273 @@
+//! Runtime feature flags: read and set by admins, kept in the source of truth, cached by every
+//! instance and re-read with the drops (`GoodsApp::refresh`), so a change reaches the fleet
+//! within the refresh period.
+
+use crate::{Actor, GoodsApp, Role, telemetry};
+use goods_domain::InfraError;
+use goods_domain::ports::{DomainEvent, Flag, FlagName};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// This instance's view of the flags. Both start on (their default) until the first read.
+#[derive(Debug)]
+pub(crate) struct FlagCache {
+    drops: AtomicBool,
+    gate: AtomicBool,
+    /// Bumped by every change made through this instance, so a refresh that read the store
+    /// before it does not put the old value back.
+    epoch: AtomicU64,
+}
+
+impl Default for FlagCache {
+    fn default() -> Self {
+        Self {
+            drops: AtomicBool::new(true),
+            gate: AtomicBool::new(true),
+            epoch: AtomicU64::new(0),
+        }
+    }
+}
+
+impl FlagCache {
+    /// `limited-drop.enabled`.
+    pub(crate) fn drops_on(&self) -> bool {
+        self.drops.load(Ordering::Relaxed)
+    }
+
+    /// `limited-drop.redis-gate.enabled`, as applied (on only once the gate was resynced).
+    pub(crate) fn gate_on(&self) -> bool {
+        self.gate.load(Ordering::Relaxed)
+    }
+}
+
+/// Why a flag could not be read or set.
+#[derive(Debug, thiserror::Error)]
+pub enum FlagError {
+    /// Only admins read and set flags.
+    #[error("only admins may read or set flags")]
+    Forbidden,
+    /// No flag has this name.
+    #[error("no such flag")]
+    NotFound,
+    /// The store failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+impl From<InfraError> for FlagError {
+    fn from(error: InfraError) -> Self {
+        Self::Unexpected(error.into())
+    }
+}
+
+/// Every flag: the stored ones, and the defaults of those never set.
+fn complete(stored: Vec<Flag>) -> Vec<Flag> {
+    FlagName::ALL
+        .into_iter()
+        .map(|name| {
+            stored
+                .iter()
+                .find(|f| f.name == name)
+                .copied()
+                .unwrap_or_else(|| Flag::default_of(name))
+        })
+        .collect()
+}
+
+impl GoodsApp {
+    /// Every flag with its value and its last change (admins only).
+    ///
+    /// # Errors
+    /// [`FlagError::Forbidden`] for anyone but an admin, or a store failure.
+    pub async fn flags(&self, actor: Actor) -> Result<Vec<Flag>, FlagError> {
+        if actor.role != Role::Admin {
+            return Err(FlagError::Forbidden);
+        }
+        Ok(complete(self.ports.flags.flags().await?))
+    }
+
+    /// Sets the flag named `name` (admins only), applies it on this instance at once, and
+    /// records the change as an event naming the admin, and in `flag_changes_total`.
+    ///
+    /// # Errors
+    /// [`FlagError`]: not an admin, an unknown name, or a store failure.
+    #[tracing::instrument(skip_all, fields(flag = name, enabled))]
+    pub async fn set_flag(
+        &self,
+        name: &str,
+        enabled: bool,
+        actor: Actor,
+    ) -> Result<Flag, FlagError> {
+        if actor.role != Role::Admin {
+            return Err(FlagError::Forbidden);
+        }
+        let name = FlagName::parse(name).ok_or(FlagError::NotFound)?;
+        let now = self.ports.clock.now();
+        let flag = self
+            .ports
+            .flags
+            .set_flag(name, enabled, actor.user_id, now)
+            .await?;
+        self.flags_cache.epoch.fetch_add(1, Ordering::SeqCst);
+        self.apply_flag(name, enabled).await;
+        metrics::counter!(
+            telemetry::FLAG_CHANGES,
+            "flag" => name.as_str(),
+            "enabled" => if enabled { "true" } else { "false" }
+        )
+        .increment(1);
+        let event = DomainEvent::FlagSet {
+            name,
+            enabled,
+            by: actor.user_id,
+        };
+        if let Err(error) = self.ports.events.publish(event).await {
+            tracing::warn!(error = %error, "flag change event not published");
+        }
+        Ok(flag)
+    }
+
+    /// Re-reads the flags from the store and applies them (the refresh loop calls it).
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails; the flags keep their last values.
+    pub async fn refresh_flags(&self) -> Result<(), InfraError> {
+        let epoch = self.flags_cache.epoch.load(Ordering::SeqCst);
+        let flags = complete(self.ports.flags.flags().await?);
+        for flag in flags {
+            // A change made here while the store was being read is newer than what was read.
+            if self.flags_cache.epoch.load(Ordering::SeqCst) != epoch {
+                break;
+            }
+            self.apply_flag(flag.name, flag.enabled).await;
+        }
+        Ok(())
+    }
+
+    /// Applies one flag's value on this instance. Turning the gate back on first resyncs
+    /// every drop this instance serves from the database (sales made meanwhile went to the
+    /// database alone); only then does the gate admit again. A failed resync keeps the gate
+    /// off until the next refresh tries again.
+    async fn apply_flag(&self, name: FlagName, enabled: bool) {
+        match name {
+            FlagName::LimitedDrop => self.flags_cache.drops.store(enabled, Ordering::Relaxed),
+            FlagName::RedisGate => {
+                if !enabled {
+                    self.flags_cache.gate.store(false, Ordering::Relaxed);
+                    return;
+                }
+                if self.flags_cache.gate_on() {
+                    return;
+                }
+                let epoch = self.flags_cache.epoch.load(Ordering::SeqCst);
+                if self.ports.gate.is_some() && !self.resync_cached_drops().await {
+                    return;
+                }
+                // Turned off again (here) during the resync: that change wins.
+                if self.flags_cache.epoch.load(Ordering::SeqCst) != epoch {
+                    return;
+                }
+                self.flags_cache.gate.store(true, Ordering::Relaxed);
+                tracing::info!("the gate admits again, resynced from the database");
+            }
+        }
+    }
+
+    /// Resyncs the gate of every cached drop that is still on sale; `false` if one failed.
+    async fn resync_cached_drops(&self) -> bool {
+        let now = self.ports.clock.now();
+        let drops: Vec<_> = self
+            .drops
+            .read()
+            .map(|cache| cache.values().copied().collect())
+            .unwrap_or_default();
+        let mut all = true;
+        for drop in drops.into_iter().filter(|d| !d.is_closed(now)) {
+            if let Err(error) = self.resync_drop(&drop).await {
+                tracing::warn!(drop.id = %drop.id, error = %error, "gate resync before re-enabling failed");
+                all = false;
+            }
+        }
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use goods_domain::ports::{MockAdmissionGate, MockFlagStore};
+
+    fn stored(name: FlagName, enabled: bool) -> Flag {
+        Flag {
+            enabled,
+            ..Flag::default_of(name)
+        }
+    }
+
+    #[tokio::test]
+    async fn only_admins_see_flags_and_unset_ones_are_on() {
+        let mut m = Mocks::at(OPEN);
+        let mut flags = MockFlagStore::new();
+        flags
+            .expect_flags()
+            .returning(|| Ok(vec![stored(FlagName::RedisGate, false)]));
+        m.flags = flags;
+        let app = m.app(None);
+        assert!(matches!(
+            app.flags(buyer()).await,
+            Err(FlagError::Forbidden)
+        ));
+        assert!(matches!(
+            app.flags(seller(7)).await,
+            Err(FlagError::Forbidden)
+        ));
+        let all = app.flags(admin()).await.unwrap();
+        assert_eq!(
+            all.iter().map(|f| (f.name, f.enabled)).collect::<Vec<_>>(),
+            vec![(FlagName::LimitedDrop, true), (FlagName::RedisGate, false)]
+        );
+        assert!(matches!(
+            app.set_flag("no.such.flag", true, admin()).await,
+            Err(FlagError::NotFound)
+        ));
+    }
+
+    #[tokio::test]
+    async fn the_gate_comes_back_only_after_every_cached_drop_was_resynced() {
+        let mut m = Mocks::at(OPEN);
+        let mut flags = MockFlagStore::new();
+        let mut answers = vec![
+            vec![stored(FlagName::RedisGate, false)],
+            vec![stored(FlagName::RedisGate, true)],
+            vec![stored(FlagName::RedisGate, true)],
+        ]
+        .into_iter();
+        flags
+            .expect_flags()
+            .returning(move || Ok(answers.next().unwrap_or_default()));
+        m.flags = flags;
+        m.drops.expect_gate_seed().returning(|drop| {
+            Ok(goods_domain::ports::GateSeed {
+                drop_id: drop.id,
+                remaining: 100,
+                expires_at: CLOSE,
+                orders: Vec::new(),
+            })
+        });
+        let mut gate = MockAdmissionGate::new();
+        let mut resyncs = vec![Err(InfraError::msg("down")), Ok(())].into_iter();
+        gate.expect_resync()
+            .times(2)
+            .returning(move |_| resyncs.next().unwrap_or(Ok(())));
+        gate.expect_remaining().returning(|_| Ok(Some(100)));
+        let app = m.app(Some(gate));
+        app.get_drop(drop_id()).await.unwrap(); // caches the drop
+        app.refresh_flags().await.unwrap();
+        assert!(!app.flags_cache.gate_on());
+        // The first resync fails: the gate stays off.
+        app.refresh_flags().await.unwrap();
+        assert!(!app.flags_cache.gate_on());
+        app.refresh_flags().await.unwrap();
+        assert!(app.flags_cache.gate_on());
+    }
+}

@@ -1,0 +1,2 @@
+-- Not reversed: the table holds who set which flag when (docs/migrations.md).
+SELECT 1;
