@@ -3,34 +3,14 @@
 
 use adapters_memory::{LogEventPublisher, MemoryStats};
 use goods_app::{GoodsApp, GroupCommit, Ports, PurchaseCommand, PurchaseError, WriteBuffer};
-use goods_domain::ports::{
-    AdmissionGate, DropRepository, EventOutbox, OrderRepository, ProductRepository, PurchaseLedger,
-    SystemClock,
-};
+use goods_domain::ports::{AdmissionGate, SystemClock};
 use goods_domain::{DropId, DropInput, IdempotencyKey, NewProduct, Quantity, UserId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A store behind every SQL port.
-pub trait Store:
-    ProductRepository
-    + DropRepository
-    + OrderRepository
-    + PurchaseLedger
-    + EventOutbox
-    + goods_domain::ports::FlagStore
-{
-}
-impl<T> Store for T where
-    T: ProductRepository
-        + DropRepository
-        + OrderRepository
-        + PurchaseLedger
-        + EventOutbox
-        + goods_domain::ports::FlagStore
-{
-}
+pub use goods_domain::ports::SourceOfTruth as Store;
 
 /// An application over `store` and `gate` with `permits` write slots and `batching`, and an
 /// open drop of `limited` units (one per buyer) on a product with as much stock.

@@ -28,6 +28,22 @@ pub use ledger::{
 pub use outbox::{EventOutbox, OutboxEntry};
 pub use stats::{OutcomeCounts, PurchaseOutcome, StatsRecorder};
 
+/// Every port a source of truth (the SQL adapters) implements at once.
+pub trait SourceOfTruth:
+    ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox + FlagStore
+{
+}
+
+impl<T> SourceOfTruth for T where
+    T: ProductRepository
+        + DropRepository
+        + OrderRepository
+        + PurchaseLedger
+        + EventOutbox
+        + FlagStore
+{
+}
+
 #[cfg(feature = "mock")]
 pub use catalog::{MockDropRepository, MockOrderRepository, MockProductRepository};
 #[cfg(feature = "mock")]

@@ -43,13 +43,7 @@ struct SqlPorts {
 
 fn sql_ports<S, F>(store: S, ping: fn(S) -> F) -> SqlPorts
 where
-    S: ProductRepository
-        + DropRepository
-        + OrderRepository
-        + PurchaseLedger
-        + EventOutbox
-        + goods_domain::ports::FlagStore
-        + Clone,
+    S: goods_domain::ports::SourceOfTruth + Clone,
     F: Future<Output = Result<(), InfraError>> + Send + 'static,
 {
     let probe_store = store.clone();

@@ -4,9 +4,9 @@
 
 use futures::future::join_all;
 use goods_domain::ports::{
-    CancelOrderError, Cancelled, CreateDropError, DomainEvent, DropRepository, EventOutbox,
-    OrderRepository, PlaceOrder, PlaceOrderError, Placed, Placement, ProductRepository,
-    PurchaseLedger, StaleResolution,
+    CancelOrderError, Cancelled, CreateDropError, DomainEvent, DropRepository, OrderRepository,
+    PlaceOrder, PlaceOrderError, Placed, Placement, ProductRepository, PurchaseLedger,
+    StaleResolution,
 };
 use goods_domain::{
     DropInput, GoodsOrder, IdempotencyKey, LimitedDrop, NewLimitedDrop, NewProduct, OrderStatus,
@@ -17,26 +17,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use time::{Duration, OffsetDateTime};
 
 /// Everything a SQL store implements.
-pub trait SqlStore:
-    ProductRepository
-    + DropRepository
-    + OrderRepository
-    + PurchaseLedger
-    + EventOutbox
-    + goods_domain::ports::FlagStore
-    + Clone
-{
-}
-impl<T> SqlStore for T where
-    T: ProductRepository
-        + DropRepository
-        + OrderRepository
-        + PurchaseLedger
-        + EventOutbox
-        + goods_domain::ports::FlagStore
-        + Clone
-{
-}
+pub trait SqlStore: goods_domain::ports::SourceOfTruth + Clone {}
+impl<T> SqlStore for T where T: goods_domain::ports::SourceOfTruth + Clone {}
 
 /// Generates one test per contract case, each on a fresh store built by `$make` (an expression
 /// evaluating to a future of the store).
