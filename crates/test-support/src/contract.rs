@@ -846,7 +846,7 @@ pub async fn purchases_racing_a_close_commit_before_it_or_not_at_all<S: SqlStore
     let store = Arc::new(store);
     let drop = open_drop(&*store, 1000, 1000, 1).await;
     let mut tasks = tokio::task::JoinSet::new();
-    for buyer in 1..=64_i64 {
+    for buyer in 1..=32_i64 {
         let store = Arc::clone(&store);
         tasks.spawn(async move {
             let mut created = 0_u32;
