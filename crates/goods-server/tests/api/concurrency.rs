@@ -6,8 +6,15 @@ use serde_json::json;
 /// The design document's scenario: a drop of 100, 500 buyers at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_hundred_concurrent_buyers_get_exactly_one_hundred_units() {
-    // The write wait is long: this test is about exact counts, not throttling.
-    let app = TestApp::spawn_with(&[("DB_WRITE_WAIT_MS", "60000")]).await;
+    // The write wait and the database bounds are long: this test is about exact counts, not
+    // throttling or 503s (a loaded CI machine once turned a slow pool acquire into a 503
+    // here; the bounds themselves are tested in faults.rs).
+    let app = TestApp::spawn_with(&[
+        ("DB_WRITE_WAIT_MS", "60000"),
+        ("DB_ACQUIRE_TIMEOUT_MS", "10000"),
+        ("DB_TX_TIMEOUT_MS", "10000"),
+    ])
+    .await;
     let (product, drop) = app.open_drop(300, 100, 1).await;
     let url = format!("{}/limited-drops/{drop}/orders", app.address);
     let requests = (1..=500).map(|user: i64| {
