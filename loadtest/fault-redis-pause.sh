@@ -37,7 +37,7 @@ trap 'kill -CONT "$REDIS" 2>/dev/null; kill "$SERVER" "$REDIS" 2>/dev/null || tr
       mariadb -h "${hostport%%:*}" -P "${hostport##*:}" -u root -e "DROP DATABASE IF EXISTS $DB"' EXIT
 for _ in $(seq 1 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
 
-AUTH_MODE=trusted-header BIND_ADDR="127.0.0.1:$PORT" DATABASE_URL="$MYSQL/$DB" GATE=redis REDIS_URL="redis://127.0.0.1:$REDIS_PORT" \
+AUTH_MODE=trusted-header BIND_ADDR="127.0.0.1:$PORT" DATABASE_URL="$MYSQL/$DB" DATABASE_MIGRATE=true GATE=redis REDIS_URL="redis://127.0.0.1:$REDIS_PORT" \
   RECONCILE_INTERVAL_MS="$RECONCILE_INTERVAL_MS" RUST_LOG=error target/release/goods-server &
 SERVER=$!
 for _ in $(seq 1 100); do curl -sf "$BASE/health/ready" >/dev/null && break; sleep 0.1; done

@@ -42,7 +42,7 @@ mariadb -h "${hostport%%:*}" -P "${hostport##*:}" -u root -e "CREATE DATABASE $D
 trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true;
       mariadb -h "${hostport%%:*}" -P "${hostport##*:}" -u root -e "DROP DATABASE IF EXISTS $DB"' EXIT
 
-AUTH_MODE=trusted-header BIND_ADDR="127.0.0.1:$PORT" DATABASE_URL="$MYSQL/$DB" GATE="$GATE" REDIS_URL="$REDIS" \
+AUTH_MODE=trusted-header BIND_ADDR="127.0.0.1:$PORT" DATABASE_URL="$MYSQL/$DB" DATABASE_MIGRATE=true GATE="$GATE" REDIS_URL="$REDIS" \
   REDIS_KEY_PREFIX="loadtest:$DB:" RECONCILE_INTERVAL_MS=0 RUST_LOG=warn HTTP_WORKERS="$HTTP_WORKERS" \
   taskset -c "$SERVER_CPUS" "${SERVER_BIN:-target/release/goods-server}" &
 SERVER=$!

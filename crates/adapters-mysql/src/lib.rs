@@ -51,6 +51,15 @@ impl MysqlStore {
     ) -> anyhow::Result<Self> {
         if migrate {
             migrate_database(url).await?;
+        } else {
+            let pending = pending_migrations(url).await?;
+            anyhow::ensure!(
+                pending.is_empty(),
+                "the database schema is behind this release ({} pending migrations, first {}): \
+                 run `goods-server migrate` first (or set DATABASE_MIGRATE=true)",
+                pending.len(),
+                pending.first().map_or("", String::as_str)
+            );
         }
         let statements = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&statements);
@@ -181,6 +190,22 @@ pub async fn migrate_database(url: &str) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("{e}"))
         .context("applying MySQL migrations")?;
     Ok(())
+}
+
+/// The versions of this release's migrations not applied to the database at `url` yet.
+///
+/// # Errors
+/// When the server cannot be reached or its migration table not read.
+pub async fn pending_migrations(url: &str) -> anyhow::Result<Vec<String>> {
+    let conn = AsyncMysqlConnection::establish(url)
+        .await
+        .context("connecting to MySQL to check its migrations")?;
+    let mut harness = AsyncMigrationHarness::new(conn);
+    let pending = harness
+        .pending_migrations(MIGRATIONS)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("reading the applied migrations")?;
+    Ok(pending.iter().map(|m| m.name().to_string()).collect())
 }
 
 /// The SQL this backend speaks where the dialects differ.

@@ -243,8 +243,11 @@ impl Config {
         } else {
             return Err(bad("DATABASE_URL", "must start with mysql:// or sqlite://"));
         };
+        // Embedded: the one instance migrates its file at start. MySQL: a fleet migrates once,
+        // with `goods-server migrate`, before the new code rolls out (docs/migrations.md).
         let migrate = match get("DATABASE_MIGRATE").as_deref() {
-            None | Some("true") => true,
+            None => matches!(database, Database::Sqlite(_)),
+            Some("true") => true,
             Some("false") => false,
             Some(other) => {
                 return Err(bad(
@@ -467,7 +470,16 @@ mod tests {
                 Duration::from_millis(8000)
             )
         );
-        assert!(c.migrate);
+        assert!(c.migrate, "the embedded file migrates at start");
+        let mysql = config(&[
+            ("DATABASE_URL", "mysql://u@db:3306/goods"),
+            ("AUTH_MODE", "trusted-header"),
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !mysql.migrate,
+            "a MySQL fleet migrates with `goods-server migrate`"
+        );
         assert_eq!(
             c.group_commit,
             GroupCommit {

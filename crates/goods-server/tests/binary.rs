@@ -249,3 +249,49 @@ async fn traces_reach_an_otlp_http_protobuf_collector() {
         .collect();
     assert!(contains(&trace), "the caller's trace id is in the export");
 }
+
+/// MySQL's release flow: an instance does not migrate by default, refuses a schema that is
+/// behind with a clear line, and starts once `goods-server migrate` ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_mysql_the_migrate_step_runs_once_and_an_instance_refuses_a_schema_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = test_support::mysql::fresh_database().await;
+    let vars = [
+        ("DATABASE_URL", database.as_str()),
+        ("AUTH_MODE", "trusted-header"),
+        ("BIND_ADDR", "127.0.0.1:0"),
+        ("RECONCILE_INTERVAL_MS", "0"),
+    ];
+    let refused = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+        .current_dir(dir.path())
+        .env_clear()
+        .envs(vars)
+        .output()
+        .unwrap();
+    assert_ne!(refused.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("schema is behind") && stderr.contains("goods-server migrate"),
+        "{stderr}"
+    );
+
+    let migrated = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+        .arg("migrate")
+        .current_dir(dir.path())
+        .env_clear()
+        .envs(vars)
+        .output()
+        .unwrap();
+    assert_eq!(
+        migrated.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+
+    let (child, base) = start(dir.path(), &vars);
+    let live = reqwest::get(format!("{base}/health/ready")).await.unwrap();
+    assert_eq!(live.status(), reqwest::StatusCode::OK);
+    sigterm(&child);
+    assert_eq!(exit_code(child).await, Some(0));
+}

@@ -119,6 +119,9 @@ impl TestApp {
             ("RECONCILE_INTERVAL_MS".into(), "0".into()),
             // Explicit: only the embedded mode defaults to it.
             ("AUTH_MODE".into(), "trusted-header".into()),
+            // Each test's fresh MySQL database is migrated by its server (a fleet would run
+            // `goods-server migrate` once instead; MySQL's default is not to migrate).
+            ("DATABASE_MIGRATE".into(), "true".into()),
         ]);
         env.extend(vars.iter().cloned());
         let config = Config::from_lookup(|name| env.get(name).cloned()).unwrap();
