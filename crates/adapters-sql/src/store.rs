@@ -693,6 +693,22 @@ impl ports::DropRepository for Store {
             .transpose()
     }
 
+    async fn get_many(&self, ids: &[DropId]) -> Result<Vec<LimitedDrop>, InfraError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn().await?;
+        limited_drops::table
+            .filter(limited_drops::id.eq_any(ids.iter().map(|id| id.get())))
+            .select(DropRow::as_select())
+            .load(&mut *conn)
+            .await
+            .map_err(infra("get drops"))?
+            .into_iter()
+            .map(DropRow::into_domain)
+            .collect()
+    }
+
     async fn sold_quantity(&self, id: DropId) -> Result<u32, InfraError> {
         let mut conn = self.conn().await?;
         let sold = sold_in_orders(&mut conn, id.get())

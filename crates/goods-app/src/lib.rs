@@ -191,7 +191,7 @@ impl GoodsApp {
         self.flags_cache.drops_on()
     }
 
-    /// Re-reads every cached drop from the database, so a pause, a resume or a close made
+    /// Re-reads every cached drop from the database in one query, so a pause, a resume or a close made
     /// through another instance reaches this one. The binary runs it every
     /// `DROP_REFRESH_MS`. Returns how many cached drops changed.
     ///
@@ -203,20 +203,22 @@ impl GoodsApp {
             .read()
             .map(|cache| cache.keys().copied().collect())
             .unwrap_or_default();
+        let epoch = self.drops_epoch.load(std::sync::atomic::Ordering::SeqCst);
+        let fresh = self.ports.drops.get_many(&ids).await?;
         let mut changed = 0;
-        for id in ids {
-            let epoch = self.drops_epoch.load(std::sync::atomic::Ordering::SeqCst);
-            let Some(fresh) = self.ports.drops.get(id).await? else {
-                continue;
-            };
-            // An operation made here while the row was read is newer than what was read.
-            if let Ok(mut cache) = self.drops.write()
-                && self.drops_epoch.load(std::sync::atomic::Ordering::SeqCst) == epoch
-                && let Some(cached) = cache.get_mut(&id)
-                && *cached != fresh
-            {
-                *cached = fresh;
-                changed += 1;
+        if let Ok(mut cache) = self.drops.write() {
+            // An operation made here while the rows were read is newer than what was read;
+            // the next refresh picks up the rest.
+            if self.drops_epoch.load(std::sync::atomic::Ordering::SeqCst) != epoch {
+                return Ok(0);
+            }
+            for drop in fresh {
+                if let Some(cached) = cache.get_mut(&drop.id)
+                    && *cached != drop
+                {
+                    *cached = drop;
+                    changed += 1;
+                }
             }
         }
         Ok(changed)

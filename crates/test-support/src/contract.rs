@@ -780,6 +780,18 @@ pub async fn pausing_and_closing_are_stored_and_a_closed_drop_sells_nothing_more
     let drop = open_drop(&store, 10, 5, 1).await;
     let paused = store.set_paused(drop.id, true).await.unwrap().unwrap();
     assert!(paused.paused);
+    let other = open_drop(&store, 10, 5, 1).await;
+    let both = store
+        .get_many(&[
+            drop.id,
+            other.id,
+            goods_domain::DropId::parse(999_999).unwrap(),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(both.len(), 2);
+    assert!(both.contains(&paused) && both.contains(&other));
+    assert!(store.get_many(&[]).await.unwrap().is_empty());
     assert!(
         !store
             .set_paused(drop.id, false)

@@ -67,6 +67,12 @@ pub trait DropRepository: Send + Sync + 'static {
     /// [`InfraError`] when the store fails.
     async fn get(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError>;
 
+    /// The drops among `ids` that exist, in one read.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn get_many(&self, ids: &[DropId]) -> Result<Vec<LimitedDrop>, InfraError>;
+
     /// Units sold: the sum over the drop's orders that are not cancelled.
     ///
     /// # Errors
