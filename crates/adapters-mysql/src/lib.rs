@@ -181,6 +181,37 @@ impl MysqlStore {
 /// # Errors
 /// When the server cannot be reached or a migration fails.
 pub async fn migrate_database(url: &str) -> anyhow::Result<()> {
+    use backon::Retryable as _;
+    // On a live database a migration's DDL can lose a lock to the purchases being served (a
+    // deadlock or a lock wait timeout). The failed statement changed nothing and diesel did
+    // not record the migration, so it is run again; every migration here is one statement,
+    // which keeps that safe.
+    (|| migrate_once(url))
+        .retry(
+            backon::ExponentialBuilder::default()
+                .with_min_delay(std::time::Duration::from_millis(50))
+                .with_max_delay(std::time::Duration::from_secs(2))
+                .with_max_times(10)
+                .with_jitter(),
+        )
+        .when(lost_a_lock)
+        .notify(|error, pause| {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                pause_ms = pause.as_millis(),
+                "migration lost a lock; trying again"
+            );
+        })
+        .await
+}
+
+/// Whether a migration failed on a lock held by the live traffic.
+fn lost_a_lock(error: &anyhow::Error) -> bool {
+    let text = format!("{error:#}");
+    text.contains("Deadlock found") || text.contains("Lock wait timeout")
+}
+
+async fn migrate_once(url: &str) -> anyhow::Result<()> {
     let conn = AsyncMysqlConnection::establish(url)
         .await
         .context("connecting to MySQL for migrations")?;
@@ -231,3 +262,23 @@ type Conn = AsyncMysqlConnection;
 /// The queries and transactions, written once for every backend (see `adapters-sql`).
 #[path = "../../adapters-sql/src/store.rs"]
 mod store;
+
+#[cfg(test)]
+mod migration_tests {
+    use super::lost_a_lock;
+
+    #[test]
+    fn only_lock_conflicts_make_a_migration_run_again() {
+        let deadlock = anyhow::anyhow!(
+            "Failed to run 2026-12-02-000001_products_owner_expand with: Deadlock found when trying to get lock; try restarting transaction"
+        )
+        .context("applying MySQL migrations");
+        assert!(lost_a_lock(&deadlock));
+        assert!(lost_a_lock(&anyhow::anyhow!(
+            "Lock wait timeout exceeded; try restarting transaction"
+        )));
+        assert!(!lost_a_lock(&anyhow::anyhow!(
+            "Duplicate column name 'owner_id'"
+        )));
+    }
+}
