@@ -88,7 +88,7 @@ impl MemoryGate {
     }
 
     /// Forgets drops past their expiry, so per-drop and per-buyer state does not outlive the
-    /// sale; runs whenever a drop is seeded or resynced.
+    /// sale; runs whenever a drop is seeded, resynced or closed.
     fn evict_expired(drops: &mut HashMap<DropId, DropGate>) {
         let now = OffsetDateTime::now_utc();
         drops.retain(|_, gate| gate.expires_at.is_none_or(|at| at > now));
@@ -248,10 +248,13 @@ impl AdmissionGate for MemoryGate {
     }
 
     async fn closed(&self, drop_id: DropId, at: OffsetDateTime) -> Result<(), InfraError> {
-        if let Some(gate) = self.lock()?.get_mut(&drop_id) {
+        let mut drops = self.lock()?;
+        if let Some(gate) = drops.get_mut(&drop_id) {
             let release = at.saturating_add(GRACE);
             gate.expires_at = Some(gate.expires_at.map_or(release, |e| e.min(release)));
         }
+        // As Redis drops a key whose expiry has passed.
+        Self::evict_expired(&mut drops);
         Ok(())
     }
 

@@ -182,9 +182,14 @@ impl GoodsApp {
             .unwrap_or_default();
         let mut all = true;
         for drop in drops.into_iter().filter(|d| !d.is_closed(now)) {
-            if let Err(error) = self.resync_drop(&drop).await {
-                tracing::warn!(drop.id = %drop.id, error = %error, "gate resync before re-enabling failed");
-                all = false;
+            match self.resync_drop(&drop).await {
+                Ok(true) => {}
+                // Another resync of the drop is running here: not done yet, so not on yet.
+                Ok(false) => all = false,
+                Err(error) => {
+                    tracing::warn!(drop.id = %drop.id, error = %error, "gate resync before re-enabling failed");
+                    all = false;
+                }
             }
         }
         all

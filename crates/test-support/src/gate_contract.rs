@@ -29,6 +29,7 @@ macro_rules! gate_contract_tests {
             a_reservation_is_stale_only_after_its_lease_and_cancel_spares_a_newer_attempt,
             resync_rebuilds_from_the_truth_and_keeps_what_is_in_flight,
             resync_seeds_a_gate_that_holds_nothing,
+            a_closed_drop_is_kept_for_the_grace_then_released,
             random_sequences_behave_like_the_reference_model
         );
     };
@@ -347,6 +348,19 @@ pub async fn resync_seeds_a_gate_that_holds_nothing(gate: Gate) {
         gate.reserve(&res(1, "k", 1, 1)).await.unwrap(),
         ReserveOutcome::Replay(OrderId::parse(1).unwrap())
     );
+}
+
+/// Closing keeps the drop's state for purchases in flight, then releases it one grace period
+/// (an hour) after the close.
+pub async fn a_closed_drop_is_kept_for_the_grace_then_released(gate: Gate) {
+    gate.seed_if_absent(&seed(3)).await.unwrap();
+    let now = OffsetDateTime::now_utc();
+    gate.closed(drop_id(), now).await.unwrap();
+    assert_eq!(remaining(&gate).await, Some(3), "kept during the grace");
+    gate.closed(drop_id(), now - time::Duration::hours(2))
+        .await
+        .unwrap();
+    assert_eq!(remaining(&gate).await, None, "released after the grace");
 }
 
 /// One operation of a random sequence.
