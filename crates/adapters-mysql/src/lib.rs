@@ -50,7 +50,7 @@ impl MysqlStore {
         bounds: Bounds,
     ) -> anyhow::Result<Self> {
         if migrate {
-            migrate_database(url).await?;
+            migrate_database(url, None).await?;
         } else {
             let pending = pending_migrations(url).await?;
             anyhow::ensure!(
@@ -175,18 +175,19 @@ impl MysqlStore {
     }
 }
 
-/// Applies the pending migrations to the database at `url` (what `goods-server` does at start
-/// unless `DATABASE_MIGRATE=false`).
+/// Applies this release's pending migrations to the database at `url`, all of them or up to and
+/// including `to` (`goods-server migrate [--to VERSION]`, or an instance's start with
+/// `DATABASE_MIGRATE=true`); returns the migrations applied.
 ///
 /// # Errors
-/// When the server cannot be reached or a migration fails.
-pub async fn migrate_database(url: &str) -> anyhow::Result<()> {
+/// When the server cannot be reached, `to` names no migration, or a migration fails.
+pub async fn migrate_database(url: &str, to: Option<&str>) -> anyhow::Result<Vec<String>> {
     use backon::Retryable as _;
     // On a live database a migration's DDL can lose a lock to the purchases being served (a
     // deadlock or a lock wait timeout). The failed statement changed nothing and diesel did
     // not record the migration, so it is run again; every migration here is one statement,
     // which keeps that safe.
-    (|| migrate_once(url))
+    (|| migrate_once(url, to))
         .retry(
             backon::ExponentialBuilder::default()
                 .with_min_delay(std::time::Duration::from_millis(50))
@@ -211,16 +212,13 @@ fn lost_a_lock(error: &anyhow::Error) -> bool {
     text.contains("Deadlock found") || text.contains("Lock wait timeout")
 }
 
-async fn migrate_once(url: &str) -> anyhow::Result<()> {
+async fn migrate_once(url: &str, to: Option<&str>) -> anyhow::Result<Vec<String>> {
     let conn = AsyncMysqlConnection::establish(url)
         .await
         .context("connecting to MySQL for migrations")?;
     let mut harness = AsyncMigrationHarness::new(conn);
-    harness
-        .run_pending_migrations(MIGRATIONS)
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .context("applying MySQL migrations")?;
-    Ok(())
+    adapters_sql::apply_migrations(&mut harness, &MIGRATIONS, to)
+        .context("applying MySQL migrations")
 }
 
 /// The versions of this release's migrations not applied to the database at `url` yet.

@@ -21,8 +21,8 @@ test_support::sql_contract_tests!(store());
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrations_are_idempotent_and_create_the_documented_indexes() {
     let url = test_support::mysql::fresh_database().await;
-    adapters_mysql::migrate_database(&url).await.unwrap();
-    adapters_mysql::migrate_database(&url).await.unwrap();
+    adapters_mysql::migrate_database(&url, None).await.unwrap();
+    adapters_mysql::migrate_database(&url, None).await.unwrap();
     let store = MysqlStore::connect(&url, 2, false).await.unwrap();
     store.ping().await.unwrap();
     let indexes = test_support::mysql::index_names(&url, "limited_drops").await;

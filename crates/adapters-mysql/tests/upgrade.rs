@@ -4,44 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures panic on purpose
 
-use adapters_mysql::{MIGRATIONS, MysqlStore};
-use diesel::migration::{Migration, MigrationSource};
-use diesel::mysql::Mysql;
-use diesel_async::{
-    AsyncConnection, AsyncMigrationHarness, AsyncMysqlConnection, SimpleAsyncConnection,
-};
-use diesel_migrations::MigrationHarness;
+use adapters_mysql::MysqlStore;
+use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
 use goods_domain::ports::ProductRepository;
 use goods_domain::{NewProduct, ProductId, UserId};
 
-/// The version (diesel drops the dashes) of the first migration of the release that added
-/// ownership.
-const OWNERSHIP: &str = "20261202000001";
-
-fn sorted() -> Vec<Box<dyn Migration<Mysql>>> {
-    let mut all = MigrationSource::<Mysql>::migrations(&MIGRATIONS).unwrap();
-    all.sort_by_key(|m| m.name().version().to_string());
-    all
-}
-
-async fn apply(url: &str, keep: impl Fn(&str) -> bool) {
-    let mut conn = AsyncMysqlConnection::establish(url).await.unwrap();
-    // What `run_pending_migrations` sets up first (diesel's own DDL); `run_migration` does not.
-    conn.batch_execute(
-        "CREATE TABLE IF NOT EXISTS __diesel_schema_migrations (
-           version VARCHAR(50) PRIMARY KEY NOT NULL,
-           run_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)",
-    )
-    .await
-    .unwrap();
-    let mut harness = AsyncMigrationHarness::new(conn);
-    for migration in sorted() {
-        let version = migration.name().version().to_string();
-        if keep(&version) {
-            harness.run_migration(&*migration).unwrap();
-        }
-    }
-}
+/// The last migration of the release before ownership, and the expand step of ownership.
+const PREVIOUS_RELEASE: &str = "2026-12-01-000002";
+const EXPAND: &str = "2026-12-02-000001";
 
 async fn count(url: &str, query: &str) -> i64 {
     use diesel_async::RunQueryDsl as _;
@@ -62,7 +32,14 @@ async fn count(url: &str, query: &str) -> i64 {
 async fn the_owner_column_is_added_backfilled_and_required_without_losing_a_row() {
     let url = test_support::mysql::fresh_database().await;
     // The previous release's schema, and data written by it (no owner column).
-    apply(&url, |v| v < OWNERSHIP).await;
+    let applied = adapters_mysql::migrate_database(&url, Some(PREVIOUS_RELEASE))
+        .await
+        .unwrap();
+    assert_eq!(
+        applied.last().map(|m| adapters_sql::version_of(m)),
+        Some(adapters_sql::version_of(PREVIOUS_RELEASE)),
+        "{applied:?}"
+    );
     let mut conn = AsyncMysqlConnection::establish(&url).await.unwrap();
     conn.batch_execute(
         "INSERT INTO products (id, name) VALUES (1, 'Old sneaker');
@@ -77,7 +54,10 @@ async fn the_owner_column_is_added_backfilled_and_required_without_losing_a_row(
     .unwrap();
 
     // Expand: the previous release keeps inserting products without the column.
-    apply(&url, |v| v.starts_with(OWNERSHIP)).await;
+    let applied = adapters_mysql::migrate_database(&url, Some(EXPAND))
+        .await
+        .unwrap();
+    assert_eq!(applied, ["2026-12-02-000001_products_owner_expand"]);
     conn.batch_execute(
         "INSERT INTO products (id, name) VALUES (2, 'Written by the old release');
          INSERT INTO stocks (product_id, quantity) VALUES (2, 1);",
@@ -85,7 +65,20 @@ async fn the_owner_column_is_added_backfilled_and_required_without_losing_a_row(
     .await
     .unwrap();
     // Backfill and contract.
-    adapters_mysql::migrate_database(&url).await.unwrap();
+    let applied = adapters_mysql::migrate_database(&url, None).await.unwrap();
+    assert_eq!(
+        &applied[..2],
+        [
+            "2026-12-02-000002_products_owner_backfill",
+            "2026-12-02-000003_products_owner_contract"
+        ]
+    );
+    assert!(
+        adapters_mysql::migrate_database(&url, Some("2026-12-09-000001"))
+            .await
+            .is_err(),
+        "a version this release lacks is refused"
+    );
 
     let store = MysqlStore::connect(&url, 2, false).await.unwrap();
     for id in [1, 2] {

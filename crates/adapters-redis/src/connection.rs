@@ -70,6 +70,34 @@ impl RedisConnection {
         })
     }
 
+    /// Calls `on_message` with the value of every message published on `channel` from now
+    /// on. Subscribing fails while Redis is unreachable, so it is retried until it succeeds;
+    /// after that the client re-subscribes by itself on every reconnect. Messages published
+    /// while this instance was cut off are lost: every channel here only hurries what a timer
+    /// does anyway.
+    pub fn subscribe(&self, channel: String, on_message: impl Fn(&Value) + Send + 'static) {
+        let mut messages = self.subscriber.message_rx();
+        let wanted = channel.clone();
+        tokio::spawn(async move {
+            loop {
+                match messages.recv().await {
+                    Ok(message) if message.channel == wanted.as_str() => on_message(&message.value),
+                    Ok(_) => {}
+                    // Fell behind: the messages missed only hurried a timer.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        });
+        let subscriber = self.subscriber.clone();
+        tokio::spawn(async move {
+            while let Err(error) = subscriber.subscribe(channel.clone()).await {
+                tracing::debug!(error = %error, %channel, "subscription pending");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+    }
+
     /// Whether Redis answers a PING.
     ///
     /// # Errors

@@ -41,26 +41,13 @@ impl RedisGate {
     }
 
     fn listen_for_restocks(&self) {
-        let subscriber = self.conn.subscriber.clone();
-        let channel = restock_channel(&self.conn.prefix);
         let flags = Arc::clone(&self.flags);
-        let mut messages = subscriber.message_rx();
-        tokio::spawn(async move {
-            while let Ok(message) = messages.recv().await {
-                if let Some(drop) = message.value.as_i64().and_then(|id| DropId::parse(id).ok()) {
+        self.conn
+            .subscribe(restock_channel(&self.conn.prefix), move |value| {
+                if let Some(drop) = value.as_i64().and_then(|id| DropId::parse(id).ok()) {
                     flags.clear(drop);
                 }
-            }
-        });
-        // Subscribing fails while Redis is unreachable; keep trying until it succeeds, after
-        // which the client re-subscribes by itself on every reconnect.
-        let subscriber = self.conn.subscriber.clone();
-        tokio::spawn(async move {
-            while let Err(error) = subscriber.subscribe(channel.clone()).await {
-                tracing::debug!(error = %error, "restock subscription pending");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        });
+            });
     }
 
     fn keys(&self, drop: DropId) -> DropKeys {

@@ -39,6 +39,11 @@ pub fn restock_channel(prefix: &str) -> String {
     format!("{prefix}gate:restock")
 }
 
+/// The channel on which instances hear that a flag or a drop changed in the database.
+pub fn changes_channel(prefix: &str) -> String {
+    format!("{prefix}ops:changed")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

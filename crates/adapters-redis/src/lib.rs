@@ -7,6 +7,7 @@
 //!
 //! The scripts are in `lua/`, one file each, with a header naming KEYS, ARGV and replies.
 
+mod changes;
 mod connection;
 mod gate;
 mod keys;
@@ -14,6 +15,7 @@ mod scripts;
 mod sold_out;
 mod stats;
 
+pub use changes::RedisChanges;
 pub use connection::{RedisConfig, RedisConnection};
 pub use gate::RedisGate;
 pub use stats::RedisStats;

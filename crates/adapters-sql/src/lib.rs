@@ -10,6 +10,7 @@
 
 mod events;
 mod instrument;
+mod migrations;
 mod pooled;
 pub mod raw;
 pub mod rows;
@@ -18,6 +19,7 @@ mod tx;
 
 pub use events::{decode_event, encode_event};
 pub use instrument::count_statements;
+pub use migrations::{apply_migrations, version_of};
 pub use pooled::PooledConn;
 pub use tx::{
     Bounds, MAX_ATTEMPTS, METRIC_NAMES, TxError, bounded, db_failure, describe as describe_metrics,

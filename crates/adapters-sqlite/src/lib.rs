@@ -14,7 +14,7 @@ use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
 use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncMigrationHarness, SimpleAsyncConnection};
-use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
+use diesel_migrations::{EmbeddedMigrations, embed_migrations};
 use goods_domain::InfraError;
 use std::path::Path;
 use std::sync::Arc;
@@ -44,26 +44,9 @@ impl SqliteStore {
     /// # Errors
     /// When the file cannot be created or opened, or a migration fails.
     pub async fn open(url: &str, migrate: bool) -> anyhow::Result<Self> {
-        let path = url
-            .strip_prefix("sqlite://")
-            .with_context(|| format!("not a sqlite:// URL: {url}"))?
-            .to_owned();
-        if let Some(dir) = Path::new(&path)
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating the data directory {}", dir.display()))?;
-        }
+        let path = file_of(url)?;
         if migrate {
-            let conn = establish(&path)
-                .await
-                .with_context(|| format!("opening {path}"))?;
-            let mut harness = AsyncMigrationHarness::new(conn);
-            harness
-                .run_pending_migrations(MIGRATIONS)
-                .map_err(|e| anyhow::anyhow!("{e}"))
-                .context("applying SQLite migrations")?;
+            migrate_database(url, None).await?;
         }
         let statements = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&statements);
@@ -136,6 +119,37 @@ async fn establish(path: impl AsRef<str>) -> diesel::ConnectionResult<Conn> {
         .await
         .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
     Ok(conn)
+}
+
+/// The file behind `url` (`sqlite://path`), its directory created if needed.
+fn file_of(url: &str) -> anyhow::Result<String> {
+    let path = url
+        .strip_prefix("sqlite://")
+        .with_context(|| format!("not a sqlite:// URL: {url}"))?
+        .to_owned();
+    if let Some(dir) = Path::new(&path)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the data directory {}", dir.display()))?;
+    }
+    Ok(path)
+}
+
+/// Applies this release's pending migrations to the file at `url` (creating it), all of them
+/// or up to and including `to`; returns the migrations applied.
+///
+/// # Errors
+/// When the file cannot be opened, `to` names no migration, or a migration fails.
+pub async fn migrate_database(url: &str, to: Option<&str>) -> anyhow::Result<Vec<String>> {
+    let path = file_of(url)?;
+    let conn = establish(&path)
+        .await
+        .with_context(|| format!("opening {path}"))?;
+    let mut harness = AsyncMigrationHarness::new(conn);
+    adapters_sql::apply_migrations(&mut harness, &MIGRATIONS, to)
+        .context("applying SQLite migrations")
 }
 
 /// The SQL this backend speaks where the dialects differ.

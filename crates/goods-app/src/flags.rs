@@ -109,6 +109,7 @@ impl GoodsApp {
             .await?;
         self.flags_cache.epoch.fetch_add(1, Ordering::SeqCst);
         self.apply_flag(name, enabled).await;
+        self.announce_change();
         metrics::counter!(
             telemetry::FLAG_CHANGES,
             "flag" => name.as_str(),
@@ -201,6 +202,7 @@ mod tests {
     use super::*;
     use crate::test_support::*;
     use goods_domain::ports::{MockAdmissionGate, MockFlagStore};
+    use std::sync::Arc;
 
     fn stored(name: FlagName, enabled: bool) -> Flag {
         Flag {
@@ -274,5 +276,43 @@ mod tests {
         assert!(!app.flags_cache.gate_on());
         app.refresh_flags().await.unwrap();
         assert!(app.flags_cache.gate_on());
+    }
+
+    #[tokio::test]
+    async fn a_flag_change_is_announced_once_it_is_stored_and_a_refusal_is_not() {
+        let mut m = Mocks::at(OPEN);
+        let mut flags = MockFlagStore::new();
+        flags
+            .expect_set_flag()
+            .times(1)
+            .returning(|name, enabled, by, at| {
+                Ok(Flag {
+                    name,
+                    enabled,
+                    updated_at: Some(at),
+                    updated_by: Some(by),
+                })
+            });
+        m.flags = flags;
+        m.events.expect_publish().times(1).returning(|_| Ok(()));
+        let (sent, mut received) = tokio::sync::mpsc::unbounded_channel();
+        let mut notifier = goods_domain::ports::MockChangeNotifier::new();
+        notifier.expect_changed().returning(move || {
+            sent.send(()).unwrap();
+            Ok(())
+        });
+        let app = m.app(None).with_change_notifier(Arc::new(notifier));
+        assert!(
+            app.set_flag("limited-drop.enabled", false, buyer())
+                .await
+                .is_err()
+        );
+        assert!(app.set_flag("no.such.flag", false, admin()).await.is_err());
+        app.set_flag("limited-drop.enabled", false, admin())
+            .await
+            .unwrap();
+        received.recv().await.unwrap();
+        tokio::task::yield_now().await;
+        assert!(received.try_recv().is_err(), "one change, one notice");
     }
 }

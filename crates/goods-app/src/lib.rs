@@ -38,8 +38,8 @@ pub use reconcile::{ReconcileError, Reconciliation};
 pub use stats::{DropStats, GetStatsError};
 
 use goods_domain::ports::{
-    AdmissionGate, Clock, DropRepository, EventOutbox, EventPublisher, OrderRepository,
-    ProductRepository, PurchaseLedger, StatsRecorder,
+    AdmissionGate, ChangeNotifier, Clock, DropRepository, EventOutbox, EventPublisher,
+    OrderRepository, ProductRepository, PurchaseLedger, StatsRecorder,
 };
 use goods_domain::{DropId, InfraError, LimitedDrop, ProductId};
 use std::collections::HashMap;
@@ -83,7 +83,8 @@ pub struct GoodsApp {
     breaker: Arc<breaker::GateBreaker>,
     /// Drop definitions, so the hot path reads a drop without a database round trip. A drop
     /// changes only by a pause, a resume or a close: this instance's cache takes them at once,
-    /// the other instances' at their next [`GoodsApp::refresh_drops`]. The healing pass forgets
+    /// the other instances' at their next [`GoodsApp::refresh_drops`] (on a change
+    /// notice, or the poll). The healing pass forgets
     /// drops an hour after they close.
     drops: Arc<RwLock<HashMap<DropId, LimitedDrop>>>,
     /// The admission lease of every reservation.
@@ -94,6 +95,9 @@ pub struct GoodsApp {
     flags_cache: Arc<flags::FlagCache>,
     /// Bumped by every drop operation made through this instance (see `refresh_drops`).
     drops_epoch: Arc<std::sync::atomic::AtomicU64>,
+    /// Tells the other instances that a flag or a drop changed; `None`: they learn it at
+    /// their next poll.
+    notifier: Option<Arc<dyn ChangeNotifier>>,
 }
 
 impl GoodsApp {
@@ -113,6 +117,28 @@ impl GoodsApp {
             healing: Arc::default(),
             flags_cache: Arc::default(),
             drops_epoch: Arc::default(),
+            notifier: None,
+        }
+    }
+
+    /// Announces every flag change and drop operation through `notifier` once it is committed,
+    /// so the fleet re-reads them at once rather than at its next poll.
+    #[must_use]
+    pub fn with_change_notifier(mut self, notifier: Arc<dyn ChangeNotifier>) -> Self {
+        self.notifier = Some(notifier);
+        self
+    }
+
+    /// Announces a committed change of a flag or a drop, in the background: the caller's
+    /// answer does not wait for it, and a lost notice only delays the other instances until
+    /// their next poll.
+    fn announce_change(&self) {
+        if let Some(notifier) = self.notifier.clone() {
+            tokio::spawn(async move {
+                if let Err(error) = notifier.changed().await {
+                    tracing::warn!(error = %error, "change notice not sent; the other instances poll");
+                }
+            });
         }
     }
 

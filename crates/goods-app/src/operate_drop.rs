@@ -104,6 +104,7 @@ impl GoodsApp {
         actor: Actor,
     ) -> Result<DropView, OperateDropError> {
         self.cache_drop(drop);
+        self.announce_change();
         metrics::counter!(telemetry::DROP_OPERATIONS, "operation" => operation.as_str())
             .increment(1);
         let event = DomainEvent::DropOperated {

@@ -5,6 +5,7 @@
 //! the `mock` feature each trait gets a mockall `Mock*` type.
 
 mod catalog;
+mod changes;
 mod clock;
 mod events;
 mod flags;
@@ -14,6 +15,7 @@ mod outbox;
 mod stats;
 
 pub use catalog::{CreateDropError, DropRepository, OrderRepository, ProductRepository};
+pub use changes::ChangeNotifier;
 pub use clock::{Clock, SystemClock};
 pub use events::{DomainEvent, DropOperation, EventPublisher};
 pub use flags::{Flag, FlagName, FlagStore};
@@ -46,6 +48,8 @@ impl<T> SourceOfTruth for T where
 
 #[cfg(feature = "mock")]
 pub use catalog::{MockDropRepository, MockOrderRepository, MockProductRepository};
+#[cfg(feature = "mock")]
+pub use changes::MockChangeNotifier;
 #[cfg(feature = "mock")]
 pub use clock::MockClock;
 #[cfg(feature = "mock")]

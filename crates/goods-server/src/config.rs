@@ -214,6 +214,63 @@ where
     }
 }
 
+fn database(get: &impl Fn(&str) -> Option<String>) -> Result<Database, ConfigError> {
+    let url = get("DATABASE_URL").unwrap_or_else(|| "sqlite://data/goods.db".into());
+    let database = if url.starts_with("mysql://") {
+        Database::Mysql(url.into())
+    } else if let Some(path) = url.strip_prefix("sqlite://") {
+        if path.is_empty() {
+            return Err(bad("DATABASE_URL", "sqlite:// needs a file path"));
+        }
+        Database::Sqlite(url)
+    } else {
+        return Err(bad("DATABASE_URL", "must start with mysql:// or sqlite://"));
+    };
+    Ok(database)
+}
+
+fn log_format(get: &impl Fn(&str) -> Option<String>) -> Result<LogFormat, ConfigError> {
+    match get("LOG_FORMAT").as_deref() {
+        None | Some("text") => Ok(LogFormat::Text),
+        Some("json") => Ok(LogFormat::Json),
+        Some(other) => Err(bad("LOG_FORMAT", format!("{other:?} is not text or json"))),
+    }
+}
+
+/// What `goods-server migrate` reads: the database and the console logs, nothing else (the
+/// migration job of a fleet has no identity or gate settings to give).
+#[derive(Debug, Clone)]
+pub struct MigrateConfig {
+    /// The database to migrate (`DATABASE_URL`).
+    pub database: Database,
+    /// Log filter (`RUST_LOG`).
+    pub log_filter: String,
+    /// Console log format (`LOG_FORMAT`).
+    pub log_format: LogFormat,
+}
+
+impl MigrateConfig {
+    /// Reads the process environment.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first variable with a bad value.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Reads configuration through `get` (tests pass a map).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first variable with a bad value.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            database: database(&get)?,
+            log_filter: get("RUST_LOG").unwrap_or_else(|| "info".into()),
+            log_format: log_format(&get)?,
+        })
+    }
+}
+
 impl Config {
     /// Reads the process environment.
     ///
@@ -232,17 +289,7 @@ impl Config {
             .unwrap_or_else(|| "127.0.0.1:8080".into())
             .parse()
             .map_err(|e| bad("BIND_ADDR", format!("not a socket address: {e}")))?;
-        let url = get("DATABASE_URL").unwrap_or_else(|| "sqlite://data/goods.db".into());
-        let database = if url.starts_with("mysql://") {
-            Database::Mysql(url.into())
-        } else if let Some(path) = url.strip_prefix("sqlite://") {
-            if path.is_empty() {
-                return Err(bad("DATABASE_URL", "sqlite:// needs a file path"));
-            }
-            Database::Sqlite(url)
-        } else {
-            return Err(bad("DATABASE_URL", "must start with mysql:// or sqlite://"));
-        };
+        let database = database(&get)?;
         // Embedded: the one instance migrates its file at start. MySQL: a fleet migrates once,
         // with `goods-server migrate`, before the new code rolls out (docs/migrations.md).
         let migrate = match get("DATABASE_MIGRATE").as_deref() {
@@ -418,13 +465,7 @@ impl Config {
             },
             traces_filter: get("OTEL_TRACES_FILTER")
                 .unwrap_or_else(|| DEFAULT_TRACES_FILTER.to_owned()),
-            log_format: match get("LOG_FORMAT").as_deref() {
-                None | Some("text") => LogFormat::Text,
-                Some("json") => LogFormat::Json,
-                Some(other) => {
-                    return Err(bad("LOG_FORMAT", format!("{other:?} is not text or json")));
-                }
-            },
+            log_format: log_format(&get)?,
             log_filter: get("RUST_LOG").unwrap_or_else(|| "info".into()),
             http_workers,
         })

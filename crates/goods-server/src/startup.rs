@@ -4,7 +4,7 @@
 use crate::config::{Auth, Config, Database, Gate};
 use adapters_memory::{LogEventPublisher, MemoryGate, MemoryStats};
 use adapters_mysql::MysqlStore;
-use adapters_redis::{RedisConfig, RedisConnection, RedisGate, RedisStats};
+use adapters_redis::{RedisChanges, RedisConfig, RedisConnection, RedisGate, RedisStats};
 use adapters_sqlite::SqliteStore;
 use anyhow::Context as _;
 use api_actix::{ApiState, AuthMode, Probe, Readiness};
@@ -28,6 +28,8 @@ pub struct Application {
     app: GoodsApp,
     reconcile_interval: Option<Duration>,
     drop_refresh: Duration,
+    /// Woken by a change notice: the refresher runs at once instead of at its next tick.
+    changed: Arc<tokio::sync::Notify>,
 }
 
 /// The SQL ports of one store, plus its health check.
@@ -69,6 +71,8 @@ struct GatePorts {
     stats: Arc<dyn StatsRecorder>,
     probe: Option<Probe>,
     kind: &'static str,
+    /// Change notices between instances, when they share a Redis.
+    changes: Option<RedisChanges>,
 }
 
 async fn gate_ports(config: &Config) -> anyhow::Result<GatePorts> {
@@ -78,12 +82,14 @@ async fn gate_ports(config: &Config) -> anyhow::Result<GatePorts> {
             stats: Arc::new(MemoryStats::default()),
             probe: Some(Arc::new(|| async { Ok(()) }.boxed())),
             kind: "memory",
+            changes: None,
         },
         Gate::Off => GatePorts {
             gate: None,
             stats: Arc::new(MemoryStats::default()),
             probe: None,
             kind: "off",
+            changes: None,
         },
         Gate::Redis(url) => {
             let redis = RedisConfig {
@@ -96,12 +102,13 @@ async fn gate_ports(config: &Config) -> anyhow::Result<GatePorts> {
             let probe_conn = conn.clone();
             GatePorts {
                 gate: Some(Arc::new(RedisGate::new(conn.clone(), SOLD_OUT_FLAG_TTL))),
-                stats: Arc::new(RedisStats::new(conn)),
+                stats: Arc::new(RedisStats::new(conn.clone())),
                 probe: Some(Arc::new(move || {
                     let conn = probe_conn.clone();
                     async move { conn.ping().await }.boxed()
                 })),
                 kind: "redis",
+                changes: Some(RedisChanges::new(conn)),
             }
         }
     })
@@ -111,14 +118,15 @@ async fn gate_ports(config: &Config) -> anyhow::Result<GatePorts> {
 /// restock message be lost.
 const SOLD_OUT_FLAG_TTL: Duration = Duration::from_secs(2);
 
-/// Applies pending migrations to the configured database and returns (`goods-server migrate`).
+/// Applies the pending migrations to `database`, all of them or up to and including `to`, and
+/// returns the ones applied (`goods-server migrate [--to VERSION]`).
 ///
 /// # Errors
-/// When the database cannot be opened or a migration fails.
-pub async fn migrate(config: &Config) -> anyhow::Result<()> {
-    match &config.database {
-        Database::Sqlite(url) => SqliteStore::open(url, true).await.map(drop),
-        Database::Mysql(url) => adapters_mysql::migrate_database(url.expose_secret()).await,
+/// When the database cannot be opened, `to` names no migration, or a migration fails.
+pub async fn migrate(database: &Database, to: Option<&str>) -> anyhow::Result<Vec<String>> {
+    match database {
+        Database::Sqlite(url) => adapters_sqlite::migrate_database(url, to).await,
+        Database::Mysql(url) => adapters_mysql::migrate_database(url.expose_secret(), to).await,
     }
 }
 
@@ -168,6 +176,17 @@ impl Application {
         )
         .with_lease(config.lease)
         .with_group_commit(config.group_commit);
+        // With a shared Redis, a flag or drop change reaches the fleet by a notice at once;
+        // the refresh every DROP_REFRESH_MS is the fallback when a notice is lost.
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let app = match gate.changes {
+            Some(changes) => {
+                let wake = Arc::clone(&changed);
+                changes.listen(move || wake.notify_one());
+                app.with_change_notifier(Arc::new(changes))
+            }
+            None => app,
+        };
         let auth = match &config.auth {
             Auth::Jwt {
                 secret,
@@ -217,6 +236,7 @@ impl Application {
             app,
             reconcile_interval: config.reconcile_interval,
             drop_refresh: config.drop_refresh,
+            changed,
         })
     }
 
@@ -256,11 +276,16 @@ impl Application {
         let refresher = {
             let app = self.app.clone();
             let period = self.drop_refresh;
+            let changed = Arc::clone(&self.changed);
             tokio::spawn(async move {
                 let mut ticker = tokio::time::interval(period);
                 ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
-                    ticker.tick().await;
+                    // Notices that arrive during a refresh leave one permit: one more refresh.
+                    tokio::select! {
+                        _ = ticker.tick() => {}
+                        () = changed.notified() => {}
+                    }
                     if let Err(error) = app.refresh().await {
                         tracing::warn!(error = %error, "drop refresh failed; the cache keeps what it had");
                     }

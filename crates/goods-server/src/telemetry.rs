@@ -110,3 +110,16 @@ pub fn init(config: &Config) -> anyhow::Result<Telemetry> {
         .context("installing the tracing subscriber")?;
     Ok(Telemetry { provider })
 }
+
+/// Installs a console-only subscriber (`goods-server migrate`, which serves nothing to trace).
+///
+/// # Errors
+/// When the filter does not parse.
+pub fn init_console(filter: &str, format: LogFormat) -> anyhow::Result<Telemetry> {
+    let filter = EnvFilter::try_new(filter).context("RUST_LOG")?;
+    tracing_subscriber::registry()
+        .with(console(filter, format))
+        .try_init()
+        .context("installing the tracing subscriber")?;
+    Ok(Telemetry { provider: None })
+}

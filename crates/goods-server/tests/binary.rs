@@ -251,7 +251,8 @@ async fn traces_reach_an_otlp_http_protobuf_collector() {
 }
 
 /// MySQL's release flow: an instance does not migrate by default, refuses a schema that is
-/// behind with a clear line, and starts once `goods-server migrate` ran.
+/// behind with a clear line, and starts once `goods-server migrate` ran. The migration job
+/// needs only `DATABASE_URL`, and can stop at a named migration (expand now, contract later).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_mysql_the_migrate_step_runs_once_and_an_instance_refuses_a_schema_behind() {
     let dir = tempfile::tempdir().unwrap();
@@ -275,18 +276,56 @@ async fn on_mysql_the_migrate_step_runs_once_and_an_instance_refuses_a_schema_be
         "{stderr}"
     );
 
-    let migrated = Command::new(env!("CARGO_BIN_EXE_goods-server"))
-        .arg("migrate")
+    let migrate = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_goods-server"))
+            .arg("migrate")
+            .args(args)
+            .current_dir(dir.path())
+            .env_clear()
+            .env("DATABASE_URL", &database)
+            .output()
+            .unwrap()
+    };
+    // A stage this release does not have is refused, and nothing is applied.
+    let unknown = migrate(&["--to", "2026-12-09-000001"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(stderr.contains("no such migration"), "{stderr}");
+    let usage = migrate(&["--to"]);
+    assert_eq!(usage.status.code(), Some(2));
+    // The expand stage only: the instance still refuses, naming the next step.
+    let staged = migrate(&["--to", "2026-12-02-000001"]);
+    assert_eq!(
+        staged.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&staged.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&staged.stdout);
+    assert!(
+        stdout.contains("products_owner_expand") && !stdout.contains("products_owner_backfill"),
+        "{stdout}"
+    );
+    let refused = Command::new(env!("CARGO_BIN_EXE_goods-server"))
         .current_dir(dir.path())
         .env_clear()
         .envs(vars)
         .output()
         .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("first 2026-12-02-000002"), "{stderr}");
+
+    let migrated = migrate(&[]);
     assert_eq!(
         migrated.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&migrated.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&migrated.stdout);
+    assert!(
+        stdout.contains("products_owner_backfill") && !stdout.contains("products_owner_expand"),
+        "{stdout}"
     );
 
     let (child, base) = start(dir.path(), &vars);

@@ -1,6 +1,6 @@
 //! Runtime feature flags: admins read and set them; the kill switch hides every drop route;
 //! the gate flag sends purchases to the database and brings the gate back resynced; a flip
-//! reaches another instance within a second.
+//! reaches another instance within a second, by a Redis notice when there is one.
 
 use crate::helpers::{SELLER, TestApp, at, body, gate_on, problem, series_value};
 use reqwest::{Method, Response, StatusCode};
@@ -191,6 +191,22 @@ async fn with_the_gate_flag_off_the_database_sells_and_the_gate_returns_resynced
     problem(app.purchase(drop, 5, "g", 1).await, 409, "SOLD_OUT").await;
 }
 
+/// Waits until `app` hides `drop` (the kill switch arrived), failing a second after `flipped`.
+async fn hidden_within_a_second(app: &TestApp, drop: i64, flipped: Instant) {
+    loop {
+        let res = app.get(&format!("/limited-drops/{drop}"), None).await;
+        if res.status() == StatusCode::NOT_FOUND {
+            problem(res, 404, "DROP_NOT_FOUND").await;
+            return;
+        }
+        assert!(
+            flipped.elapsed() < Duration::from_secs(1),
+            "the other instance still serves drops a second after the kill switch"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flag_flip_reaches_another_instance_within_a_second() {
     let a = TestApp::spawn().await;
@@ -207,19 +223,62 @@ async fn a_flag_flip_reaches_another_instance_within_a_second() {
         set(&a, "limited-drop.enabled", false, ADMIN).await.status(),
         StatusCode::OK
     );
-    loop {
-        let res = b.get(&format!("/limited-drops/{drop}"), None).await;
-        if res.status() == StatusCode::NOT_FOUND {
-            problem(res, 404, "DROP_NOT_FOUND").await;
-            break;
-        }
-        assert!(
-            flipped.elapsed() < Duration::from_secs(1),
-            "the other instance still serves drops a second after the kill switch"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    hidden_within_a_second(&b, drop, flipped).await;
     // And the flag list of every instance agrees.
     let flags = body(b.get("/admin/flags", Some(ADMIN)).await).await;
     assert_eq!(flags[0]["enabled"], false);
+}
+
+/// With a shared Redis the change arrives by a notice: the other instance polls only every ten
+/// minutes here, yet sees a pause and the kill switch within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_shared_redis_a_change_arrives_by_notice_long_before_the_poll() {
+    let url = test_support::redis::server_url();
+    let prefix = test_support::redis::fresh_prefix();
+    let a = TestApp::spawn_with(&[
+        ("GATE", "redis"),
+        ("REDIS_URL", &url),
+        ("REDIS_KEY_PREFIX", &prefix),
+        ("DROP_REFRESH_MS", "600000"),
+    ])
+    .await;
+    let b = a.sibling().await;
+    let (_, drop) = a.open_drop(10, 5, 1).await;
+    assert_eq!(
+        b.purchase(drop, 1, "n-1", 1).await.status(),
+        StatusCode::ACCEPTED,
+        "b has the drop cached"
+    );
+
+    let paused_at = Instant::now();
+    let res = a
+        .request(
+            Method::POST,
+            &format!("/limited-drops/{drop}/pause"),
+            Some((SELLER, "seller")),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    loop {
+        let res = b.purchase(drop, 2, "n-2", 1).await;
+        if res.status() == StatusCode::CONFLICT {
+            problem(res, 409, "DROP_PAUSED").await;
+            break;
+        }
+        assert_eq!(res.status(), StatusCode::ACCEPTED, "before the notice");
+        assert!(
+            paused_at.elapsed() < Duration::from_secs(1),
+            "no notice within a second (the poll is ten minutes away)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let flipped = Instant::now();
+    assert_eq!(
+        set(&a, "limited-drop.enabled", false, ADMIN).await.status(),
+        StatusCode::OK
+    );
+    hidden_within_a_second(&b, drop, flipped).await;
 }
