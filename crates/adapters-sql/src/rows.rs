@@ -4,8 +4,8 @@
 use crate::schema::{limited_drops, orders};
 use diesel::prelude::*;
 use goods_domain::{
-    DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, OrderId, OrderStatus, ProductId,
-    Quantity, SaleWindow, UserId, ValidationError,
+    DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, OrderId, OrderStatus, Payment,
+    PaymentReference, ProductId, Quantity, SaleWindow, UserId, ValidationError,
 };
 use time::{OffsetDateTime, PrimitiveDateTime, UtcOffset};
 
@@ -123,6 +123,12 @@ pub struct OrderRow {
     pub idempotency_key: String,
     /// Commit time.
     pub created_at: PrimitiveDateTime,
+    /// Payment time.
+    pub paid_at: Option<PrimitiveDateTime>,
+    /// The payment's idempotency key.
+    pub payment_key: Option<String>,
+    /// The payment's reference.
+    pub payment_reference: Option<String>,
 }
 
 impl OrderRow {
@@ -143,6 +149,15 @@ impl OrderRow {
             idempotency_key: IdempotencyKey::parse(&self.idempotency_key)
                 .map_err(corrupt("order"))?,
             created_at: from_db(self.created_at),
+            payment: match (self.paid_at, self.payment_key, self.payment_reference) {
+                (Some(at), Some(key), Some(reference)) => Some(Payment {
+                    key: IdempotencyKey::parse(&key).map_err(corrupt("order payment"))?,
+                    reference: PaymentReference::parse(&reference)
+                        .map_err(corrupt("order payment"))?,
+                    at: from_db(at),
+                }),
+                _ => None,
+            },
         })
     }
 }

@@ -75,12 +75,18 @@ diesel::table! {
         user_id -> BigInt,
         /// Units.
         quantity -> Integer,
-        /// PENDING, PAID or CANCELLED.
+        /// PENDING, PAID, CANCELLED or EXPIRED.
         status -> Text,
         /// The buyer's key.
         idempotency_key -> Text,
         /// Commit time (UTC).
         created_at -> Timestamp,
+        /// When it was paid (UTC).
+        paid_at -> Nullable<Timestamp>,
+        /// The idempotency key of the payment that paid it.
+        payment_key -> Nullable<Text>,
+        /// The payment provider's reference.
+        payment_reference -> Nullable<Text>,
     }
 }
 

@@ -12,18 +12,18 @@
 //!   retryable(&DbError) -> bool` (deadlocks, lock wait timeouts: what a fresh transaction may
 //!   cure) and `fn unavailable(&DbError) -> bool` (the server did not answer in a bound);
 //! - `Conn`, its connection type;
-//! - `dialect::{LAST_INSERT_ID, LOCKING_READ, ENSURE_HOLDINGS_HEAD, ENSURE_HOLDINGS_TAIL,
-//!   BEGIN_WRITE, DB_NOW_MS}`: the SQL expression for the last generated id; the suffix that
-//!   makes a SELECT read the latest committed row with a lock (empty where transactions are
-//!   serial); the two halves around `(drop_id, user_id, 0)` rows of an INSERT into
+//! - `dialect::{LAST_INSERT_ID, LOCKING_READ, EXCLUSIVE_READ, ENSURE_HOLDINGS_HEAD,
+//!   ENSURE_HOLDINGS_TAIL, BEGIN_WRITE, DB_NOW_MS}`: the SQL expression for the last generated
+//!   id; the suffixes that make a SELECT read the latest committed row with a shared or an
+//!   exclusive lock (empty where transactions are serial); the two halves around `(drop_id, user_id, 0)` rows of an INSERT into
 //!   `drop_holdings` that leaves existing rows alone, locking each exclusively where the backend
 //!   has row locks; a statement that takes the write lock before a write transaction reads
 //!   (empty where row locks make it unnecessary); the database's clock in unix milliseconds,
 //!   against which admission leases are checked.
 
 use super::dialect::{
-    BEGIN_WRITE, DB_NOW_MS, ENSURE_HOLDINGS_HEAD, ENSURE_HOLDINGS_TAIL, LAST_INSERT_ID,
-    LOCKING_READ,
+    BEGIN_WRITE, DB_NOW_MS, ENSURE_HOLDINGS_HEAD, ENSURE_HOLDINGS_TAIL, EXCLUSIVE_READ,
+    LAST_INSERT_ID, LOCKING_READ,
 };
 use super::{Conn, Store};
 use adapters_sql::raw::{Bind, Sql};
@@ -43,7 +43,8 @@ use diesel::{insert_into, update};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use goods_domain::ports::{
     self, CancelOrderError, Cancelled, CreateDropError, DomainEvent, GateSeed, HeldOrder,
-    OutboxEntry, PlaceOrder, PlaceOrderError, Placed, Placement, StaleResolution, unix_ms,
+    OrderQuery, OutboxEntry, Paid, PayOrder, PayOrderError, PlaceOrder, PlaceOrderError, Placed,
+    Placement, StaleResolution, UnitsByStatus, unix_ms,
 };
 use goods_domain::{
     DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, NewLimitedDrop, NewProduct,
@@ -51,7 +52,9 @@ use goods_domain::{
 };
 use time::OffsetDateTime;
 
-const CANCELLED: &str = "CANCELLED";
+/// Every column of `orders`, for raw SELECTs into [`OrderRow`].
+const ORDER_COLUMNS: &str = "id, drop_id, product_id, user_id, quantity, status, \
+    idempotency_key, created_at, paid_at, payment_key, payment_reference";
 
 /// The database's clock in unix milliseconds ([`DB_NOW_MS`]) as an expression. A type of its
 /// own rather than a raw SQL literal: diesel never caches a prepared statement holding a
@@ -325,7 +328,8 @@ async fn orders_by_key<'a>(
     let rows: Vec<OrderRow> = Sql::for_rows(orders.len())
         .sql(
             "SELECT id, drop_id, product_id, user_id, quantity, status, idempotency_key, \
-             created_at FROM orders WHERE (user_id, idempotency_key) IN (",
+             created_at, paid_at, payment_key, payment_reference \
+             FROM orders WHERE (user_id, idempotency_key) IN (",
         )
         .list(orders, |q, o| {
             q.sql("(")
@@ -489,12 +493,61 @@ async fn last_insert_id(c: &mut Conn) -> QueryResult<i64> {
         .await
 }
 
+/// The order with `id` as last committed, locked exclusively until the transaction ends: the
+/// one read every change of an order's state starts from, so two changes of one order run one
+/// after the other and the second sees what the first did.
+async fn lock_order<R>(c: &mut Conn, id: OrderId) -> Result<Option<GoodsOrder>, TxError<R>> {
+    let rows: Vec<OrderRow> = diesel::sql_query(format!(
+        "SELECT {ORDER_COLUMNS} FROM orders WHERE id = ?{EXCLUSIVE_READ}"
+    ))
+    .bind::<BigInt, _>(id.get())
+    .load(c)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .next()
+        .map(OrderRow::into_domain)
+        .transpose()?)
+}
+
+/// Ends a locked PENDING order as `status` (CANCELLED or EXPIRED) and gives its units back to
+/// the buyer's holding, the product's stock and the drop, in the purchase's lock order
+/// (holding, stock, drop), so this and a purchase cannot deadlock on the hot rows.
+async fn end_and_give_back(
+    c: &mut Conn,
+    order: &mut GoodsOrder,
+    status: OrderStatus,
+) -> QueryResult<()> {
+    update(orders::table.find(order.id.get()))
+        .set(orders::status.eq(status.as_str()))
+        .execute(c)
+        .await?;
+    order.status = status;
+    let q = column(order.quantity.get());
+    update(drop_holdings::table.find((order.drop_id.get(), order.user_id.get())))
+        .set(drop_holdings::quantity.eq(drop_holdings::quantity - q))
+        .execute(c)
+        .await?;
+    update(stocks::table.find(order.product_id.get()))
+        .set((
+            stocks::quantity.eq(stocks::quantity + q),
+            stocks::version.eq(stocks::version + 1),
+        ))
+        .execute(c)
+        .await?;
+    update(limited_drops::table.find(order.drop_id.get()))
+        .set(limited_drops::sold_quantity.eq(limited_drops::sold_quantity - q))
+        .execute(c)
+        .await?;
+    Ok(())
+}
+
 /// Units in the drop's live orders: the truth reconciliation compares against.
 async fn sold_in_orders(c: &mut Conn, drop: i64) -> QueryResult<i64> {
     // SUM over INT is DECIMAL on MySQL; the cast keeps it a BIGINT everywhere.
     orders::table
         .filter(orders::drop_id.eq(drop))
-        .filter(orders::status.ne(CANCELLED))
+        .filter(orders::status.eq_any([OrderStatus::Pending.as_str(), OrderStatus::Paid.as_str()]))
         .select(sql::<BigInt>("CAST(COALESCE(SUM(quantity), 0) AS SIGNED)"))
         .get_result(c)
         .await
@@ -796,6 +849,88 @@ impl ports::OrderRepository for Store {
             .map(OrderRow::into_domain)
             .transpose()
     }
+
+    async fn list_for_buyer(&self, query: &OrderQuery) -> Result<Vec<GoodsOrder>, InfraError> {
+        let mut conn = self.conn().await?;
+        let mut select = orders::table
+            .filter(orders::user_id.eq(query.user.get()))
+            .into_boxed();
+        if let Some(drop) = query.drop {
+            select = select.filter(orders::drop_id.eq(drop.get()));
+        }
+        if let Some(status) = query.status {
+            select = select.filter(orders::status.eq(status.as_str()));
+        }
+        if let Some(before) = query.before {
+            select = select.filter(orders::id.lt(before.get()));
+        }
+        select
+            .order(orders::id.desc())
+            .limit(i64::from(query.limit))
+            .select(OrderRow::as_select())
+            .load(&mut *conn)
+            .await
+            .map_err(infra("list orders"))?
+            .into_iter()
+            .map(OrderRow::into_domain)
+            .collect()
+    }
+
+    async fn overdue(
+        &self,
+        cutoff: OffsetDateTime,
+        limit: u32,
+    ) -> Result<Vec<OrderId>, InfraError> {
+        let mut conn = self.conn().await?;
+        orders::table
+            .filter(orders::status.eq(OrderStatus::Pending.as_str()))
+            .filter(orders::created_at.le(to_db(cutoff)))
+            .order(orders::created_at.asc())
+            .limit(i64::from(limit))
+            .select(orders::id)
+            .load::<i64>(&mut *conn)
+            .await
+            .map_err(infra("overdue orders"))?
+            .into_iter()
+            .map(|id| OrderId::parse(id).map_err(|e| InfraError::new("corrupt order id", e)))
+            .collect()
+    }
+
+    async fn units_by_status(&self, drop: DropId) -> Result<UnitsByStatus, InfraError> {
+        #[derive(QueryableByName)]
+        struct StatusUnits {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            status: String,
+            #[diesel(sql_type = BigInt)]
+            units: i64,
+        }
+        let mut conn = self.conn().await?;
+        let rows: Vec<StatusUnits> = diesel::sql_query(
+            "SELECT status, CAST(COALESCE(SUM(quantity), 0) AS SIGNED) AS units \
+             FROM orders WHERE drop_id = ? GROUP BY status",
+        )
+        .bind::<BigInt, _>(drop.get())
+        .load(&mut *conn)
+        .await
+        .map_err(infra("units by status"))?;
+        let mut units = UnitsByStatus::default();
+        for row in rows {
+            let n = u32::try_from(row.units).unwrap_or(u32::MAX);
+            match OrderStatus::parse(&row.status) {
+                Some(OrderStatus::Pending) => units.pending = n,
+                Some(OrderStatus::Paid) => units.paid = n,
+                Some(OrderStatus::Cancelled) => units.cancelled = n,
+                Some(OrderStatus::Expired) => units.expired = n,
+                None => {
+                    return Err(InfraError::msg(format!(
+                        "corrupt order status {}",
+                        row.status
+                    )));
+                }
+            }
+        }
+        Ok(units)
+    }
 }
 
 #[async_trait]
@@ -850,59 +985,23 @@ impl ports::PurchaseLedger for Store {
             let mut conn = self.conn().await?;
             conn.transaction::<_, TxError<CancelOrderError>, _>(async |c| {
                 begin_write(c).await?;
-                let row: Option<OrderRow> = orders::table
-                    .find(id.get())
-                    .select(OrderRow::as_select())
-                    .first(c)
-                    .await
-                    .optional()?;
-                let mut order = row
-                    .ok_or(TxError::Refused(CancelOrderError::NotFound))?
-                    .into_domain()?;
+                let mut order = lock_order(c, id)
+                    .await?
+                    .ok_or(TxError::Refused(CancelOrderError::NotFound))?;
                 if order.user_id != by {
                     return Err(TxError::Refused(CancelOrderError::NotOwner));
                 }
                 match order.status {
                     OrderStatus::Cancelled => return Ok(Cancelled::Already(order)),
-                    OrderStatus::Paid => {
+                    OrderStatus::Paid | OrderStatus::Expired => {
                         return Err(TxError::Refused(CancelOrderError::NotCancellable(
                             order.status,
                         )));
                     }
                     OrderStatus::Pending => {}
                 }
-                // Only the transaction that flips PENDING to CANCELLED gives units
-                // back; a concurrent cancel finds nothing to flip.
-                let flipped = update(
-                    orders::table
-                        .find(id.get())
-                        .filter(orders::status.eq(OrderStatus::Pending.as_str())),
-                )
-                .set(orders::status.eq(CANCELLED))
-                .execute(c)
-                .await?;
-                order.status = OrderStatus::Cancelled;
-                if flipped == 0 {
-                    return Ok(Cancelled::Already(order));
-                }
-                // The same lock order as a purchase (holding, stock, drop), so a
-                // cancellation and a purchase cannot deadlock on the hot rows.
-                let q = column(order.quantity.get());
-                update(drop_holdings::table.find((order.drop_id.get(), by.get())))
-                    .set(drop_holdings::quantity.eq(drop_holdings::quantity - q))
-                    .execute(c)
-                    .await?;
-                update(stocks::table.find(order.product_id.get()))
-                    .set((
-                        stocks::quantity.eq(stocks::quantity + q),
-                        stocks::version.eq(stocks::version + 1),
-                    ))
-                    .execute(c)
-                    .await?;
-                update(limited_drops::table.find(order.drop_id.get()))
-                    .set(limited_drops::sold_quantity.eq(limited_drops::sold_quantity - q))
-                    .execute(c)
-                    .await?;
+                // The locked read saw PENDING: this transaction is the one that ends it.
+                end_and_give_back(c, &mut order, OrderStatus::Cancelled).await?;
                 Ok(Cancelled::Now(order))
             })
             .await
@@ -910,6 +1009,93 @@ impl ports::PurchaseLedger for Store {
         bounded(self.tx_timeout(), "cancel order", async {
             work.await
                 .map_err(|e| e.resolve("cancel order", Store::unavailable))
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(order.id = %pay.id))]
+    async fn pay_order(&self, pay: &PayOrder) -> Result<Paid, PayOrderError> {
+        let work = with_retries(Store::retryable, || async {
+            let mut conn = self.conn().await?;
+            conn.transaction::<_, TxError<PayOrderError>, _>(async |c| {
+                begin_write(c).await?;
+                let mut order = lock_order(c, pay.id)
+                    .await?
+                    .ok_or(TxError::Refused(PayOrderError::NotFound))?;
+                if order.user_id != pay.by {
+                    return Err(TxError::Refused(PayOrderError::NotOwner));
+                }
+                match (order.status, &order.payment) {
+                    (OrderStatus::Paid, Some(paid)) if paid.key == pay.key => {
+                        return if paid.reference == pay.reference {
+                            Ok(Paid::Replayed(order))
+                        } else {
+                            Err(TxError::Refused(PayOrderError::KeyReused))
+                        };
+                    }
+                    (OrderStatus::Paid, _) => {
+                        return Err(TxError::Refused(PayOrderError::AlreadyPaid));
+                    }
+                    (OrderStatus::Cancelled | OrderStatus::Expired, _) => {
+                        return Err(TxError::Refused(PayOrderError::NotPayable(order.status)));
+                    }
+                    (OrderStatus::Pending, _) => {}
+                }
+                if order.created_at <= pay.cutoff {
+                    // Too late: the expiry this payment lost to happens now, in its stead.
+                    end_and_give_back(c, &mut order, OrderStatus::Expired).await?;
+                    return Ok(Paid::Expired(order));
+                }
+                update(orders::table.find(order.id.get()))
+                    .set((
+                        orders::status.eq(OrderStatus::Paid.as_str()),
+                        orders::paid_at.eq(Some(to_db(pay.now))),
+                        orders::payment_key.eq(Some(pay.key.as_str())),
+                        orders::payment_reference.eq(Some(pay.reference.as_str())),
+                    ))
+                    .execute(c)
+                    .await?;
+                order.status = OrderStatus::Paid;
+                order.payment = Some(goods_domain::Payment {
+                    key: pay.key.clone(),
+                    reference: pay.reference.clone(),
+                    at: from_db(to_db(pay.now)),
+                });
+                Ok(Paid::Now(order))
+            })
+            .await
+        });
+        bounded(self.tx_timeout(), "pay order", async {
+            work.await
+                .map_err(|e| e.resolve("pay order", Store::unavailable))
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(order.id = %id))]
+    async fn expire_order(
+        &self,
+        id: OrderId,
+        cutoff: OffsetDateTime,
+    ) -> Result<Option<GoodsOrder>, InfraError> {
+        let work = with_retries(Store::retryable, || async {
+            let mut conn = self.conn().await?;
+            conn.transaction::<_, TxError<InfraError>, _>(async |c| {
+                begin_write(c).await?;
+                let Some(mut order) = lock_order(c, id).await? else {
+                    return Ok(None);
+                };
+                if order.status != OrderStatus::Pending || order.created_at > cutoff {
+                    return Ok(None);
+                }
+                end_and_give_back(c, &mut order, OrderStatus::Expired).await?;
+                Ok(Some(order))
+            })
+            .await
+        });
+        bounded(self.tx_timeout(), "expire order", async {
+            work.await
+                .map_err(|e| e.resolve("expire order", Store::unavailable))
         })
         .await
     }

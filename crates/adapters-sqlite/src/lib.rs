@@ -158,6 +158,8 @@ mod dialect {
     pub const LAST_INSERT_ID: &str = "last_insert_rowid()";
     /// Makes a SELECT read the latest committed row, with a shared lock (empty where transactions run one at a time).
     pub const LOCKING_READ: &str = "";
+    /// Makes a SELECT read the latest committed row and lock it exclusively until the transaction ends (empty where transactions run one at a time).
+    pub const EXCLUSIVE_READ: &str = "";
     /// With `(?, ?, 0)` rows and [`ENSURE_HOLDINGS_TAIL`] after it: creates the buyers' holding rows that do not exist, locking every row exclusively where the backend has row locks (a shared lock here would deadlock two purchases of one buyer upgrading it).
     pub const ENSURE_HOLDINGS_HEAD: &str =
         "INSERT OR IGNORE INTO drop_holdings (drop_id, user_id, quantity) VALUES";

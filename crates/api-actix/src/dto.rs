@@ -2,8 +2,8 @@
 //! from and into domain and use-case types.
 
 use crate::problem::Problem;
-use goods_app::{DropStats, DropView, Reconciliation};
-use goods_domain::{GoodsOrder, Product, UserId};
+use goods_app::{DropStats, DropView, OrderPage, Reconciliation};
+use goods_domain::{GoodsOrder, PaymentWindow, Product, UserId};
 use serde::de::{DeserializeOwned, Deserializer, Error as _, Visitor};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -167,10 +167,14 @@ pub struct OrderBody {
     quantity: u32,
     status: &'static str,
     created_at: Option<String>,
+    expires_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paid_at: Option<String>,
 }
 
-impl From<GoodsOrder> for OrderBody {
-    fn from(o: GoodsOrder) -> Self {
+impl OrderBody {
+    /// The order's view; `window` gives its `expiresAt`.
+    pub fn new(o: GoodsOrder, window: PaymentWindow) -> Self {
         Self {
             order_id: o.id.get(),
             drop_id: o.drop_id.get(),
@@ -179,6 +183,38 @@ impl From<GoodsOrder> for OrderBody {
             quantity: o.quantity.get(),
             status: o.status.as_str(),
             created_at: rfc3339(o.created_at),
+            expires_at: rfc3339(o.expires_at(window)),
+            paid_at: o.payment.and_then(|p| rfc3339(p.at)),
+        }
+    }
+}
+
+/// `POST /orders/{orderId}/pay`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pay {
+    /// The payment provider's reference.
+    pub payment_reference: String,
+}
+
+/// A page of orders.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderPageBody {
+    items: Vec<OrderBody>,
+    next_cursor: Option<String>,
+}
+
+impl OrderPageBody {
+    /// The page's view.
+    pub fn new(page: OrderPage, window: PaymentWindow) -> Self {
+        Self {
+            items: page
+                .items
+                .into_iter()
+                .map(|o| OrderBody::new(o, window))
+                .collect(),
+            next_cursor: page.next_cursor.map(|id| id.get().to_string()),
         }
     }
 }
@@ -196,6 +232,10 @@ pub struct StatsBody {
     throttled_count: u64,
     sold_quantity: u32,
     remaining: u32,
+    pending_quantity: u32,
+    paid_quantity: u32,
+    cancelled_quantity: u32,
+    expired_quantity: u32,
 }
 
 impl From<DropStats> for StatsBody {
@@ -210,6 +250,10 @@ impl From<DropStats> for StatsBody {
             throttled_count: s.counts.throttled,
             sold_quantity: s.sold_quantity,
             remaining: s.remaining,
+            pending_quantity: s.units.pending,
+            paid_quantity: s.units.paid,
+            cancelled_quantity: s.units.cancelled,
+            expired_quantity: s.units.expired,
         }
     }
 }
@@ -221,6 +265,10 @@ pub struct ReconciliationBody {
     drop_id: i64,
     limited_quantity: u32,
     sold_quantity: u32,
+    pending_quantity: u32,
+    paid_quantity: u32,
+    cancelled_quantity: u32,
+    expired_quantity: u32,
     gate_remaining: Option<u32>,
     drift: Option<i64>,
     oversold: bool,
@@ -233,6 +281,10 @@ impl From<Reconciliation> for ReconciliationBody {
             drop_id: r.drop_id.get(),
             limited_quantity: r.limited_quantity,
             sold_quantity: r.sold_quantity,
+            pending_quantity: r.units.pending,
+            paid_quantity: r.units.paid,
+            cancelled_quantity: r.units.cancelled,
+            expired_quantity: r.units.expired,
             gate_remaining: r.gate_remaining,
             drift: r.drift,
             oversold: r.oversold,

@@ -9,7 +9,7 @@ use actix_web::web::Bytes;
 use actix_web::{HttpResponse, ResponseError};
 use goods_app::{
     CancelOrderError, CreateDropError, CreateProductError, FlagError, GetDropError, GetOrderError,
-    GetProductError, GetStatsError, OperateDropError, PurchaseError, ReconcileError,
+    GetProductError, GetStatsError, OperateDropError, PayOrderError, PurchaseError, ReconcileError,
 };
 use goods_domain::ValidationError;
 use serde_json::{Value, json};
@@ -431,6 +431,35 @@ impl From<GetOrderError> for Problem {
                 "only its buyer, the seller of its product or an admin may read this order",
             ),
             GetOrderError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+impl From<PayOrderError> for Problem {
+    fn from(error: PayOrderError) -> Self {
+        match error {
+            PayOrderError::NotFound => Self::not_found("ORDER_NOT_FOUND", "no such order"),
+            PayOrderError::Forbidden => Self::forbidden("only the buyer may pay this order"),
+            PayOrderError::AlreadyPaid => Self::new(
+                StatusCode::CONFLICT,
+                "ORDER_ALREADY_PAID",
+                "Order already paid",
+                "the order was paid by another payment",
+            ),
+            PayOrderError::KeyReused => Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "IDEMPOTENCY_KEY_REUSED",
+                "Idempotency key reused",
+                "this Idempotency-Key paid the order with another paymentReference",
+            ),
+            PayOrderError::NotPayable(status) => Self::new(
+                StatusCode::CONFLICT,
+                "ORDER_NOT_PAYABLE",
+                "Order not payable",
+                format!("an order in state {} cannot be paid", status.as_str()),
+            )
+            .with("orderStatus", Value::from(status.as_str())),
+            PayOrderError::Unexpected(e) => Self::internal(&e),
         }
     }
 }

@@ -109,6 +109,20 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .default_service(web::to(method_not_allowed)),
     )
     .service(
+        web::resource("/orders")
+            .app_data(Allow("GET"))
+            .app_data(RouteLabel("/orders"))
+            .get(orders::list)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/orders/{orderId}/pay")
+            .app_data(Allow("POST"))
+            .app_data(RouteLabel("/orders/{orderId}/pay"))
+            .post(orders::pay)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
         web::resource("/orders/{orderId}/cancel")
             .app_data(Allow("POST"))
             .app_data(RouteLabel("/orders/{orderId}/cancel"))

@@ -34,6 +34,20 @@ impl GoodsApp {
         id: OrderId,
         actor: Actor,
     ) -> Result<GoodsOrder, CancelOrderError> {
+        // An order past its deadline expired then, whether or not anyone noticed: it is
+        // expired now, and the cancel below finds it so.
+        if let Some(order) = self
+            .ports
+            .orders
+            .get(id)
+            .await
+            .map_err(anyhow::Error::new)?
+            && order.user_id == actor.user_id
+        {
+            self.settle_overdue(order)
+                .await
+                .map_err(anyhow::Error::new)?;
+        }
         let cancelled = self
             .ports
             .ledger
@@ -49,6 +63,8 @@ impl GoodsApp {
             })?;
         match cancelled {
             Cancelled::Now(order) => {
+                metrics::counter!(crate::telemetry::ORDER_TRANSITIONS, "to" => "CANCELLED")
+                    .increment(1);
                 if let Some(gate) = &self.ports.gate
                     && let Err(error) = gate
                         .release(order.drop_id, order.user_id, order.quantity)
@@ -74,6 +90,9 @@ mod tests {
     #[tokio::test]
     async fn a_fresh_cancellation_gives_the_units_back_to_the_gate_once() {
         let mut m = Mocks::at(OPEN);
+        m.orders
+            .expect_get()
+            .returning(|_| Ok(Some(sample_order(OrderStatus::Pending))));
         m.ledger
             .expect_cancel_order()
             .times(1)
@@ -91,6 +110,9 @@ mod tests {
     #[tokio::test]
     async fn cancelling_again_gives_nothing_back() {
         let mut m = Mocks::at(OPEN);
+        m.orders
+            .expect_get()
+            .returning(|_| Ok(Some(sample_order(OrderStatus::Pending))));
         m.ledger
             .expect_cancel_order()
             .returning(|_, _| Ok(Cancelled::Already(sample_order(OrderStatus::Cancelled))));
@@ -105,6 +127,9 @@ mod tests {
     #[tokio::test]
     async fn someone_elses_order_is_forbidden() {
         let mut m = Mocks::at(OPEN);
+        m.orders
+            .expect_get()
+            .returning(|_| Ok(Some(sample_order(OrderStatus::Pending))));
         m.ledger
             .expect_cancel_order()
             .returning(|_, _| Err(ports::CancelOrderError::NotOwner));

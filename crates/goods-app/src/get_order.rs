@@ -38,7 +38,10 @@ impl GoodsApp {
                     .await
                     .map_err(anyhow::Error::new)?)
         {
-            Ok(order)
+            Ok(self
+                .settle_overdue(order)
+                .await
+                .map_err(anyhow::Error::new)?)
         } else {
             Err(GetOrderError::Forbidden)
         }

@@ -301,6 +301,21 @@ mod tests {
             unreachable!("not part of group commit")
         }
 
+        async fn pay_order(
+            &self,
+            _: &goods_domain::ports::PayOrder,
+        ) -> Result<goods_domain::ports::Paid, goods_domain::ports::PayOrderError> {
+            unreachable!("not part of group commit")
+        }
+
+        async fn expire_order(
+            &self,
+            _: OrderId,
+            _: OffsetDateTime,
+        ) -> Result<Option<goods_domain::GoodsOrder>, InfraError> {
+            unreachable!("not part of group commit")
+        }
+
         async fn resolve_stale(
             &self,
             _: UserId,

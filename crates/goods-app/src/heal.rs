@@ -48,6 +48,8 @@ pub struct HealReport {
     pub resynced: usize,
     /// Outbox events handed to the publisher.
     pub relayed: usize,
+    /// Orders expired unpaid by this pass.
+    pub expired: usize,
 }
 
 /// Per-instance healing state.
@@ -232,6 +234,13 @@ impl GoodsApp {
             if let Err(error) = self.heal_drop(drop, &mut report).await {
                 report.failed += 1;
                 tracing::warn!(drop.id = %drop.id, error = %error, "healing the drop failed");
+            }
+        }
+        match self.expire_overdue().await {
+            Ok(expired) => report.expired = expired,
+            Err(error) => {
+                report.failed += 1;
+                tracing::warn!(error = %error, "expiring unpaid orders failed");
             }
         }
         match self.relay_outbox().await {

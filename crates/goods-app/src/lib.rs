@@ -17,6 +17,7 @@ mod get_order;
 mod group_commit;
 mod heal;
 mod operate_drop;
+mod order_lifecycle;
 mod purchase;
 mod reconcile;
 mod stats;
@@ -33,6 +34,7 @@ pub use get_order::GetOrderError;
 pub use group_commit::GroupCommit;
 pub use heal::HealReport;
 pub use operate_drop::OperateDropError;
+pub use order_lifecycle::{ListOrders, OrderPage, PaidOrder, PayOrderError};
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
 pub use reconcile::{ReconcileError, Reconciliation};
 pub use stats::{DropStats, GetStatsError};
@@ -41,7 +43,7 @@ use goods_domain::ports::{
     AdmissionGate, ChangeNotifier, Clock, DropRepository, EventOutbox, EventPublisher,
     OrderRepository, ProductRepository, PurchaseLedger, StatsRecorder,
 };
-use goods_domain::{DropId, InfraError, LimitedDrop, ProductId};
+use goods_domain::{DropId, InfraError, LimitedDrop, PaymentWindow, ProductId};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -98,6 +100,8 @@ pub struct GoodsApp {
     /// Tells the other instances that a flag or a drop changed; `None`: they learn it at
     /// their next poll.
     notifier: Option<Arc<dyn ChangeNotifier>>,
+    /// How long a PENDING order holds its units before it expires.
+    payment_window: PaymentWindow,
 }
 
 impl GoodsApp {
@@ -118,7 +122,20 @@ impl GoodsApp {
             flags_cache: Arc::default(),
             drops_epoch: Arc::default(),
             notifier: None,
+            payment_window: PaymentWindow::default(),
         }
+    }
+
+    /// Sets how long a PENDING order holds its units before it expires (`PAYMENT_WINDOW_S`).
+    #[must_use]
+    pub fn with_payment_window(mut self, window: PaymentWindow) -> Self {
+        self.payment_window = window;
+        self
+    }
+
+    /// How long a PENDING order holds its units (the order view's `expiresAt`).
+    pub fn payment_window(&self) -> PaymentWindow {
+        self.payment_window
     }
 
     /// Announces every flag change and drop operation through `notifier` once it is committed,

@@ -12,8 +12,10 @@ pub struct Reconciliation {
     pub drop_id: DropId,
     /// Its limit.
     pub limited_quantity: u32,
-    /// Units in orders that are not cancelled (database).
+    /// Units in orders PENDING or PAID (database; cancelled and expired units went back).
     pub sold_quantity: u32,
+    /// Units of the drop's orders by state (database).
+    pub units: goods_domain::ports::UnitsByStatus,
     /// The gate's counter; `None` when there is no gate, it is unreachable or holds nothing.
     pub gate_remaining: Option<u32>,
     /// `limited - sold - gateRemaining`: units the gate holds back without a sale (in-flight
@@ -65,6 +67,12 @@ impl GoodsApp {
             .sold_quantity(drop.id)
             .await
             .map_err(anyhow::Error::new)?;
+        let units = self
+            .ports
+            .orders
+            .units_by_status(drop.id)
+            .await
+            .map_err(anyhow::Error::new)?;
         let gate_remaining = match self.gate() {
             Some(gate) => gate.remaining(drop.id).await.unwrap_or_else(|error| {
                 self.breaker.trip();
@@ -78,6 +86,7 @@ impl GoodsApp {
             drop_id: drop.id,
             limited_quantity: limited,
             sold_quantity: sold,
+            units,
             gate_remaining,
             drift: gate_remaining.map(|g| i64::from(limited) - i64::from(sold) - i64::from(g)),
             oversold: sold > limited,

@@ -2,7 +2,7 @@
 
 use crate::{Actor, GoodsApp};
 use goods_domain::DropId;
-use goods_domain::ports::OutcomeCounts;
+use goods_domain::ports::{OutcomeCounts, UnitsByStatus};
 
 /// A drop's counters and its sold and remaining units.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +15,8 @@ pub struct DropStats {
     pub sold_quantity: u32,
     /// Units left.
     pub remaining: u32,
+    /// Units of the drop's orders by state (database).
+    pub units: UnitsByStatus,
 }
 
 /// Why stats could not be read.
@@ -53,12 +55,19 @@ impl GoodsApp {
             .sold_quantity(id)
             .await
             .map_err(anyhow::Error::new)?;
+        let units = self
+            .ports
+            .orders
+            .units_by_status(id)
+            .await
+            .map_err(anyhow::Error::new)?;
         let remaining = self.remaining(&drop).await.map_err(anyhow::Error::new)?;
         Ok(DropStats {
             drop_id: id,
             counts,
             sold_quantity,
             remaining,
+            units,
         })
     }
 }

@@ -39,6 +39,8 @@ pub const OVERSELLS: &str = "oversell_events_total";
 pub const DROP_OPERATIONS: &str = "drop_operations_total";
 /// Runtime flags set by admins, by flag and new value.
 pub const FLAG_CHANGES: &str = "flag_changes_total";
+/// Orders that left PENDING, by the state they went to (PAID, CANCELLED, EXPIRED).
+pub const ORDER_TRANSITIONS: &str = "order_transitions_total";
 
 thread_local! {
     static DECISIONS: std::cell::RefCell<Vec<(&'static str, metrics::Histogram)>> =
@@ -83,6 +85,7 @@ pub const NAMES: &[&str] = &[
     OVERSELLS,
     DROP_OPERATIONS,
     FLAG_CHANGES,
+    ORDER_TRANSITIONS,
 ];
 
 /// The help texts, for the exposition.
@@ -97,6 +100,10 @@ pub fn describe() {
         GATE_DECISION,
         Unit::Seconds,
         "Time the admission gate took to decide a reservation, by result."
+    );
+    describe_counter!(
+        ORDER_TRANSITIONS,
+        "Orders that left PENDING, by the state they went to (PAID, CANCELLED, EXPIRED)."
     );
     describe_counter!(
         FLAG_CHANGES,

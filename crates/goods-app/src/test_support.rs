@@ -76,6 +76,7 @@ pub fn sample_order(status: OrderStatus) -> GoodsOrder {
         status,
         idempotency_key: key(),
         created_at: OPEN,
+        payment: None,
     }
 }
 
@@ -107,7 +108,15 @@ impl Mocks {
         Self {
             products: MockProductRepository::new(),
             drops,
-            orders: MockOrderRepository::new(),
+            orders: {
+                let mut orders = MockOrderRepository::new();
+                orders
+                    .expect_units_by_status()
+                    .returning(|_| Ok(goods_domain::ports::UnitsByStatus::default()));
+                // No order is past its payment window unless a test says so.
+                orders.expect_overdue().returning(|_, _| Ok(Vec::new()));
+                orders
+            },
             ledger: MockPurchaseLedger::new(),
             clock,
             events: MockEventPublisher::new(),

@@ -18,6 +18,6 @@ pub use drop::{
 };
 pub use error::{InfraError, ValidationError};
 pub use ids::{DropId, IdempotencyKey, OrderId, ProductId, UserId};
-pub use order::{GoodsOrder, OrderStatus};
+pub use order::{GoodsOrder, OrderStatus, Payment, PaymentReference, PaymentWindow};
 pub use product::{NewProduct, Product, ProductName, Stock};
 pub use quantity::Quantity;

@@ -1,6 +1,6 @@
 //! Orders created by a successful purchase.
 
-use crate::{DropId, IdempotencyKey, OrderId, ProductId, Quantity, UserId};
+use crate::{DropId, IdempotencyKey, OrderId, ProductId, Quantity, UserId, ValidationError};
 use time::OffsetDateTime;
 
 /// Where an order is in its life.
@@ -8,10 +8,12 @@ use time::OffsetDateTime;
 pub enum OrderStatus {
     /// Created by a purchase: the unit is the buyer's, payment is a separate flow.
     Pending,
-    /// Reserved for the payment flow, which is not part of this service yet.
+    /// Paid within its payment window: the units are the buyer's for good.
     Paid,
     /// Cancelled by its owner: the unit went back to the stock, the drop and the buyer.
     Cancelled,
+    /// Not paid within its payment window: the units went back, as for a cancel.
+    Expired,
 }
 
 impl OrderStatus {
@@ -21,6 +23,7 @@ impl OrderStatus {
             Self::Pending => "PENDING",
             Self::Paid => "PAID",
             Self::Cancelled => "CANCELLED",
+            Self::Expired => "EXPIRED",
         }
     }
 
@@ -30,13 +33,14 @@ impl OrderStatus {
             "PENDING" => Some(Self::Pending),
             "PAID" => Some(Self::Paid),
             "CANCELLED" => Some(Self::Cancelled),
+            "EXPIRED" => Some(Self::Expired),
             _ => None,
         }
     }
 
     /// Whether the order's units count against the drop, the stock and the buyer's limit.
     pub fn is_live(self) -> bool {
-        !matches!(self, Self::Cancelled)
+        matches!(self, Self::Pending | Self::Paid)
     }
 
     /// Whether an owner may cancel an order in this state (a cancelled order may be cancelled
@@ -65,6 +69,77 @@ pub struct GoodsOrder {
     pub idempotency_key: IdempotencyKey,
     /// When the purchase committed.
     pub created_at: OffsetDateTime,
+    /// The payment that paid it, once PAID.
+    pub payment: Option<Payment>,
+}
+
+/// A payment provider's reference for a payment: 1 to 128 printable ASCII characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PaymentReference(String);
+
+impl PaymentReference {
+    /// Longest accepted reference, in bytes.
+    pub const MAX_LEN: usize = 128;
+
+    /// Parses a reference.
+    ///
+    /// # Errors
+    /// [`ValidationError`] when it is empty, longer than 128 bytes, or has a character outside
+    /// printable ASCII.
+    pub fn parse(raw: &str) -> Result<Self, ValidationError> {
+        let field = "paymentReference";
+        if raw.is_empty() || raw.len() > Self::MAX_LEN {
+            return Err(ValidationError::new(field, "must be 1 to 128 characters"));
+        }
+        if !raw.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+            return Err(ValidationError::new(field, "must be printable ASCII"));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    /// The reference as sent.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What paid an order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payment {
+    /// The idempotency key of the payment request: the same key and reference replay it.
+    pub key: IdempotencyKey,
+    /// The payment provider's reference.
+    pub reference: PaymentReference,
+    /// When it was paid.
+    pub at: OffsetDateTime,
+}
+
+/// How long a PENDING order holds its units before it expires (`PAYMENT_WINDOW_S`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PaymentWindow(time::Duration);
+
+impl PaymentWindow {
+    /// A window of `seconds` (at least one).
+    pub fn seconds(seconds: u32) -> Self {
+        Self(time::Duration::seconds(i64::from(seconds.max(1))))
+    }
+
+    /// The window's length.
+    pub fn length(self) -> time::Duration {
+        self.0
+    }
+
+    /// Orders created at or before this instant are past their window at `now`.
+    pub fn cutoff(self, now: OffsetDateTime) -> OffsetDateTime {
+        now.saturating_sub(self.0)
+    }
+}
+
+impl Default for PaymentWindow {
+    /// The contract's default: ten minutes.
+    fn default() -> Self {
+        Self::seconds(600)
+    }
 }
 
 impl GoodsOrder {
@@ -72,6 +147,16 @@ impl GoodsOrder {
     /// order (an idempotent replay) rather than a reuse of the key for something else.
     pub fn matches_request(&self, drop_id: DropId, quantity: Quantity) -> bool {
         self.drop_id == drop_id && self.quantity == quantity
+    }
+
+    /// When its payment window ends: a PENDING order expires then.
+    pub fn expires_at(&self, window: PaymentWindow) -> OffsetDateTime {
+        self.created_at.saturating_add(window.length())
+    }
+
+    /// Whether it is PENDING and its payment window has ended at `now`.
+    pub fn is_overdue(&self, now: OffsetDateTime, window: PaymentWindow) -> bool {
+        self.status == OrderStatus::Pending && self.expires_at(window) <= now
     }
 }
 
@@ -84,6 +169,7 @@ mod tests {
     #[case(OrderStatus::Pending)]
     #[case(OrderStatus::Paid)]
     #[case(OrderStatus::Cancelled)]
+    #[case(OrderStatus::Expired)]
     fn order_status_round_trips_through_its_name(#[case] status: OrderStatus) {
         assert_eq!(OrderStatus::parse(status.as_str()), Some(status));
     }
@@ -92,12 +178,57 @@ mod tests {
     #[case(OrderStatus::Pending, true, true)]
     #[case(OrderStatus::Paid, true, false)]
     #[case(OrderStatus::Cancelled, false, true)]
-    fn only_cancelled_orders_stop_counting_and_paid_ones_cannot_be_cancelled(
+    #[case(OrderStatus::Expired, false, false)]
+    fn only_pending_and_paid_orders_count_and_only_pending_ones_can_be_cancelled(
         #[case] status: OrderStatus,
         #[case] live: bool,
         #[case] cancellable: bool,
     ) {
         assert_eq!(status.is_live(), live);
         assert_eq!(status.can_cancel(), cancellable);
+    }
+
+    fn order(status: OrderStatus) -> GoodsOrder {
+        GoodsOrder {
+            id: OrderId::parse(1).unwrap(),
+            drop_id: DropId::parse(1).unwrap(),
+            product_id: ProductId::parse(1).unwrap(),
+            user_id: UserId::parse(1).unwrap(),
+            quantity: Quantity::parse("quantity", 1).unwrap(),
+            status,
+            idempotency_key: IdempotencyKey::parse("k").unwrap(),
+            created_at: time::macros::datetime!(2026-12-01 09:00 UTC),
+            payment: None,
+        }
+    }
+
+    #[test]
+    fn a_pending_order_is_overdue_from_the_end_of_its_window_and_no_other_order_ever_is() {
+        let window = PaymentWindow::seconds(600);
+        let pending = order(OrderStatus::Pending);
+        let end = time::macros::datetime!(2026-12-01 09:10 UTC);
+        assert_eq!(pending.expires_at(window), end);
+        assert!(!pending.is_overdue(end - time::Duration::milliseconds(1), window));
+        assert!(pending.is_overdue(end, window));
+        assert_eq!(window.cutoff(end), pending.created_at);
+        for status in [
+            OrderStatus::Paid,
+            OrderStatus::Cancelled,
+            OrderStatus::Expired,
+        ] {
+            assert!(!order(status).is_overdue(end, window), "{status:?}");
+        }
+    }
+
+    #[rstest]
+    #[case("", false)]
+    #[case("pi_3Nx", true)]
+    #[case("with space", true)]
+    #[case("tab\there", false)]
+    #[case("é", false)]
+    fn a_payment_reference_is_1_to_128_printable_ascii(#[case] raw: &str, #[case] ok: bool) {
+        assert_eq!(PaymentReference::parse(raw).is_ok(), ok, "{raw:?}");
+        assert!(PaymentReference::parse(&"r".repeat(128)).is_ok());
+        assert!(PaymentReference::parse(&"r".repeat(129)).is_err());
     }
 }

@@ -14,7 +14,9 @@ mod ledger;
 mod outbox;
 mod stats;
 
-pub use catalog::{CreateDropError, DropRepository, OrderRepository, ProductRepository};
+pub use catalog::{
+    CreateDropError, DropRepository, OrderQuery, OrderRepository, ProductRepository, UnitsByStatus,
+};
 pub use changes::ChangeNotifier;
 pub use clock::{Clock, SystemClock};
 pub use events::{DomainEvent, DropOperation, EventPublisher};
@@ -24,8 +26,8 @@ pub use gate::{
     from_unix_ms, unix_ms,
 };
 pub use ledger::{
-    CancelOrderError, Cancelled, PlaceOrder, PlaceOrderError, Placed, Placement, PurchaseLedger,
-    StaleResolution, max_orders_per_buyer,
+    CancelOrderError, Cancelled, Paid, PayOrder, PayOrderError, PlaceOrder, PlaceOrderError,
+    Placed, Placement, PurchaseLedger, StaleResolution, max_orders_per_buyer,
 };
 pub use outbox::{EventOutbox, OutboxEntry};
 pub use stats::{OutcomeCounts, PurchaseOutcome, StatsRecorder};

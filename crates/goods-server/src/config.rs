@@ -2,6 +2,7 @@
 //! stops the server with one line naming the variable.
 
 use goods_app::GroupCommit;
+use goods_domain::PaymentWindow;
 use ipnet::IpNet;
 use secrecy::{ExposeSecret as _, SecretString};
 use std::net::SocketAddr;
@@ -143,6 +144,8 @@ pub struct Config {
     pub log_format: LogFormat,
     /// HTTP worker threads (`HTTP_WORKERS`, default: one per core).
     pub http_workers: usize,
+    /// How long a PENDING order holds its units before it expires (`PAYMENT_WINDOW_S`).
+    pub payment_window: PaymentWindow,
 }
 
 /// How spans reach the collector (`OTEL_EXPORTER_OTLP_PROTOCOL`, the OpenTelemetry standard
@@ -184,6 +187,9 @@ fn bad(var: &'static str, reason: impl Into<String>) -> ConfigError {
         reason: reason.into(),
     }
 }
+
+/// The longest payment window: a week. Units held longer than that are not a flash sale's.
+const MAX_PAYMENT_WINDOW_S: u32 = 7 * 24 * 3600;
 
 /// The largest batch: one INSERT of this many orders stays far below the servers' limits on
 /// bound parameters (SQLite: 32,766; MySQL: 65,535).
@@ -430,6 +436,13 @@ impl Config {
                 ),
             ));
         }
+        let payment_window = number(&get, "PAYMENT_WINDOW_S", 600_u32, 1)?;
+        if payment_window > MAX_PAYMENT_WINDOW_S {
+            return Err(bad(
+                "PAYMENT_WINDOW_S",
+                format!("{payment_window} is over {MAX_PAYMENT_WINDOW_S} (7 days)"),
+            ));
+        }
         let http_workers = number(
             &get,
             "HTTP_WORKERS",
@@ -468,6 +481,7 @@ impl Config {
             log_format: log_format(&get)?,
             log_filter: get("RUST_LOG").unwrap_or_else(|| "info".into()),
             http_workers,
+            payment_window: PaymentWindow::seconds(payment_window),
         })
     }
 }

@@ -12,8 +12,8 @@ use futures::FutureExt as _;
 use goods_app::{GoodsApp, Ports, WriteBuffer};
 use goods_domain::InfraError;
 use goods_domain::ports::{
-    AdmissionGate, DropRepository, EventOutbox, OrderRepository, ProductRepository, PurchaseLedger,
-    StatsRecorder, SystemClock,
+    AdmissionGate, Clock, DropRepository, EventOutbox, OrderRepository, ProductRepository,
+    PurchaseLedger, StatsRecorder, SystemClock,
 };
 use secrecy::ExposeSecret as _;
 use std::future::Future;
@@ -136,6 +136,16 @@ impl Application {
     /// # Errors
     /// When the database cannot be opened or the address cannot be bound.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
+        Self::build_with_clock(config, Arc::new(SystemClock)).await
+    }
+
+    /// [`build`](Self::build) with another clock: tests move time (payment windows, a drop's
+    /// opening and closing) instead of sleeping. The database keeps its own clock for
+    /// admission leases, which only decides when a stuck reservation is given up.
+    ///
+    /// # Errors
+    /// As [`build`](Self::build).
+    pub async fn build_with_clock(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         let bounds = adapters_sql::Bounds {
             acquire: config.acquire_timeout,
             transaction: config.tx_timeout,
@@ -166,7 +176,7 @@ impl Application {
                 orders: sql.orders,
                 ledger: sql.ledger,
                 gate: gate.gate,
-                clock: Arc::new(SystemClock),
+                clock,
                 events: Arc::new(LogEventPublisher),
                 outbox: sql.outbox,
                 stats: gate.stats,
@@ -175,7 +185,8 @@ impl Application {
             WriteBuffer::new(config.write_permits, config.write_wait),
         )
         .with_lease(config.lease)
-        .with_group_commit(config.group_commit);
+        .with_group_commit(config.group_commit)
+        .with_payment_window(config.payment_window);
         // With a shared Redis, a flag or drop change reaches the fleet by a notice at once;
         // the refresh every DROP_REFRESH_MS is the fallback when a notice is lost.
         let changed = Arc::new(tokio::sync::Notify::new());

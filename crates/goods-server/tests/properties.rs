@@ -1,5 +1,5 @@
-//! Property tests of the purchase invariants: random sequences of purchases, replays, cancels
-//! and clock steps run against the real application (embedded SQLite and the in-process gate),
+//! Property tests of the purchase invariants: random sequences of purchases, replays, cancels,
+//! payments and clock steps (which let unpaid orders expire) run against the real application (embedded SQLite and the in-process gate),
 //! and after every step:
 //!
 //! - units sold never exceed `limitedQuantity`, and the gate admits exactly what is left
@@ -15,16 +15,19 @@
 
 use adapters_memory::{LogEventPublisher, MemoryGate, MemoryStats};
 use adapters_sqlite::SqliteStore;
-use goods_app::{Actor, GoodsApp, Ports, PurchaseCommand, PurchaseError, Role, WriteBuffer};
-use goods_domain::ports::Clock;
+use goods_app::{
+    Actor, CancelOrderError, GoodsApp, PayOrderError, Ports, PurchaseCommand, PurchaseError, Role,
+    WriteBuffer,
+};
 use goods_domain::{
-    DropId, DropInput, IdempotencyKey, NewProduct, OrderId, OrderStatus, ProductId, Quantity,
-    UserId,
+    DropId, DropInput, IdempotencyKey, NewProduct, OrderId, OrderStatus, PaymentReference,
+    ProductId, Quantity, UserId,
 };
 use proptest::prelude::*;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+use test_support::clock::ManualClock;
 use time::OffsetDateTime;
 
 /// An admin: manages the ownerless products these tests create.
@@ -37,21 +40,14 @@ const STOCK: u32 = 12;
 const LIMITED: u32 = 8;
 const PER_USER: u32 = 3;
 
-/// A clock the test moves.
-struct TestClock(Mutex<OffsetDateTime>);
-
-impl Clock for TestClock {
-    fn now(&self) -> OffsetDateTime {
-        *self.0.lock().unwrap()
-    }
-}
-
 #[derive(Debug, Clone)]
 enum Step {
     /// Buyer `user` buys `quantity` with key `key` (a repeat is a replay or a reuse).
     Buy { user: i64, key: u8, quantity: i64 },
     /// The buyer of the `nth` order so far cancels it (again, maybe).
     Cancel { nth: usize },
+    /// The buyer of the `nth` order so far pays it (again, maybe: the same key replays).
+    Pay { nth: usize },
     /// Time moves on by this many seconds.
     Wait { seconds: i64 },
 }
@@ -60,13 +56,14 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         6 => (1..=4_i64, 0..3_u8, 1..=3_i64).prop_map(|(user, key, quantity)| Step::Buy { user, key, quantity }),
         2 => (0..16_usize).prop_map(|nth| Step::Cancel { nth }),
+        2 => (0..16_usize).prop_map(|nth| Step::Pay { nth }),
         1 => (0..900_i64).prop_map(|seconds| Step::Wait { seconds }),
     ]
 }
 
 struct World {
     app: GoodsApp,
-    clock: Arc<TestClock>,
+    clock: Arc<ManualClock>,
     drop: DropId,
     product: ProductId,
     /// (buyer, key) -> the order its first success created.
@@ -83,7 +80,7 @@ impl World {
         let store = Arc::new(SqliteStore::open(&url, true).await.unwrap());
         // Close to real time: the lease fence compares with the database's clock.
         let start = OffsetDateTime::now_utc();
-        let clock = Arc::new(TestClock(Mutex::new(start)));
+        let clock = Arc::new(ManualClock::at(start));
         let app = GoodsApp::new(
             Ports {
                 products: store.clone(),
@@ -178,17 +175,53 @@ impl World {
             }
             Step::Cancel { nth } => {
                 if let Some(&(order, user)) = self.orders.get(nth) {
-                    let cancelled = self.app.cancel_order(order, Self::actor(user)).await;
-                    assert_eq!(cancelled.unwrap().status, OrderStatus::Cancelled);
+                    match self.app.cancel_order(order, Self::actor(user)).await {
+                        Ok(cancelled) => assert_eq!(cancelled.status, OrderStatus::Cancelled),
+                        Err(CancelOrderError::NotCancellable(
+                            OrderStatus::Paid | OrderStatus::Expired,
+                        )) => {}
+                        Err(other) => panic!("unexpected refusal {other:?} for {step:?}"),
+                    }
+                }
+            }
+            Step::Pay { nth } => {
+                if let Some(&(order, user)) = self.orders.get(nth) {
+                    let paid = self
+                        .app
+                        .pay_order(
+                            order,
+                            Self::actor(user),
+                            IdempotencyKey::parse(&format!("pay-{nth}")).unwrap(),
+                            PaymentReference::parse("ref").unwrap(),
+                        )
+                        .await;
+                    match paid {
+                        Ok(paid) => assert_eq!(paid.order.status, OrderStatus::Paid),
+                        Err(PayOrderError::NotPayable(
+                            OrderStatus::Cancelled | OrderStatus::Expired,
+                        )) => {}
+                        Err(other) => panic!("unexpected refusal {other:?} for {step:?}"),
+                    }
                 }
             }
             Step::Wait { seconds } => {
-                *self.clock.0.lock().unwrap() += time::Duration::seconds(seconds);
+                self.clock.advance(time::Duration::seconds(seconds));
             }
         }
     }
 
     async fn check(&self) {
+        // Reading the orders first settles those past their payment window (lazy expiry), so
+        // the reconciliation below sees the same state.
+        let mut held: HashMap<i64, u32> = HashMap::new();
+        let mut live = 0;
+        for &(id, user) in &self.orders {
+            let order = self.app.get_order(id, Self::actor(user)).await.unwrap();
+            if order.status.is_live() {
+                *held.entry(user).or_default() += order.quantity.get();
+                live += order.quantity.get();
+            }
+        }
         let recon = self.app.reconcile_drop(self.drop, ADMIN).await.unwrap();
         assert!(recon.sold_quantity <= LIMITED, "oversold: {recon:?}");
         assert!(!recon.oversold);
@@ -207,15 +240,11 @@ impl World {
             STOCK,
             "stock + sold is constant"
         );
-        let mut held: HashMap<i64, u32> = HashMap::new();
-        let mut live = 0;
-        for &(id, user) in &self.orders {
-            let order = self.app.get_order(id, Self::actor(user)).await.unwrap();
-            if order.status.is_live() {
-                *held.entry(user).or_default() += order.quantity.get();
-                live += order.quantity.get();
-            }
-        }
+        assert_eq!(
+            recon.units.pending + recon.units.paid,
+            recon.sold_quantity,
+            "sold = pending + paid: {recon:?}"
+        );
         assert_eq!(live, recon.sold_quantity, "sold = units in live orders");
         assert!(held.values().all(|h| *h <= PER_USER), "{held:?}");
     }

@@ -4,13 +4,13 @@
 
 use futures::future::join_all;
 use goods_domain::ports::{
-    CancelOrderError, Cancelled, CreateDropError, DomainEvent, DropRepository, OrderRepository,
-    PlaceOrder, PlaceOrderError, Placed, Placement, ProductRepository, PurchaseLedger,
-    StaleResolution,
+    CancelOrderError, Cancelled, CreateDropError, DomainEvent, DropRepository, OrderQuery,
+    OrderRepository, Paid, PayOrder, PayOrderError, PlaceOrder, PlaceOrderError, Placed, Placement,
+    ProductRepository, PurchaseLedger, StaleResolution, UnitsByStatus,
 };
 use goods_domain::{
-    DropInput, GoodsOrder, IdempotencyKey, LimitedDrop, NewLimitedDrop, NewProduct, OrderStatus,
-    Product, ProductId, Quantity, UserId,
+    DropInput, GoodsOrder, IdempotencyKey, LimitedDrop, NewLimitedDrop, NewProduct, OrderId,
+    OrderStatus, PaymentReference, Product, ProductId, Quantity, UserId,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -47,7 +47,11 @@ macro_rules! sql_contract_tests {
             racing_batches_with_duplicates_and_greedy_buyers_sell_out_exactly,
             pausing_and_closing_are_stored_and_a_closed_drop_sells_nothing_more,
             purchases_racing_a_close_commit_before_it_or_not_at_all,
-            flags_are_stored_with_who_set_them_and_when
+            flags_are_stored_with_who_set_them_and_when,
+            paying_moves_a_pending_order_to_paid_once_and_replays_the_same_payment,
+            an_overdue_order_expires_once_and_its_units_go_back,
+            racing_payments_and_expiries_at_the_deadline_have_one_outcome,
+            a_buyers_orders_are_listed_newest_first_a_page_at_a_time
         );
     };
     (@cases $make:expr; $($case:ident),*) => {
@@ -920,5 +924,274 @@ pub async fn flags_are_stored_with_who_set_them_and_when<S: SqlStore>(store: S) 
             stored[0].updated_at
         ),
         (FlagName::RedisGate, true, Some(user(4)), Some(later))
+    );
+}
+
+fn payment(
+    order: &GoodsOrder,
+    by: i64,
+    k: &str,
+    reference: &str,
+    cutoff: OffsetDateTime,
+) -> PayOrder {
+    PayOrder {
+        id: order.id,
+        by: user(by),
+        key: key(k),
+        reference: PaymentReference::parse(reference).unwrap(),
+        now: now(),
+        cutoff,
+    }
+}
+
+/// A cutoff before every order of these tests: none is overdue.
+fn long_ago() -> OffsetDateTime {
+    now() - Duration::days(1)
+}
+
+pub async fn paying_moves_a_pending_order_to_paid_once_and_replays_the_same_payment<S: SqlStore>(
+    store: S,
+) {
+    let drop = open_drop(&store, 5, 3, 2).await;
+    let o = created(&store, &order(&drop, 7, "buy", 2)).await;
+    assert!(matches!(
+        store
+            .pay_order(&payment(&o, 8, "pay", "ref-1", long_ago()))
+            .await,
+        Err(PayOrderError::NotOwner)
+    ));
+    let paid = match store
+        .pay_order(&payment(&o, 7, "pay", "ref-1", long_ago()))
+        .await
+    {
+        Ok(Paid::Now(paid)) => paid,
+        other => panic!("expected a payment, got {other:?}"),
+    };
+    assert_eq!(paid.status, OrderStatus::Paid);
+    let stored = OrderRepository::get(&store, o.id).await.unwrap().unwrap();
+    assert_eq!(stored, paid, "what was answered is what was stored");
+    let payment_of = stored.payment.clone().expect("the payment is recorded");
+    assert_eq!(
+        (payment_of.key.as_str(), payment_of.reference.as_str()),
+        ("pay", "ref-1")
+    );
+    assert!(matches!(
+        store.pay_order(&payment(&o, 7, "pay", "ref-1", long_ago())).await,
+        Ok(Paid::Replayed(replayed)) if replayed == stored
+    ));
+    assert!(matches!(
+        store
+            .pay_order(&payment(&o, 7, "pay", "ref-2", long_ago()))
+            .await,
+        Err(PayOrderError::KeyReused)
+    ));
+    assert!(matches!(
+        store
+            .pay_order(&payment(&o, 7, "other", "ref-1", long_ago()))
+            .await,
+        Err(PayOrderError::AlreadyPaid)
+    ));
+    assert!(matches!(
+        store.cancel_order(o.id, user(7)).await,
+        Err(CancelOrderError::NotCancellable(OrderStatus::Paid))
+    ));
+    // A paid order's units stay sold; a cancelled one cannot be paid.
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 2);
+    let c = created(&store, &order(&drop, 8, "buy", 1)).await;
+    store.cancel_order(c.id, user(8)).await.unwrap();
+    assert!(matches!(
+        store
+            .pay_order(&payment(&c, 8, "pay", "ref-3", long_ago()))
+            .await,
+        Err(PayOrderError::NotPayable(OrderStatus::Cancelled))
+    ));
+    assert_eq!(
+        store.units_by_status(drop.id).await.unwrap(),
+        UnitsByStatus {
+            paid: 2,
+            cancelled: 1,
+            ..UnitsByStatus::default()
+        }
+    );
+    let missing = OrderId::parse(o.id.get() + 1000).unwrap();
+    let mut unknown = payment(&o, 7, "pay", "ref-1", long_ago());
+    unknown.id = missing;
+    assert!(matches!(
+        store.pay_order(&unknown).await,
+        Err(PayOrderError::NotFound)
+    ));
+}
+
+pub async fn an_overdue_order_expires_once_and_its_units_go_back<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 5, 2, 2).await;
+    let old = created(&store, &order(&drop, 7, "old", 2)).await;
+    assert!(matches!(
+        place(&store, &order(&drop, 8, "late", 1)).await,
+        Err(PlaceOrderError::SoldOut { remaining: 0 })
+    ));
+    // Not overdue yet: nothing is listed or expired.
+    assert!(store.overdue(long_ago(), 10).await.unwrap().is_empty());
+    assert_eq!(store.expire_order(old.id, long_ago()).await.unwrap(), None);
+    let cutoff = old.created_at;
+    assert_eq!(store.overdue(cutoff, 10).await.unwrap(), vec![old.id]);
+    let expired = store.expire_order(old.id, cutoff).await.unwrap().unwrap();
+    assert_eq!(expired.status, OrderStatus::Expired);
+    assert_eq!(
+        store.expire_order(old.id, cutoff).await.unwrap(),
+        None,
+        "once"
+    );
+    assert!(store.overdue(cutoff, 10).await.unwrap().is_empty());
+    // Units back to the stock, the drop and the buyer: two more can be sold, to anyone.
+    assert_eq!(stock(&store, &drop).await, 5);
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 0);
+    created(&store, &order(&drop, 8, "late", 1)).await;
+    created(&store, &order(&drop, 7, "again", 1)).await;
+    assert_eq!(stock(&store, &drop).await, 3);
+    // Paying an expired order is refused; paying past the deadline expires instead.
+    assert!(matches!(
+        store
+            .pay_order(&payment(&old, 7, "pay", "r", long_ago()))
+            .await,
+        Err(PayOrderError::NotPayable(OrderStatus::Expired))
+    ));
+    assert!(matches!(
+        store.cancel_order(old.id, user(7)).await,
+        Err(CancelOrderError::NotCancellable(OrderStatus::Expired))
+    ));
+    let late = OrderRepository::find_by_key(&store, user(8), &key("late"))
+        .await
+        .unwrap()
+        .unwrap();
+    match store
+        .pay_order(&payment(&late, 8, "pay", "r", late.created_at))
+        .await
+    {
+        Ok(Paid::Expired(o)) => assert_eq!((o.id, o.status), (late.id, OrderStatus::Expired)),
+        other => panic!("a payment after the deadline expires the order: {other:?}"),
+    }
+    assert_eq!(
+        store.units_by_status(drop.id).await.unwrap(),
+        UnitsByStatus {
+            pending: 1,
+            expired: 3,
+            ..UnitsByStatus::default()
+        }
+    );
+    assert_eq!(stock(&store, &drop).await, 4);
+    // The per-buyer count went back too: buyer 7 holds 1 of 2.
+    created(&store, &order(&drop, 7, "last", 1)).await;
+}
+
+pub async fn racing_payments_and_expiries_at_the_deadline_have_one_outcome<S: SqlStore>(store: S) {
+    let drop = open_drop(&store, 10, 5, 3).await;
+    let o = created(&store, &order(&drop, 7, "big", 3)).await;
+    // At the deadline: each payment carries a cutoff the order is just past or just within,
+    // alternately, as payments around the deadline would; expiries race them.
+    let within = o.created_at - Duration::milliseconds(1);
+    let past = o.created_at;
+    let tasks = (0..32).map(|i| {
+        let store = store.clone();
+        let o = o.clone();
+        tokio::spawn(async move {
+            match i % 3 {
+                0 => Err(store.expire_order(o.id, past).await.unwrap()),
+                1 => Ok(store
+                    .pay_order(&payment(&o, 7, &format!("k{i}"), "r", within))
+                    .await),
+                _ => Ok(store
+                    .pay_order(&payment(&o, 7, &format!("k{i}"), "r", past))
+                    .await),
+            }
+        })
+    });
+    let mut paid = 0;
+    let mut expired = 0;
+    for outcome in join_all(tasks).await {
+        match outcome.unwrap() {
+            Ok(Ok(Paid::Now(_))) => paid += 1,
+            Ok(Ok(Paid::Expired(_))) | Err(Some(_)) => expired += 1,
+            Ok(Err(PayOrderError::AlreadyPaid | PayOrderError::NotPayable(_))) | Err(None) => {}
+            Ok(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(paid + expired, 1, "one payment or one expiry, never both");
+    let units = store.units_by_status(drop.id).await.unwrap();
+    if paid == 1 {
+        assert_eq!(
+            (units.paid, units.expired, stock(&store, &drop).await),
+            (3, 0, 7)
+        );
+    } else {
+        assert_eq!(
+            (units.paid, units.expired, stock(&store, &drop).await),
+            (0, 3, 10)
+        );
+    }
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), units.sold());
+}
+
+pub async fn a_buyers_orders_are_listed_newest_first_a_page_at_a_time<S: SqlStore>(store: S) {
+    let a = open_drop(&store, 20, 10, 10).await;
+    let b = open_drop(&store, 20, 10, 10).await;
+    let mut mine = Vec::new();
+    for i in 0..7 {
+        let drop = if i % 2 == 0 { &a } else { &b };
+        mine.push(
+            created(&store, &order(drop, 7, &format!("k{i}"), 1))
+                .await
+                .id,
+        );
+        created(&store, &order(drop, 8, &format!("k{i}"), 1)).await;
+    }
+    store.cancel_order(mine[2], user(7)).await.unwrap();
+    let query = |before: Option<OrderId>, limit: u32| OrderQuery {
+        user: user(7),
+        drop: None,
+        status: None,
+        before,
+        limit,
+    };
+    let first = store.list_for_buyer(&query(None, 3)).await.unwrap();
+    let second = store
+        .list_for_buyer(&query(first.last().map(|o| o.id), 3))
+        .await
+        .unwrap();
+    let third = store
+        .list_for_buyer(&query(second.last().map(|o| o.id), 3))
+        .await
+        .unwrap();
+    let listed: Vec<OrderId> = first
+        .iter()
+        .chain(&second)
+        .chain(&third)
+        .map(|o| o.id)
+        .collect();
+    let mut expected = mine.clone();
+    expected.reverse();
+    assert_eq!(listed, expected, "newest first, no gap, no duplicate");
+    assert!(
+        listed.iter().all(|id| mine.contains(id)),
+        "only the buyer's"
+    );
+    let in_b = store
+        .list_for_buyer(&OrderQuery {
+            drop: Some(b.id),
+            ..query(None, 100)
+        })
+        .await
+        .unwrap();
+    assert_eq!(in_b.len(), 3);
+    assert!(in_b.iter().all(|o| o.drop_id == b.id));
+    let cancelled = store
+        .list_for_buyer(&OrderQuery {
+            status: Some(OrderStatus::Cancelled),
+            ..query(None, 100)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        cancelled.iter().map(|o| o.id).collect::<Vec<_>>(),
+        vec![mine[2]]
     );
 }

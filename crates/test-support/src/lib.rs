@@ -14,6 +14,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+pub mod clock;
 pub mod contract;
 pub mod gate_contract;
 pub mod mariadb;

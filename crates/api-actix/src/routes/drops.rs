@@ -14,6 +14,16 @@ fn drop_id(raw: &str) -> Result<DropId, Problem> {
     path_id(raw, DropId::parse, "DROP_NOT_FOUND")
 }
 
+/// The request's `Idempotency-Key` (400 `IDEMPOTENCY_KEY_REQUIRED` when missing or invalid).
+pub(super) fn idempotency_key(req: &HttpRequest) -> Result<IdempotencyKey, Problem> {
+    req.headers()
+        .get(IDEMPOTENCY_KEY)
+        .ok_or_else(|| key_required("is missing"))?
+        .to_str()
+        .map_err(|_| key_required("must be printable ASCII"))
+        .and_then(|raw| IdempotencyKey::parse(raw).map_err(|e| key_required(&e.message)))
+}
+
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 fn key_required(why: &str) -> Problem {
@@ -94,13 +104,7 @@ async fn purchase_inner(
     let input: Purchase = dto::parse(body)?;
     let quantity = Quantity::parse("quantity", input.quantity)
         .map_err(|e| Problem::malformed(e.to_string()))?;
-    let key = req
-        .headers()
-        .get(IDEMPOTENCY_KEY)
-        .ok_or_else(|| key_required("is missing"))?
-        .to_str()
-        .map_err(|_| key_required("must be printable ASCII"))
-        .and_then(|raw| IdempotencyKey::parse(raw).map_err(|e| key_required(&e.message)))?;
+    let key = idempotency_key(req)?;
     let cmd = PurchaseCommand {
         drop_id: drop_id(req.match_info().get("dropId").unwrap_or_default())?,
         user_id: buyer.user_id,
@@ -114,7 +118,7 @@ async fn purchase_inner(
         response.insert_header(("Idempotent-Replayed", "true"));
     }
     Ok((
-        response.json(OrderBody::from(bought.order)),
+        response.json(OrderBody::new(bought.order, state.app.payment_window())),
         bought.replayed,
     ))
 }

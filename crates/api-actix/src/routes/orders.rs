@@ -1,25 +1,28 @@
 //! `/orders`.
 
+use super::drops::idempotency_key;
 use super::path_id;
 use crate::ApiState;
 use crate::auth::Identity;
-use crate::dto::OrderBody;
+use crate::dto::{self, OrderBody, OrderPageBody, Pay};
 use crate::problem::Problem;
-use actix_web::{HttpResponse, web};
-use goods_domain::OrderId;
+use actix_web::{HttpRequest, HttpResponse, web};
+use goods_app::ListOrders;
+use goods_domain::{DropId, OrderId, OrderStatus, PaymentReference};
+use serde::Deserialize;
 
 fn order_id(raw: &str) -> Result<OrderId, Problem> {
     path_id(raw, OrderId::parse, "ORDER_NOT_FOUND")
 }
 
-/// `GET /orders/{orderId}` (its buyer, or a seller).
+/// `GET /orders/{orderId}` (its buyer, the owning seller, an admin).
 pub async fn get(
     state: web::Data<ApiState>,
     who: Identity,
     id: web::Path<String>,
 ) -> Result<HttpResponse, Problem> {
     let order = state.app.get_order(order_id(&id)?, who.0).await?;
-    Ok(HttpResponse::Ok().json(OrderBody::from(order)))
+    Ok(HttpResponse::Ok().json(OrderBody::new(order, state.app.payment_window())))
 }
 
 /// `POST /orders/{orderId}/cancel` (its buyer). Idempotent.
@@ -29,5 +32,95 @@ pub async fn cancel(
     id: web::Path<String>,
 ) -> Result<HttpResponse, Problem> {
     let order = state.app.cancel_order(order_id(&id)?, who.0).await?;
-    Ok(HttpResponse::Ok().json(OrderBody::from(order)))
+    Ok(HttpResponse::Ok().json(OrderBody::new(order, state.app.payment_window())))
+}
+
+/// `POST /orders/{orderId}/pay` (its buyer): identity, body and key, then the use case.
+pub async fn pay(
+    state: web::Data<ApiState>,
+    who: Identity,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, Problem> {
+    let buyer = who.buyer()?;
+    let input: Pay = dto::parse(&body)?;
+    let reference = PaymentReference::parse(&input.payment_reference)
+        .map_err(|e| Problem::malformed(e.to_string()))?;
+    let key = idempotency_key(&req)?;
+    let id = order_id(req.match_info().get("orderId").unwrap_or_default())?;
+    let paid = state.app.pay_order(id, buyer, key, reference).await?;
+    let mut response = HttpResponse::Ok();
+    if paid.replayed {
+        response.insert_header(("Idempotent-Replayed", "true"));
+    }
+    Ok(response.json(OrderBody::new(paid.order, state.app.payment_window())))
+}
+
+/// `GET /orders` query parameters, as sent.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListQuery {
+    drop_id: Option<String>,
+    status: Option<String>,
+    cursor: Option<String>,
+    limit: Option<String>,
+}
+
+impl ListQuery {
+    fn parse(self) -> Result<ListOrders, Problem> {
+        let bad = |what: &str| Problem::malformed(what.to_owned());
+        let id = |raw: &str| raw.parse::<i64>().ok().filter(|id| *id > 0);
+        Ok(ListOrders {
+            drop: self
+                .drop_id
+                .map(|raw| {
+                    id(&raw)
+                        .and_then(|id| DropId::parse(id).ok())
+                        .ok_or_else(|| bad("dropId must be a positive integer"))
+                })
+                .transpose()?,
+            status: self
+                .status
+                .map(|raw| {
+                    OrderStatus::parse(&raw)
+                        .ok_or_else(|| bad("status must be PENDING, PAID, CANCELLED or EXPIRED"))
+                })
+                .transpose()?,
+            after: self
+                .cursor
+                .map(|raw| {
+                    id(&raw)
+                        .and_then(|id| OrderId::parse(id).ok())
+                        .ok_or_else(|| bad("cursor must be a nextCursor this API returned"))
+                })
+                .transpose()?,
+            limit: match self.limit {
+                None => ListOrders::DEFAULT_LIMIT,
+                Some(raw) => raw
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=ListOrders::MAX_LIMIT).contains(n))
+                    .ok_or_else(|| bad("limit must be a whole number from 1 to 100"))?,
+            },
+        })
+    }
+}
+
+/// `GET /orders?dropId=&status=&cursor=&limit=` (a buyer): their own orders, newest first.
+pub async fn list(
+    state: web::Data<ApiState>,
+    who: Identity,
+    req: HttpRequest,
+) -> Result<HttpResponse, Problem> {
+    let buyer = who.buyer()?;
+    let query = web::Query::<ListQuery>::from_query(req.query_string())
+        .map_err(|e| Problem::malformed(format!("bad query: {e}")))?
+        .into_inner()
+        .parse()?;
+    let page = state
+        .app
+        .list_orders(buyer, &query)
+        .await
+        .map_err(|e| Problem::internal(&anyhow::Error::new(e)))?;
+    Ok(HttpResponse::Ok().json(OrderPageBody::new(page, state.app.payment_window())))
 }

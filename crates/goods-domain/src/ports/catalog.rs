@@ -3,7 +3,7 @@
 use crate::ports::GateSeed;
 use crate::{
     DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, NewLimitedDrop, NewProduct,
-    OrderId, Product, ProductId, UserId,
+    OrderId, OrderStatus, Product, ProductId, UserId,
 };
 use async_trait::async_trait;
 use time::OffsetDateTime;
@@ -131,4 +131,60 @@ pub trait OrderRepository: Send + Sync + 'static {
         user: UserId,
         key: &IdempotencyKey,
     ) -> Result<Option<GoodsOrder>, InfraError>;
+
+    /// A page of `query.user`'s orders, newest (highest id) first, below `query.before` when
+    /// given.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn list_for_buyer(&self, query: &OrderQuery) -> Result<Vec<GoodsOrder>, InfraError>;
+
+    /// Up to `limit` PENDING orders created at or before `cutoff` (past their payment window),
+    /// oldest first.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn overdue(&self, cutoff: OffsetDateTime, limit: u32)
+    -> Result<Vec<OrderId>, InfraError>;
+
+    /// Units of a drop's orders by status.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn units_by_status(&self, drop: DropId) -> Result<UnitsByStatus, InfraError>;
+}
+
+/// Which of a buyer's orders to list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderQuery {
+    /// The buyer.
+    pub user: UserId,
+    /// Only this drop's orders.
+    pub drop: Option<DropId>,
+    /// Only orders in this state.
+    pub status: Option<OrderStatus>,
+    /// Only orders with a lower id (the cursor of the previous page).
+    pub before: Option<OrderId>,
+    /// At most this many.
+    pub limit: u32,
+}
+
+/// Units of a drop's orders in each state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnitsByStatus {
+    /// Waiting for payment.
+    pub pending: u32,
+    /// Paid.
+    pub paid: u32,
+    /// Cancelled by their buyers.
+    pub cancelled: u32,
+    /// Not paid in time.
+    pub expired: u32,
+}
+
+impl UnitsByStatus {
+    /// Units sold: PENDING or PAID.
+    pub fn sold(self) -> u32 {
+        self.pending.saturating_add(self.paid)
+    }
 }

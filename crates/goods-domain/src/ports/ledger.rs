@@ -1,8 +1,8 @@
 //! The unit of work of a purchase: what must happen atomically in the source of truth.
 
 use crate::{
-    DropId, GoodsOrder, IdempotencyKey, InfraError, OrderId, OrderStatus, ProductId, Quantity,
-    UserId,
+    DropId, GoodsOrder, IdempotencyKey, InfraError, OrderId, OrderStatus, PaymentReference,
+    ProductId, Quantity, UserId,
 };
 use async_trait::async_trait;
 use time::OffsetDateTime;
@@ -125,6 +125,58 @@ pub enum CancelOrderError {
     Infra(#[from] InfraError),
 }
 
+/// A payment to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayOrder {
+    /// The order.
+    pub id: OrderId,
+    /// Who pays (its buyer only).
+    pub by: UserId,
+    /// The payment request's idempotency key.
+    pub key: IdempotencyKey,
+    /// The payment provider's reference.
+    pub reference: PaymentReference,
+    /// Now: the payment's time.
+    pub now: OffsetDateTime,
+    /// An order PENDING and created at or before this is past its payment window: it expires
+    /// instead of being paid.
+    pub cutoff: OffsetDateTime,
+}
+
+/// A payment's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Paid {
+    /// This call paid the order.
+    Now(GoodsOrder),
+    /// The same key and reference paid it before: nothing changed.
+    Replayed(GoodsOrder),
+    /// It was past its window: this call expired it and gave its units back (and paid nothing).
+    Expired(GoodsOrder),
+}
+
+/// Why an order was not paid. Nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum PayOrderError {
+    /// No such order.
+    #[error("order not found")]
+    NotFound,
+    /// The order belongs to someone else.
+    #[error("not the owner of the order")]
+    NotOwner,
+    /// Paid before under another key.
+    #[error("the order is paid already")]
+    AlreadyPaid,
+    /// The key paid this order with another reference.
+    #[error("idempotency key reused for a different payment")]
+    KeyReused,
+    /// Cancelled or expired.
+    #[error("an order in state {} cannot be paid", .0.as_str())]
+    NotPayable(OrderStatus),
+    /// The store failed; nothing changed.
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
 /// What the database says about a reservation whose lease has ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StaleResolution {
@@ -166,6 +218,27 @@ pub trait PurchaseLedger: Send + Sync + 'static {
     /// # Errors
     /// [`CancelOrderError`] naming the refused condition, or the store's failure.
     async fn cancel_order(&self, id: OrderId, by: UserId) -> Result<Cancelled, CancelOrderError>;
+
+    /// In one transaction: pay the order if `pay.by` owns it and it is PENDING within its
+    /// window; expire it instead (giving its units back, as a cancel does) when it is PENDING
+    /// past its window; replay when the same key and reference paid it. Exactly one of a
+    /// payment and an expiry of the same order wins.
+    ///
+    /// # Errors
+    /// [`PayOrderError`] naming the refused condition, or the store's failure.
+    async fn pay_order(&self, pay: &PayOrder) -> Result<Paid, PayOrderError>;
+
+    /// In one transaction: expire the order if it is still PENDING and was created at or
+    /// before `cutoff`, giving its units back to the product's stock, the drop's and the
+    /// buyer's counts. `Some` only for the call that expired it.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn expire_order(
+        &self,
+        id: OrderId,
+        cutoff: OffsetDateTime,
+    ) -> Result<Option<GoodsOrder>, InfraError>;
 
     /// Decides a reservation whose lease ended at `deadline`: with a locking read of the
     /// (buyer, key) order, so a purchase transaction still running is waited for, and only once

@@ -3,12 +3,15 @@
 //! `E2E_GATE=redis` also needs `E2E_REDIS_URL`; each test then uses its own key prefix.
 
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
+use goods_domain::ports::Clock as _;
 use goods_server::{Application, Config};
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+use test_support::clock::ManualClock;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -77,6 +80,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     /// The backend, to restart on it.
     pub backend: Backend,
+    /// The server's clock: tests move it instead of sleeping (shared by siblings).
+    pub clock: Arc<ManualClock>,
     handle: actix_web::dev::ServerHandle,
     dir: tempfile::TempDir,
     vars: Vec<(String, String)>,
@@ -105,10 +110,15 @@ impl TestApp {
             let prefix = format!("e2e:{}:", uuid::Uuid::new_v4().simple());
             vars.push(("REDIS_KEY_PREFIX".into(), prefix));
         }
-        Self::start(dir, backend, vars).await
+        Self::start(dir, backend, vars, Arc::new(ManualClock::now_utc())).await
     }
 
-    async fn start(dir: tempfile::TempDir, backend: Backend, vars: Vec<(String, String)>) -> Self {
+    async fn start(
+        dir: tempfile::TempDir,
+        backend: Backend,
+        vars: Vec<(String, String)>,
+        clock: Arc<ManualClock>,
+    ) -> Self {
         let mut env: HashMap<String, String> = HashMap::from([
             ("BIND_ADDR".into(), "127.0.0.1:0".into()),
             ("DATABASE_URL".into(), backend.url()),
@@ -125,7 +135,9 @@ impl TestApp {
         ]);
         env.extend(vars.iter().cloned());
         let config = Config::from_lookup(|name| env.get(name).cloned()).unwrap();
-        let app = Application::build(config).await.unwrap();
+        let app = Application::build_with_clock(config, clock.clone())
+            .await
+            .unwrap();
         let address = format!("http://{}", app.address());
         let handle = app.handle();
         tokio::spawn(app.run_until_stopped());
@@ -136,6 +148,7 @@ impl TestApp {
                 .build()
                 .unwrap(),
             backend,
+            clock,
             handle,
             dir,
             vars,
@@ -149,6 +162,7 @@ impl TestApp {
             tempfile::tempdir().unwrap(),
             self.backend.clone(),
             self.vars.clone(),
+            self.clock.clone(),
         )
         .await
     }
@@ -156,7 +170,7 @@ impl TestApp {
     /// Stops this server gracefully and starts a new one on the same data.
     pub async fn restart(self) -> Self {
         self.handle.stop(true).await;
-        Self::start(self.dir, self.backend, self.vars).await
+        Self::start(self.dir, self.backend, self.vars, self.clock).await
     }
 
     /// A request with identity headers for `user` (`None`: anonymous).
@@ -220,7 +234,7 @@ impl TestApp {
         close_in: time::Duration,
     ) -> (i64, i64) {
         let product = self.create_product(stock).await;
-        let now = OffsetDateTime::now_utc();
+        let now = self.clock.now();
         let res = self
             .post_drop(&json!({
                 "productId": product,

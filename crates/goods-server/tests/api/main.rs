@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers panic on purpose
 
 mod helpers;
+mod lifecycle;
 
 mod auth;
 mod concurrency;

@@ -1,0 +1,434 @@
+//! The order's life after the purchase: payment and its replay, expiry of unpaid orders (by the
+//! healing pass and lazily), units coming back for other buyers, and the buyer's listing. Time
+//! moves on the server's clock; nothing sleeps through a payment window.
+
+use crate::helpers::{SELLER, TestApp, body, problem};
+use futures::future::join_all;
+use reqwest::{Method, Response, StatusCode};
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+/// The default payment window (`PAYMENT_WINDOW_S`).
+const WINDOW: time::Duration = time::Duration::seconds(600);
+
+async fn pay(app: &TestApp, order: i64, user: i64, key: &str, reference: &str) -> Response {
+    app.request(
+        Method::POST,
+        &format!("/orders/{order}/pay"),
+        Some((user, "buyer")),
+    )
+    .header("Idempotency-Key", key)
+    .json(&json!({ "paymentReference": reference }))
+    .send()
+    .await
+    .unwrap()
+}
+
+async fn bought(app: &TestApp, drop: i64, user: i64, key: &str) -> Value {
+    let res = app.purchase(drop, user, key, 1).await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    body(res).await
+}
+
+async fn stats(app: &TestApp, drop: i64) -> Value {
+    app.seller_json(&format!("/limited-drops/{drop}/stats"))
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paying_an_order_once_and_replaying_the_payment() {
+    let app = TestApp::spawn().await;
+    let (_, drop) = app.open_drop(10, 5, 1).await;
+    let order = bought(&app, drop, 7, "buy").await;
+    let id = order["orderId"].as_i64().unwrap();
+    let created = time::OffsetDateTime::parse(
+        order["createdAt"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert_eq!(
+        order["expiresAt"].as_str().unwrap(),
+        crate::helpers::at(created + WINDOW)
+    );
+    assert!(order.get("paidAt").is_none(), "{order}");
+
+    // Refusals first, each changing nothing.
+    let res = app
+        .request(
+            Method::POST,
+            &format!("/orders/{id}/pay"),
+            Some((7, "buyer")),
+        )
+        .json(&json!({ "paymentReference": "pi_1" }))
+        .send()
+        .await
+        .unwrap();
+    problem(res, 400, "IDEMPOTENCY_KEY_REQUIRED").await;
+    problem(pay(&app, id, 7, "p1", "").await, 400, "MALFORMED_REQUEST").await;
+    problem(
+        pay(&app, id, 7, "p1", &"r".repeat(129)).await,
+        400,
+        "MALFORMED_REQUEST",
+    )
+    .await;
+    problem(pay(&app, id, 8, "p1", "pi_1").await, 403, "FORBIDDEN").await;
+    let res = app
+        .request(
+            Method::POST,
+            &format!("/orders/{id}/pay"),
+            Some((SELLER, "seller")),
+        )
+        .header("Idempotency-Key", "p1")
+        .json(&json!({ "paymentReference": "pi_1" }))
+        .send()
+        .await
+        .unwrap();
+    problem(res, 403, "FORBIDDEN").await;
+    problem(
+        pay(&app, 999_999, 7, "p1", "pi_1").await,
+        404,
+        "ORDER_NOT_FOUND",
+    )
+    .await;
+
+    let res = pay(&app, id, 7, "p1", "pi_1").await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(res.headers().get("Idempotent-Replayed").is_none());
+    let paid = body(res).await;
+    assert_eq!(
+        (paid["orderId"].as_i64(), paid["status"].as_str()),
+        (Some(id), Some("PAID"))
+    );
+    assert!(paid["paidAt"].is_string(), "{paid}");
+
+    let replay = pay(&app, id, 7, "p1", "pi_1").await;
+    assert_eq!(replay.status(), StatusCode::OK);
+    assert_eq!(replay.headers()["Idempotent-Replayed"], "true");
+    assert_eq!(body(replay).await, paid);
+    problem(
+        pay(&app, id, 7, "p1", "pi_2").await,
+        422,
+        "IDEMPOTENCY_KEY_REUSED",
+    )
+    .await;
+    problem(
+        pay(&app, id, 7, "p2", "pi_1").await,
+        409,
+        "ORDER_ALREADY_PAID",
+    )
+    .await;
+    let res = app
+        .request(
+            Method::POST,
+            &format!("/orders/{id}/cancel"),
+            Some((7, "buyer")),
+        )
+        .send()
+        .await
+        .unwrap();
+    problem(res, 409, "ORDER_NOT_CANCELLABLE").await;
+
+    // A paid order never expires.
+    app.clock.advance(WINDOW * 2);
+    let read = body(app.get(&format!("/orders/{id}"), Some((7, "buyer"))).await).await;
+    assert_eq!(read, paid);
+    let stats = stats(&app, drop).await;
+    assert_eq!(
+        (
+            stats["paidQuantity"].as_i64(),
+            stats["pendingQuantity"].as_i64(),
+            stats["soldQuantity"].as_i64()
+        ),
+        (Some(1), Some(0), Some(1))
+    );
+}
+
+/// 32 payments of one order race its deadline (the clock crosses it while they run, and a
+/// healing pass races them): one outcome, paid or expired, never both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_payments_at_the_deadline_have_one_outcome() {
+    let app = TestApp::spawn_with(&[("RECONCILE_INTERVAL_MS", "10")]).await;
+    let (product, drop) = app.open_drop(10, 5, 3).await;
+    let res = app.purchase(drop, 7, "big", 3).await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let id = body(res).await["orderId"].as_i64().unwrap();
+    app.clock.advance(WINDOW - time::Duration::milliseconds(5));
+    let payments: Vec<_> = (0..32)
+        .map(|i| {
+            let request = app
+                .request(
+                    Method::POST,
+                    &format!("/orders/{id}/pay"),
+                    Some((7, "buyer")),
+                )
+                .header("Idempotency-Key", format!("pay-{i}"))
+                .json(&json!({ "paymentReference": format!("pi_{i}") }));
+            tokio::spawn(async move { request.send().await.unwrap() })
+        })
+        .collect();
+    for _ in 0..10 {
+        app.clock.advance(time::Duration::milliseconds(1));
+        tokio::task::yield_now().await;
+    }
+    let mut paid = 0;
+    for res in join_all(payments).await {
+        let res = res.unwrap();
+        match res.status() {
+            StatusCode::OK => paid += 1,
+            StatusCode::CONFLICT => {
+                let code = body(res).await["code"].as_str().unwrap().to_owned();
+                assert!(
+                    code == "ORDER_ALREADY_PAID" || code == "ORDER_NOT_PAYABLE",
+                    "{code}"
+                );
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    let order = body(app.get(&format!("/orders/{id}"), Some((7, "buyer"))).await).await;
+    let stats = stats(&app, drop).await;
+    match order["status"].as_str().unwrap() {
+        "PAID" => {
+            assert_eq!(paid, 1, "exactly one payment won");
+            assert_eq!(stats["paidQuantity"], 3);
+            assert_eq!(app.stock(product).await, 7);
+        }
+        "EXPIRED" => {
+            assert_eq!(paid, 0, "no payment after the expiry");
+            assert_eq!(stats["expiredQuantity"], 3);
+            assert_eq!(app.stock(product).await, 10);
+        }
+        other => panic!("the order ended {other}"),
+    }
+    assert_eq!(
+        stats["soldQuantity"].as_i64().unwrap(),
+        stats["paidQuantity"].as_i64().unwrap() + stats["pendingQuantity"].as_i64().unwrap()
+    );
+}
+
+/// The healing pass expires an unpaid order, and the unit reaches another buyer within one
+/// interval, through the gate (whose sold-out flag comes down) or the database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_unit_is_bought_by_another_buyer_within_one_heal_interval() {
+    let app = TestApp::spawn_with(&[("RECONCILE_INTERVAL_MS", "200")]).await;
+    let (_, drop) = app.open_drop(5, 1, 1).await;
+    let order = bought(&app, drop, 7, "first").await;
+    problem(app.purchase(drop, 8, "second", 1).await, 409, "SOLD_OUT").await;
+    app.clock.advance(WINDOW);
+    let expired_at = Instant::now();
+    loop {
+        let res = app
+            .purchase(
+                drop,
+                8,
+                &format!("try-{}", expired_at.elapsed().as_millis()),
+                1,
+            )
+            .await;
+        if res.status() == StatusCode::ACCEPTED {
+            break;
+        }
+        problem(res, 409, "SOLD_OUT").await;
+        assert!(
+            expired_at.elapsed() < Duration::from_millis(200 + 400),
+            "the unit did not come back within one heal interval"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let id = order["orderId"].as_i64().unwrap();
+    let first = body(app.get(&format!("/orders/{id}"), Some((7, "buyer"))).await).await;
+    assert_eq!(first["status"], "EXPIRED");
+    problem(
+        pay(&app, id, 7, "late", "pi_late").await,
+        409,
+        "ORDER_NOT_PAYABLE",
+    )
+    .await;
+    problem(app.purchase(drop, 9, "third", 1).await, 409, "SOLD_OUT").await;
+}
+
+/// A drop sells out; 15 winners pay, 5 do not and expire; exactly 5 more orders sell it out
+/// again among 30 racing buyers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sold_out_drop_with_five_expired_orders_sells_exactly_five_more() {
+    let app = TestApp::spawn().await;
+    let (product, drop) = app.open_drop(40, 20, 1).await;
+    let mut orders = Vec::new();
+    for user in 1..=20 {
+        orders.push(
+            bought(&app, drop, user, "a").await["orderId"]
+                .as_i64()
+                .unwrap(),
+        );
+    }
+    problem(app.purchase(drop, 21, "a", 1).await, 409, "SOLD_OUT").await;
+    for (i, id) in orders.iter().enumerate().take(15) {
+        let user = i64::try_from(i).unwrap() + 1;
+        assert_eq!(
+            pay(&app, *id, user, "p", "pi").await.status(),
+            StatusCode::OK
+        );
+    }
+    app.clock.advance(WINDOW);
+    // The healing pass is off here: reading each unpaid order expires it (lazily), and its
+    // unit goes back to the drop and the gate.
+    for (i, id) in orders.iter().enumerate().skip(15) {
+        let user = i64::try_from(i).unwrap() + 1;
+        let order = body(
+            app.get(&format!("/orders/{id}"), Some((user, "buyer")))
+                .await,
+        )
+        .await;
+        assert_eq!(order["status"], "EXPIRED");
+    }
+    let racers = (100..130).map(|user| {
+        let app_request = app
+            .request(
+                Method::POST,
+                &format!("/limited-drops/{drop}/orders"),
+                Some((user, "buyer")),
+            )
+            .header("Idempotency-Key", "b")
+            .json(&json!({ "quantity": 1 }));
+        tokio::spawn(async move { app_request.send().await.unwrap() })
+    });
+    let mut accepted = 0;
+    for res in join_all(racers).await {
+        let res = res.unwrap();
+        match res.status() {
+            StatusCode::ACCEPTED => accepted += 1,
+            _ => {
+                problem(res, 409, "SOLD_OUT").await;
+            }
+        }
+    }
+    assert_eq!(accepted, 5);
+    let stats = stats(&app, drop).await;
+    assert_eq!(
+        (
+            stats["soldQuantity"].as_i64(),
+            stats["paidQuantity"].as_i64(),
+            stats["pendingQuantity"].as_i64(),
+            stats["expiredQuantity"].as_i64(),
+            stats["remaining"].as_i64()
+        ),
+        (Some(20), Some(15), Some(5), Some(5), Some(0))
+    );
+    assert_eq!(app.stock(product).await, 20);
+    let recon = app
+        .seller_json(&format!("/limited-drops/{drop}/reconciliation"))
+        .await;
+    assert_eq!(recon["oversold"], false);
+    if recon["gateRemaining"].is_number() {
+        assert_eq!(recon["drift"], 0, "{recon}");
+    }
+}
+
+/// A buyer pages through their orders while they keep buying: every order that existed when
+/// the first page was read appears exactly once, newest first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listing_pages_without_duplicates_or_gaps_under_concurrent_purchases() {
+    let app = TestApp::spawn().await;
+    let (_, a) = app.open_drop(200, 100, 50).await;
+    let (_, b) = app.open_drop(200, 100, 50).await;
+    let mut before = Vec::new();
+    for i in 0..25 {
+        let drop = if i % 2 == 0 { a } else { b };
+        before.push(
+            bought(&app, drop, 7, &format!("k{i}")).await["orderId"]
+                .as_i64()
+                .unwrap(),
+        );
+        bought(&app, drop, 8, &format!("k{i}")).await;
+    }
+    let list = |query: String| {
+        let app = &app;
+        async move {
+            let res = app
+                .get(&format!("/orders?{query}"), Some((7, "buyer")))
+                .await;
+            assert_eq!(res.status(), StatusCode::OK, "{query}");
+            body(res).await
+        }
+    };
+    // More purchases while the pages are read.
+    let buying = {
+        let requests: Vec<_> = (0..20)
+            .map(|i| {
+                app.request(
+                    Method::POST,
+                    &format!("/limited-drops/{a}/orders"),
+                    Some((7, "buyer")),
+                )
+                .header("Idempotency-Key", format!("later-{i}"))
+                .json(&json!({ "quantity": 1 }))
+            })
+            .collect();
+        tokio::spawn(async move {
+            for request in requests {
+                assert_eq!(request.send().await.unwrap().status(), StatusCode::ACCEPTED);
+            }
+        })
+    };
+    let mut seen = Vec::new();
+    let mut page = list("limit=7".into()).await;
+    let newest_at_start = page["items"][0]["orderId"].as_i64().unwrap();
+    loop {
+        for item in page["items"].as_array().unwrap() {
+            assert_eq!(item["userId"], 7);
+            seen.push(item["orderId"].as_i64().unwrap());
+        }
+        match page["nextCursor"].as_str() {
+            Some(cursor) => page = list(format!("limit=7&cursor={cursor}")).await,
+            None => break,
+        }
+    }
+    buying.await.unwrap();
+    let unique: HashSet<i64> = seen.iter().copied().collect();
+    assert_eq!(unique.len(), seen.len(), "no duplicates");
+    assert!(seen.windows(2).all(|w| w[0] > w[1]), "newest first");
+    let expected: Vec<i64> = {
+        let mut all: Vec<i64> = before.clone();
+        all.retain(|id| *id <= newest_at_start);
+        all.reverse();
+        all
+    };
+    let from_before: Vec<i64> = seen
+        .iter()
+        .copied()
+        .filter(|id| before.contains(id))
+        .collect();
+    assert_eq!(from_before, expected, "every earlier order, once, in order");
+
+    // Filters, and bad parameters are refused with 400.
+    let in_b = list(format!("dropId={b}&limit=100")).await;
+    assert_eq!(in_b["items"].as_array().unwrap().len(), 12);
+    assert!(in_b["nextCursor"].is_null());
+    let paid = list("status=PAID".into()).await;
+    assert!(paid["items"].as_array().unwrap().is_empty());
+    for bad in [
+        "limit=0",
+        "limit=101",
+        "limit=x",
+        "cursor=abc",
+        "cursor=-1",
+        "status=SHIPPED",
+        "dropId=0",
+        "colour=red",
+    ] {
+        problem(
+            app.get(&format!("/orders?{bad}"), Some((7, "buyer"))).await,
+            400,
+            "MALFORMED_REQUEST",
+        )
+        .await;
+    }
+    problem(
+        app.get("/orders", Some((SELLER, "seller"))).await,
+        403,
+        "FORBIDDEN",
+    )
+    .await;
+    problem(app.get("/orders", None).await, 401, "UNAUTHENTICATED").await;
+}
