@@ -12,10 +12,15 @@
 // loadtest/drop-spike.sh runs it and adds the checks k6 cannot make alone: the drop sold out
 // exactly, and the client's count of 202s equals what the database sold and what stats count.
 //
+// Optional paying step: PAY_SHARE (0 to 1, default 0) of the winners pay their order right after
+// the 202; with EXPIRE_WAIT seconds (run the server with a PAYMENT_WINDOW_S shorter than that) the
+// teardown waits for the others to expire, and checks paid + pending + expired = what was bought,
+// sold = paid + pending, and that the units of the expired orders went back to the stock.
+//
 // The server must trust identity headers (AUTH_MODE=trusted-header, the loopback default).
 // Every request carries X-Load-Test-Run-Id so server traces and logs can be matched to the run.
 import http from 'k6/http';
-import { check } from 'k6';
+import { check, sleep } from 'k6';
 import { Counter, Rate, Trend } from 'k6/metrics';
 
 const BASE = __ENV.BASE || 'http://127.0.0.1:8080';
@@ -27,6 +32,8 @@ const MAX_VUS = Number(__ENV.MAX_VUS || Math.min(RATE * 2, 3000));
 const LIMITED = Number(__ENV.LIMITED || 500);
 const OPEN_IN_SECONDS = Number(__ENV.OPEN_IN || 2);
 const RUN_ID = __ENV.RUN_ID || `drop-spike-${Date.now()}`;
+const PAY_SHARE = Number(__ENV.PAY_SHARE || 0);
+const EXPIRE_WAIT = Number(__ENV.EXPIRE_WAIT || 0);
 
 // Classification by the body's `code`, not the status alone (409 is both SOLD_OUT and busy).
 // Every buyer and key is new, so IDEMPOTENCY_KEY_IN_PROGRESS, IDEMPOTENCY_KEY_REUSED and
@@ -46,6 +53,7 @@ const consistency = new Rate('consistency');
 const accepted = new Counter('accepted');                    // the client's count of 202s
 const acceptedDuration = new Trend('accepted_duration', true); // admitted purchases (202) only
 const validEvents = new Counter('valid_events');             // good + bad
+const paid = new Counter('paid');                            // the client's count of paid orders
 
 export const options = {
   discardResponseBodies: false,
@@ -108,6 +116,25 @@ export default function (data) {
     accepted.add(1);
     acceptedDuration.add(res.timings.duration);
     validEvents.add(1);
+    // A deterministic share of the winners pays (spread over VUs and iterations by two primes).
+    if (PAY_SHARE > 0 && ((__VU * 7919) + (__ITER * 104729)) % 1000 < PAY_SHARE * 1000) {
+      const pay = http.post(`${BASE}/orders/${res.json('orderId')}/pay`, JSON.stringify({ paymentReference: `pi-${user}` }), {
+        headers: {
+          'X-User-Id': String(user),
+          'Idempotency-Key': `k6-pay-${RUN_ID}-${user}`,
+          'Content-Type': 'application/json',
+          'X-Load-Test-Run-Id': RUN_ID,
+        },
+        tags: { name: '/orders/{orderId}/pay' },
+      });
+      const ok = pay.status === 200;
+      availability.add(ok);
+      apiDuration.add(pay.timings.duration);
+      validEvents.add(1);
+      if (ok) {
+        paid.add(1);
+      }
+    }
   } else if (code && DOMAIN_REJECTIONS.has(code)) {
     domainRejections.add(1, { code });
     rejectionDuration.add(res.timings.duration);
@@ -133,6 +160,10 @@ function safeCode(res) {
 }
 
 export function teardown(data) {
+  if (EXPIRE_WAIT > 0) {
+    // The unpaid orders expire meanwhile (the healing pass, every RECONCILE_INTERVAL_MS).
+    sleep(EXPIRE_WAIT);
+  }
   const recon = http.get(`${BASE}/limited-drops/${data.dropId}/reconciliation`, { headers: SELLER });
   const stats = http.get(`${BASE}/limited-drops/${data.dropId}/stats`, { headers: SELLER });
   const product = http.get(`${BASE}/products/${data.productId}`, { headers: SELLER });
@@ -142,8 +173,12 @@ export function teardown(data) {
   consistency.add(r.oversold === false, { check: 'not oversold' });
   consistency.add(sold <= LIMITED, { check: 'sold within limit' });
   consistency.add(product.json('stockQuantity') + sold === LIMITED, { check: 'stock + sold constant' });
+  consistency.add(r.paidQuantity + r.pendingQuantity === sold, { check: 'sold = paid + pending' });
+  if (EXPIRE_WAIT > 0) {
+    consistency.add(r.pendingQuantity === 0, { check: 'every unpaid order expired' });
+  }
   console.log(`reconciliation ${JSON.stringify(r)}`);
   console.log(`stats ${JSON.stringify(s)}`);
   // loadtest/drop-spike.sh reads these to compare with the client's count of 202s.
-  console.log(`DROP_RESULT sold=${sold} success=${s.successCount} drop=${data.dropId}`);
+  console.log(`DROP_RESULT sold=${sold} success=${s.successCount} paid=${r.paidQuantity} pending=${r.pendingQuantity} expired=${r.expiredQuantity} cancelled=${r.cancelledQuantity} drop=${data.dropId}`);
 }
