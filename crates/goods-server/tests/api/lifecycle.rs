@@ -432,3 +432,54 @@ async fn the_listing_pages_without_duplicates_or_gaps_under_concurrent_purchases
     .await;
     problem(app.get("/orders", None).await, 401, "UNAUTHENTICATED").await;
 }
+
+/// Two instances on one Redis: the second has raised its sold-out flag (it answers SOLD_OUT
+/// without asking Redis); an expiry made through the first brings it down within a second, by
+/// the gate's restock message, well before the flag's own expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiry_on_one_instance_brings_the_sold_out_flag_down_on_another() {
+    let url = test_support::redis::server_url();
+    let prefix = test_support::redis::fresh_prefix();
+    let a = TestApp::spawn_with(&[
+        ("GATE", "redis"),
+        ("REDIS_URL", &url),
+        ("REDIS_KEY_PREFIX", &prefix),
+    ])
+    .await;
+    let b = a.sibling().await;
+    let (_, drop) = a.open_drop(5, 1, 1).await;
+    let order = bought(&a, drop, 7, "first").await;
+    // b learns of the sell-out from Redis, then keeps answering it alone.
+    for i in 0..3 {
+        problem(
+            b.purchase(drop, 8, &format!("no-{i}"), 1).await,
+            409,
+            "SOLD_OUT",
+        )
+        .await;
+    }
+    a.clock.advance(WINDOW);
+    let id = order["orderId"].as_i64().unwrap();
+    let read = body(a.get(&format!("/orders/{id}"), Some((7, "buyer"))).await).await;
+    assert_eq!(read["status"], "EXPIRED");
+    let expired_at = Instant::now();
+    loop {
+        let res = b
+            .purchase(
+                drop,
+                8,
+                &format!("yes-{}", expired_at.elapsed().as_millis()),
+                1,
+            )
+            .await;
+        if res.status() == StatusCode::ACCEPTED {
+            break;
+        }
+        problem(res, 409, "SOLD_OUT").await;
+        assert!(
+            expired_at.elapsed() < Duration::from_secs(1),
+            "the other instance still answers SOLD_OUT a second after the expiry"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
