@@ -1,0 +1,292 @@
+//! What the fault and fleet tests share: the real binary with short healing bounds, a client
+//! that buys and reads like a buyer and a seller, and the end-state check of a sale.
+
+#![allow(dead_code)] // each test binary uses part of it
+
+use futures::future::join_all;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::process::Child;
+use std::time::{Duration, Instant};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+#[path = "process.rs"]
+pub mod process;
+
+pub const LEASE_MS: u64 = 2500;
+pub const HEAL_MS: u64 = 250;
+pub const SELLER: i64 = 900_000;
+
+/// A `goods-server` process.
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+    pub env: Vec<(String, String)>,
+}
+
+impl Server {
+    pub fn start(env: &[(&str, &str)]) -> Self {
+        let mut vars: Vec<(String, String)> = vec![
+            ("BIND_ADDR".into(), "127.0.0.1:0".into()),
+            ("AUTH_MODE".into(), "trusted-header".into()),
+            ("DATABASE_MIGRATE".into(), "true".into()),
+            ("DATABASE_POOL_SIZE".into(), "16".into()),
+            ("HTTP_WORKERS".into(), "2".into()),
+            ("DB_WRITE_WAIT_MS".into(), "500".into()),
+            ("DB_ACQUIRE_TIMEOUT_MS".into(), "500".into()),
+            ("DB_TX_TIMEOUT_MS".into(), "1000".into()),
+            ("RESERVATION_LEASE_MS".into(), LEASE_MS.to_string()),
+            ("RECONCILE_INTERVAL_MS".into(), HEAL_MS.to_string()),
+            ("RUST_LOG".into(), "warn,goods_server=info".into()),
+        ];
+        for (k, v) in env {
+            vars.retain(|(name, _)| name != k);
+            vars.push(((*k).into(), (*v).into()));
+        }
+        let (child, base) = Self::spawn(&vars);
+        Self {
+            child,
+            base,
+            env: vars,
+        }
+    }
+
+    fn spawn(vars: &[(String, String)]) -> (Child, String) {
+        process::spawn(
+            &std::env::temp_dir(),
+            vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        )
+    }
+
+    /// SIGKILL: no graceful shutdown, requests in flight are cut.
+    pub fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Starts it again with the same configuration (a new port).
+    pub fn restart(&mut self) {
+        let (child, base) = Self::spawn(&self.env);
+        self.child = child;
+        self.base = base;
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One purchase's answer.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub code: Option<String>,
+    pub order: Option<i64>,
+}
+
+impl Answer {
+    pub fn is(&self, code: &str) -> bool {
+        self.code.as_deref() == Some(code)
+    }
+}
+
+#[derive(Clone)]
+pub struct Client {
+    pub http: reqwest::Client,
+}
+
+impl Client {
+    pub fn new() -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(15))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    pub fn as_seller(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        req.header("X-User-Id", SELLER.to_string())
+            .header("X-User-Role", "seller")
+    }
+
+    /// A product and a drop of `limited` units, one per buyer, open since a second ago.
+    pub async fn open_drop(&self, base: &str, limited: i64) -> i64 {
+        let product: Value = self
+            .as_seller(self.http.post(format!("{base}/products")))
+            .json(&json!({"name": "Sneaker", "stockQuantity": limited}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let now = OffsetDateTime::now_utc();
+        let at = |t: OffsetDateTime| t.format(&Rfc3339).unwrap();
+        let drop: Value = self
+            .as_seller(self.http.post(format!("{base}/limited-drops")))
+            .json(&json!({
+                "productId": product["productId"],
+                "openAt": at(now - time::Duration::seconds(1)),
+                "closeAt": at(now + time::Duration::hours(1)),
+                "limitedQuantity": limited,
+                "perUserLimit": 1,
+            }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        drop["dropId"].as_i64().unwrap()
+    }
+
+    /// A purchase; `None` when the connection failed (the server died under it).
+    pub async fn buy(&self, base: &str, drop: i64, user: i64) -> Option<Answer> {
+        let res = self
+            .http
+            .post(format!("{base}/limited-drops/{drop}/orders"))
+            .header("X-User-Id", user.to_string())
+            .header("X-User-Role", "buyer")
+            .header("Idempotency-Key", format!("key-{user}"))
+            .json(&json!({"quantity": 1}))
+            .send()
+            .await
+            .ok()?;
+        let status = res.status().as_u16();
+        let body: Value = res.json().await.ok()?;
+        Some(Answer {
+            status,
+            code: body["code"].as_str().map(str::to_owned),
+            order: body["orderId"].as_i64(),
+        })
+    }
+
+    pub async fn seller_json(&self, base: &str, path: &str) -> Value {
+        self.as_seller(self.http.get(format!("{base}{path}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    pub async fn reconciliation(&self, base: &str, drop: i64) -> Value {
+        self.seller_json(base, &format!("/limited-drops/{drop}/reconciliation"))
+            .await
+    }
+
+    /// Polls reconciliation until the gate holds exactly what the database did not sell
+    /// (drift 0); how long that took.
+    pub async fn until_healed(&self, base: &str, drop: i64, within: Duration) -> Duration {
+        let start = Instant::now();
+        loop {
+            let recon = self.reconciliation(base, drop).await;
+            if recon["drift"] == json!(0) {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < within,
+                "not healed within {within:?}: {recon}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn order_exists(&self, base: &str, user: i64, order: i64) -> bool {
+        self.http
+            .get(format!("{base}/orders/{order}"))
+            .header("X-User-Id", user.to_string())
+            .header("X-User-Role", "buyer")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            == 200
+    }
+
+    pub async fn db_statements(&self, base: &str) -> u64 {
+        process::metric(&self.http, base, "db_statements_total").await
+    }
+}
+
+/// Every buyer's latest answer, by buyer.
+pub type Answers = HashMap<i64, Answer>;
+
+/// `buyers` buy at once; their answers (connection failures left out).
+pub async fn wave(
+    client: &Client,
+    base: &str,
+    drop: i64,
+    buyers: impl Iterator<Item = i64>,
+) -> Answers {
+    let tries = buyers.map(|user| {
+        let (client, base) = (client.clone(), base.to_owned());
+        tokio::spawn(async move { (user, client.buy(&base, drop, user).await) })
+    });
+    join_all(tries)
+        .await
+        .into_iter()
+        .filter_map(|r| {
+            let (user, answer) = r.unwrap();
+            answer.map(|a| (user, a))
+        })
+        .collect()
+}
+
+/// Asserts the end state of a sale of `limited` units: the database sold exactly `limited`,
+/// the buyers hold exactly that many distinct 202s, every one of them is an order that exists,
+/// and the gate agrees (nothing left, drift 0).
+pub async fn assert_sold_out_exactly(
+    client: &Client,
+    base: &str,
+    drop: i64,
+    limited: i64,
+    answers: &Answers,
+) {
+    let winners: Vec<(i64, i64)> = answers
+        .iter()
+        .filter(|(_, a)| a.status == 202)
+        .map(|(user, a)| (*user, a.order.unwrap()))
+        .collect();
+    let recon = client.reconciliation(base, drop).await;
+    assert_eq!(recon["soldQuantity"], json!(limited), "{recon}");
+    assert_eq!(recon["oversold"], json!(false));
+    assert_eq!(
+        (recon["gateRemaining"].clone(), recon["drift"].clone()),
+        (json!(0), json!(0)),
+        "{recon}"
+    );
+    assert_eq!(
+        i64::try_from(winners.len()).unwrap(),
+        limited,
+        "the buyers' 202s are exactly the units sold"
+    );
+    for (user, order) in winners {
+        assert!(
+            client.order_exists(base, user, order).await,
+            "order {order} of buyer {user}"
+        );
+    }
+}
+
+pub fn shared_redis(prefix: &str) -> [(&'static str, String); 3] {
+    [
+        ("GATE", "redis".into()),
+        ("REDIS_URL", test_support::redis::server_url()),
+        ("REDIS_KEY_PREFIX", prefix.to_owned()),
+    ]
+}
+
+pub fn fresh_prefix() -> String {
+    format!("faults:{}:", uuid::Uuid::new_v4().simple())
+}
+
+pub fn env<'a>(pairs: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    pairs.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
