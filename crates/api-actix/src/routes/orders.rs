@@ -11,6 +11,9 @@ use goods_app::ListOrders;
 use goods_domain::{DropId, OrderId, OrderStatus, PaymentReference};
 use serde::Deserialize;
 
+/// The largest integer a JSON number carries exactly (2^53 - 1).
+const MAX_JSON_INTEGER: i64 = 9_007_199_254_740_991;
+
 fn order_id(raw: &str) -> Result<OrderId, Problem> {
     path_id(raw, OrderId::parse, "ORDER_NOT_FOUND")
 }
@@ -69,14 +72,19 @@ pub struct ListQuery {
 impl ListQuery {
     fn parse(self) -> Result<ListOrders, Problem> {
         let bad = |what: &str| Problem::malformed(what.to_owned());
-        let id = |raw: &str| raw.parse::<i64>().ok().filter(|id| *id > 0);
+        // Ids in a query are bounded as the description says: what JSON carries exactly.
+        let id = |raw: &str| {
+            raw.parse::<i64>()
+                .ok()
+                .filter(|id| (1..=MAX_JSON_INTEGER).contains(id))
+        };
         Ok(ListOrders {
             drop: self
                 .drop_id
                 .map(|raw| {
                     id(&raw)
                         .and_then(|id| DropId::parse(id).ok())
-                        .ok_or_else(|| bad("dropId must be a positive integer"))
+                        .ok_or_else(|| bad("dropId must be a whole number from 1 to 2^53 - 1"))
                 })
                 .transpose()?,
             status: self

@@ -415,6 +415,7 @@ async fn the_listing_pages_without_duplicates_or_gaps_under_concurrent_purchases
         "cursor=-1",
         "status=SHIPPED",
         "dropId=0",
+        "dropId=9007199254740992",
         "colour=red",
     ] {
         problem(
