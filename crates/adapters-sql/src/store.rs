@@ -1290,3 +1290,48 @@ impl ports::FlagStore for Store {
         })
     }
 }
+
+#[async_trait]
+impl ports::LeaseStore for Store {
+    #[tracing::instrument(level = "debug", skip_all, fields(lease = name))]
+    async fn try_lead(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, InfraError> {
+        let mut conn = self.conn().await?;
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let taken = diesel::sql_query(format!(
+            "UPDATE leases SET holder = ?, expires_at_ms = {DB_NOW_MS} + ? \
+             WHERE name = ? AND (holder = ? OR expires_at_ms < {DB_NOW_MS})"
+        ))
+        .bind::<diesel::sql_types::Text, _>(holder)
+        .bind::<BigInt, _>(ttl_ms)
+        .bind::<diesel::sql_types::Text, _>(name)
+        .bind::<diesel::sql_types::Text, _>(holder)
+        .execute(&mut *conn)
+        .await
+        .map_err(infra("take lease"))?;
+        if taken == 1 {
+            return Ok(true);
+        }
+        // MySQL counts a row the UPDATE left as it was (a renewal within the same millisecond)
+        // as not affected: the holder still holds it then.
+        #[derive(QueryableByName)]
+        struct Held {
+            #[diesel(sql_type = BigInt)]
+            n: i64,
+        }
+        let held: Held = diesel::sql_query(format!(
+            "SELECT COUNT(*) AS n FROM leases \
+             WHERE name = ? AND holder = ? AND expires_at_ms >= {DB_NOW_MS}"
+        ))
+        .bind::<diesel::sql_types::Text, _>(name)
+        .bind::<diesel::sql_types::Text, _>(holder)
+        .get_result(&mut *conn)
+        .await
+        .map_err(infra("read lease"))?;
+        Ok(held.n == 1)
+    }
+}

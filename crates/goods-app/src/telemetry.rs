@@ -39,6 +39,8 @@ pub const OVERSELLS: &str = "oversell_events_total";
 pub const DROP_OPERATIONS: &str = "drop_operations_total";
 /// Runtime flags set by admins, by flag and new value.
 pub const FLAG_CHANGES: &str = "flag_changes_total";
+/// 1 on the instance that runs the background work now (holds the lease), 0 elsewhere.
+pub const BACKGROUND_LEADER: &str = "background_leader";
 /// Orders that left PENDING, by the state they went to (PAID, CANCELLED, EXPIRED).
 pub const ORDER_TRANSITIONS: &str = "order_transitions_total";
 
@@ -86,6 +88,7 @@ pub const NAMES: &[&str] = &[
     DROP_OPERATIONS,
     FLAG_CHANGES,
     ORDER_TRANSITIONS,
+    BACKGROUND_LEADER,
 ];
 
 /// The help texts, for the exposition.
@@ -100,6 +103,10 @@ pub fn describe() {
         GATE_DECISION,
         Unit::Seconds,
         "Time the admission gate took to decide a reservation, by result."
+    );
+    describe_gauge!(
+        BACKGROUND_LEADER,
+        "1 on the instance that runs the background work now (it holds the lease), 0 elsewhere."
     );
     describe_counter!(
         ORDER_TRANSITIONS,

@@ -10,6 +10,7 @@ mod clock;
 mod events;
 mod flags;
 mod gate;
+mod lease;
 mod ledger;
 mod outbox;
 mod stats;
@@ -25,6 +26,7 @@ pub use gate::{
     AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome, StaleReservation,
     from_unix_ms, unix_ms,
 };
+pub use lease::{BACKGROUND, LeaseStore};
 pub use ledger::{
     CancelOrderError, Cancelled, Paid, PayOrder, PayOrderError, PlaceOrder, PlaceOrderError,
     Placed, Placement, PurchaseLedger, StaleResolution, max_orders_per_buyer,
@@ -34,7 +36,13 @@ pub use stats::{OutcomeCounts, PurchaseOutcome, StatsRecorder};
 
 /// Every port a source of truth (the SQL adapters) implements at once.
 pub trait SourceOfTruth:
-    ProductRepository + DropRepository + OrderRepository + PurchaseLedger + EventOutbox + FlagStore
+    ProductRepository
+    + DropRepository
+    + OrderRepository
+    + PurchaseLedger
+    + EventOutbox
+    + FlagStore
+    + LeaseStore
 {
 }
 
@@ -45,6 +53,7 @@ impl<T> SourceOfTruth for T where
         + PurchaseLedger
         + EventOutbox
         + FlagStore
+        + LeaseStore
 {
 }
 
@@ -60,6 +69,8 @@ pub use events::MockEventPublisher;
 pub use flags::MockFlagStore;
 #[cfg(feature = "mock")]
 pub use gate::MockAdmissionGate;
+#[cfg(feature = "mock")]
+pub use lease::MockLeaseStore;
 #[cfg(feature = "mock")]
 pub use ledger::MockPurchaseLedger;
 #[cfg(feature = "mock")]

@@ -12,8 +12,8 @@ use futures::FutureExt as _;
 use goods_app::{GoodsApp, Ports, WriteBuffer};
 use goods_domain::InfraError;
 use goods_domain::ports::{
-    AdmissionGate, Clock, DropRepository, EventOutbox, OrderRepository, ProductRepository,
-    PurchaseLedger, StatsRecorder, SystemClock,
+    AdmissionGate, BACKGROUND, Clock, DropRepository, EventOutbox, LeaseStore, OrderRepository,
+    ProductRepository, PurchaseLedger, StatsRecorder, SystemClock,
 };
 use secrecy::ExposeSecret as _;
 use std::future::Future;
@@ -30,6 +30,9 @@ pub struct Application {
     drop_refresh: Duration,
     /// Woken by a change notice: the refresher runs at once instead of at its next tick.
     changed: Arc<tokio::sync::Notify>,
+    /// The lease the background work runs under when the fleet shares its gate (Redis) or has
+    /// none; `None` with an in-process gate, which every instance must heal itself.
+    lease: Option<Arc<dyn LeaseStore>>,
 }
 
 /// The SQL ports of one store, plus its health check.
@@ -40,6 +43,7 @@ struct SqlPorts {
     ledger: Arc<dyn PurchaseLedger>,
     outbox: Arc<dyn EventOutbox>,
     flags: Arc<dyn goods_domain::ports::FlagStore>,
+    leases: Arc<dyn LeaseStore>,
     probe: Probe,
 }
 
@@ -56,6 +60,7 @@ where
         orders: store.clone(),
         outbox: store.clone(),
         flags: store.clone(),
+        leases: store.clone(),
         ledger: store,
         probe: Arc::new(move || {
             ping(probe_store.clone())
@@ -169,6 +174,7 @@ impl Application {
             }
         };
         let gate = gate_ports(&config).await?;
+        let gate_kind = gate.kind;
         let app = GoodsApp::new(
             Ports {
                 products: sql.products,
@@ -248,6 +254,7 @@ impl Application {
             reconcile_interval: config.reconcile_interval,
             drop_refresh: config.drop_refresh,
             changed,
+            lease: (gate_kind != "memory").then_some(sql.leases),
         })
     }
 
@@ -267,13 +274,22 @@ impl Application {
     /// # Errors
     /// When the server fails.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let leading = Arc::new(std::sync::atomic::AtomicBool::new(self.lease.is_none()));
+        let keeper = self
+            .reconcile_interval
+            .zip(self.lease.clone())
+            .map(|(period, lease)| keep_lease(lease, period, Arc::clone(&leading)));
         let reconciler = self.reconcile_interval.map(|period| {
             let app = self.app.clone();
+            let leading = Arc::clone(&leading);
             tokio::spawn(async move {
                 let mut ticker = tokio::time::interval(period);
                 ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     ticker.tick().await;
+                    if !leading.load(std::sync::atomic::Ordering::SeqCst) {
+                        continue;
+                    }
                     match app.heal_all().await {
                         Ok(report) if report != goods_app::HealReport::default() => {
                             tracing::debug!(?report, "healing pass");
@@ -307,7 +323,53 @@ impl Application {
         if let Some(task) = reconciler {
             task.abort();
         }
+        if let Some(task) = keeper {
+            task.abort();
+        }
         refresher.abort();
         result
     }
+}
+
+/// Takes and renews the background lease for as long as this instance runs: every third of
+/// `period`, for `period`. A leader that dies loses it at most `period` after its last renewal,
+/// and another instance takes it within a third of a period after that: the background work
+/// moves within two periods. Every step of that work is idempotent, so the rare overlap (a pass
+/// longer than the lease) does no harm.
+fn keep_lease(
+    lease: Arc<dyn LeaseStore>,
+    period: Duration,
+    leading: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    let holder = format!(
+        "{}:{}:{}",
+        std::env::var("HOSTNAME").unwrap_or_else(|_| "goods-server".into()),
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval((period / 3).max(Duration::from_millis(10)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let now = match lease.try_lead(BACKGROUND, &holder, period).await {
+                Ok(held) => held,
+                Err(error) => {
+                    tracing::warn!(error = %error, "background lease not renewed; not leading");
+                    false
+                }
+            };
+            let was = leading.swap(now, std::sync::atomic::Ordering::SeqCst);
+            if now != was {
+                tracing::info!(holder = %holder, leading = now, "background lease changed hands");
+            }
+            metrics::gauge!(goods_app::telemetry::BACKGROUND_LEADER).set(if now {
+                1.0
+            } else {
+                0.0
+            });
+        }
+    })
 }

@@ -162,3 +162,68 @@ async fn an_instance_killed_mid_sale_is_not_needed_to_finish_the_sale_exactly() 
         assert_eq!((again.status, again.order), (202, Some(*order)));
     }
 }
+
+/// Which instances hold the background lease now, by their `background_leader` gauge.
+async fn leaders(client: &Client, fleet: &Fleet, alive: &[usize]) -> Vec<usize> {
+    let mut found = Vec::new();
+    for &i in alive {
+        let text = client
+            .http
+            .get(format!("{}/metrics", fleet.servers[i].base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.lines().any(|l| l == "background_leader 1") {
+            found.push(i);
+        }
+    }
+    found
+}
+
+/// One instance runs the background work (healing, reconciliation, expiry); when it dies,
+/// another takes the lease within two healing intervals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_background_work_moves_within_two_intervals_when_its_leader_dies() {
+    let vars = fleet_env().await;
+    let mut fleet = Fleet::start(&env(&vars)).await;
+    let client = Client::new();
+    let interval = Duration::from_millis(harness::HEAL_MS);
+    let mut alive: Vec<usize> = (0..INSTANCES).collect();
+    let start = Instant::now();
+    let leader = loop {
+        let now = leaders(&client, &fleet, &alive).await;
+        assert!(now.len() <= 1, "two leaders at once: {now:?}");
+        if let [one] = now[..] {
+            break one;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "nobody leads");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    fleet.servers[leader].kill9();
+    let killed = Instant::now();
+    alive.retain(|i| *i != leader);
+    let successor = loop {
+        let now = leaders(&client, &fleet, &alive).await;
+        assert!(now.len() <= 1, "two leaders at once: {now:?}");
+        if let [one] = now[..] {
+            break one;
+        }
+        assert!(
+            killed.elapsed() < interval * 2,
+            "no instance took the background work over within two intervals"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    eprintln!(
+        "instance {} took over from instance {} {:?} after the kill (interval {interval:?})",
+        successor + 1,
+        leader + 1,
+        killed.elapsed()
+    );
+    // And it keeps it: still one leader a few intervals later.
+    tokio::time::sleep(interval * 3).await;
+    assert_eq!(leaders(&client, &fleet, &alive).await, vec![successor]);
+}

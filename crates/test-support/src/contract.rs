@@ -51,7 +51,8 @@ macro_rules! sql_contract_tests {
             paying_moves_a_pending_order_to_paid_once_and_replays_the_same_payment,
             an_overdue_order_expires_once_and_its_units_go_back,
             racing_payments_and_expiries_at_the_deadline_have_one_outcome,
-            a_buyers_orders_are_listed_newest_first_a_page_at_a_time
+            a_buyers_orders_are_listed_newest_first_a_page_at_a_time,
+            racing_instances_take_a_lease_one_at_a_time_until_it_lapses
         );
     };
     (@cases $make:expr; $($case:ident),*) => {
@@ -1193,5 +1194,48 @@ pub async fn a_buyers_orders_are_listed_newest_first_a_page_at_a_time<S: SqlStor
     assert_eq!(
         cancelled.iter().map(|o| o.id).collect::<Vec<_>>(),
         vec![mine[2]]
+    );
+}
+
+pub async fn racing_instances_take_a_lease_one_at_a_time_until_it_lapses<S: SqlStore>(store: S) {
+    use goods_domain::ports::BACKGROUND;
+    let long = std::time::Duration::from_secs(60);
+    // Eight instances race for it: exactly one wins, and it keeps it by renewing.
+    let tries = (0..8).map(|i| {
+        let store = store.clone();
+        tokio::spawn(async move { store.try_lead(BACKGROUND, &format!("i{i}"), long).await })
+    });
+    let won: Vec<usize> = join_all(tries)
+        .await
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.unwrap().unwrap().then_some(i))
+        .collect();
+    assert_eq!(won.len(), 1, "{won:?}");
+    let leader = format!("i{}", won[0]);
+    assert!(store.try_lead(BACKGROUND, &leader, long).await.unwrap());
+    assert!(!store.try_lead(BACKGROUND, "other", long).await.unwrap());
+    // A leader that stops renewing loses it once its lease lapses (by the database's clock).
+    assert!(
+        store
+            .try_lead(BACKGROUND, &leader, std::time::Duration::from_millis(1))
+            .await
+            .unwrap()
+    );
+    let start = std::time::Instant::now();
+    while !store.try_lead(BACKGROUND, "other", long).await.unwrap() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(2),
+            "a lapsed lease was not taken over"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(!store.try_lead(BACKGROUND, &leader, long).await.unwrap());
+    // Another lease is another row: unknown names are never held.
+    assert!(
+        !store
+            .try_lead("no-such-lease", "other", long)
+            .await
+            .unwrap()
     );
 }

@@ -1,0 +1,22 @@
+//! Leases: which instance of a fleet runs a piece of background work right now.
+
+use crate::InfraError;
+use async_trait::async_trait;
+use std::time::Duration;
+
+/// The lease of the background work (healing, reconciliation, expiry of unpaid orders).
+pub const BACKGROUND: &str = "background";
+
+/// Named leases with one holder at a time, timed by the store's own clock, so instances whose
+/// clocks disagree still never hold one together.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait LeaseStore: Send + Sync + 'static {
+    /// Takes or renews lease `name` for `holder` until `ttl` from now (store time): `true` when
+    /// `holder` holds it now. It is taken only when free (never held, or lapsed), so a holder
+    /// that stops renewing (it died) loses it `ttl` after its last renewal.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails; the caller must then act as if it did not hold it.
+    async fn try_lead(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool, InfraError>;
+}

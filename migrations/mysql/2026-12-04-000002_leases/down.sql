@@ -1,0 +1,2 @@
+-- Schema only: the table holds nothing but who runs the background work now.
+DROP TABLE leases;
