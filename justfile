@@ -26,9 +26,12 @@ bench:
 ci:
     .ci/run
 
+# The release binary, built as the container image builds it (deploy/docker/Dockerfile).
+release:
+    cargo build --release --locked -p goods-server
+
 # Load tests on loopback (release build, MariaDB and Redis running; wrk and k6 installed).
-loadtest:
-    cargo build --release -p goods-server
+loadtest: release
     loadtest/soldout-vs-live.sh
     loadtest/fault-redis-pause.sh
 
