@@ -50,6 +50,12 @@ impl RedisGate {
             });
     }
 
+    /// Whether this instance answers SOLD_OUT for `drop` on its own right now (its sold-out
+    /// flag is up): what a restock message brings down.
+    pub fn sold_out_flag_raised(&self, drop: DropId) -> bool {
+        self.flags.is_raised(drop)
+    }
+
     fn keys(&self, drop: DropId) -> DropKeys {
         DropKeys::new(&self.conn.prefix, drop)
     }

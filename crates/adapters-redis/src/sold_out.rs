@@ -100,6 +100,13 @@ impl SoldOutFlags {
         }
     }
 
+    /// Whether a fresh flag is up for `drop`.
+    pub fn is_raised(&self, drop: DropId) -> bool {
+        self.flags.read().is_ok_and(|flags| {
+            matches!(flags.get(&drop), Some(Flag::Ready { until, .. }) if *until > Instant::now())
+        })
+    }
+
     /// Claims the loading of a snapshot for `drop`; `Some(epoch)` when the caller should load
     /// one (nobody else is, and no fresh flag is up).
     pub fn begin_loading(&self, drop: DropId) -> Option<u64> {

@@ -95,6 +95,63 @@ async fn contract_gate() -> test_support::gate_contract::Gate {
 
 test_support::gate_contract_tests!(contract_gate());
 
+/// The same contract on a Redis Cluster of three masters (`TEST_REDIS_CLUSTER_URL`, which
+/// scripts/test starts): every script touches the keys of one drop, which share its hash tag,
+/// so each runs on the one node that owns the slot.
+mod cluster {
+    use super::*;
+
+    async fn contract_gate() -> test_support::gate_contract::Gate {
+        let url = test_support::redis::cluster_url();
+        let gate = gate_with_flags(&url, &fresh_prefix(), Duration::ZERO).await;
+        std::sync::Arc::new(gate)
+    }
+
+    test_support::gate_contract_tests!(contract_gate());
+
+    /// A restock published by a script reaches a gate connected to another node: the sold-out
+    /// flag comes down on a cancel, in cluster mode too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restock_reaches_every_gate_of_the_cluster() {
+        let url = test_support::redis::cluster_url();
+        let prefix = fresh_prefix();
+        let a = gate_with_flags(&url, &prefix, Duration::from_secs(30)).await;
+        let b = gate_with_flags(&url, &prefix, Duration::from_secs(30)).await;
+        a.seed_if_absent(&seed(1)).await.unwrap();
+        let won = res(1, "k", 1, 1);
+        assert!(matches!(
+            a.reserve(&won).await.unwrap(),
+            ReserveOutcome::Admitted
+        ));
+        // b raises its flag, then answers SOLD_OUT alone.
+        let start = Instant::now();
+        loop {
+            assert_eq!(
+                b.reserve(&res(2, "k", 1, 1)).await.unwrap(),
+                ReserveOutcome::SoldOut { remaining: 0 }
+            );
+            if b.sold_out_flag_raised(DropId::parse(DROP).unwrap()) {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(2), "no flag raised");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        a.cancel(&won).await.unwrap();
+        let start = Instant::now();
+        while b.sold_out_flag_raised(DropId::parse(DROP).unwrap()) {
+            assert!(
+                start.elapsed() < Duration::from_secs(1),
+                "the restock did not reach the other gate"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(matches!(
+            b.reserve(&res(2, "k2", 1, 1)).await.unwrap(),
+            ReserveOutcome::Admitted
+        ));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_key_of_a_drop_expires_with_it_also_after_writes() {
     let (gate, prefix) = gate().await;

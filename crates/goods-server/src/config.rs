@@ -313,8 +313,21 @@ impl Config {
         let redis = get("REDIS_URL");
         let gate = match (get("GATE").as_deref(), redis) {
             (Some("redis") | None, Some(url)) => {
-                if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
-                    return Err(bad("REDIS_URL", "must start with redis:// or rediss://"));
+                // fred's forms: one server, or a cluster named by its seed nodes
+                // (`redis-cluster://host:port?node=host:port&node=host:port`).
+                if ![
+                    "redis://",
+                    "rediss://",
+                    "redis-cluster://",
+                    "rediss-cluster://",
+                ]
+                .iter()
+                .any(|scheme| url.starts_with(scheme))
+                {
+                    return Err(bad(
+                        "REDIS_URL",
+                        "must start with redis://, rediss://, redis-cluster:// or rediss-cluster://",
+                    ));
                 }
                 Gate::Redis(url.into())
             }
@@ -595,6 +608,11 @@ mod tests {
                 .unwrap()
                 .gate,
             Gate::Off
+        );
+        let cluster = "redis-cluster://10.0.0.1:7000?node=10.0.0.2:7000&node=10.0.0.3:7000";
+        assert_eq!(
+            config(&[("REDIS_URL", cluster)]).unwrap().gate,
+            Gate::Redis(SecretString::from(cluster))
         );
     }
 

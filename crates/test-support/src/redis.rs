@@ -27,6 +27,21 @@ pub fn server_url() -> String {
     .clone()
 }
 
+/// A Redis Cluster of three masters, in fred's form (`redis-cluster://host:port?node=...`):
+/// `TEST_REDIS_CLUSTER_URL`, which scripts/test sets after starting one with
+/// scripts/redis-cluster; a panic that says so otherwise.
+pub fn cluster_url() -> String {
+    std::env::var("TEST_REDIS_CLUSTER_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| {
+            panic!(
+                "no Redis Cluster for the cluster tests: start one with `scripts/redis-cluster DIR` \
+                 and set TEST_REDIS_CLUSTER_URL to the URL it prints (scripts/test does both)"
+            )
+        })
+}
+
 /// A key prefix no other test uses.
 pub fn fresh_prefix() -> String {
     format!("test:{}:", uuid::Uuid::new_v4().simple())
