@@ -7,6 +7,7 @@
 //!
 //! The scripts are in `lua/`, one file each, with a header naming KEYS, ARGV and replies.
 
+mod budget;
 mod changes;
 mod connection;
 mod gate;
@@ -15,6 +16,7 @@ mod scripts;
 mod sold_out;
 mod stats;
 
+pub use budget::RedisWriteBudget;
 pub use changes::RedisChanges;
 pub use connection::{RedisConfig, RedisConnection};
 pub use gate::RedisGate;

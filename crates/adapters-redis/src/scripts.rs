@@ -17,6 +17,8 @@ pub static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/release.lua")));
 pub static RESYNC: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/resync.lua")));
+pub static PERMIT: LazyLock<Script> =
+    LazyLock::new(|| Script::from_lua(include_str!("../lua/permit.lua")));
 pub static REMAINING: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/remaining.lua")));
 

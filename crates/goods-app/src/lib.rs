@@ -7,6 +7,7 @@
 
 mod actor;
 mod breaker;
+mod budget;
 mod buffer;
 mod cancel_order;
 mod catalog;
@@ -24,6 +25,7 @@ mod stats;
 pub mod telemetry;
 
 pub use actor::{Actor, Role};
+pub use budget::Budgeted;
 pub use buffer::WriteBuffer;
 pub use cancel_order::CancelOrderError;
 pub use catalog::{CreateProductError, GetProductError};

@@ -98,6 +98,7 @@ impl From<PlaceOrderError> for PurchaseError {
             PlaceOrderError::OrderLimitReached { limit } => Self::OrderLimitReached { limit },
             PlaceOrderError::LeaseExpired => Self::Unavailable,
             PlaceOrderError::Closed => Self::Closed,
+            PlaceOrderError::Throttled => Self::Throttled,
             PlaceOrderError::Infra(e) => e.into(),
         }
     }

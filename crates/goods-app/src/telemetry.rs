@@ -39,6 +39,12 @@ pub const OVERSELLS: &str = "oversell_events_total";
 pub const DROP_OPERATIONS: &str = "drop_operations_total";
 /// Runtime flags set by admins, by flag and new value.
 pub const FLAG_CHANGES: &str = "flag_changes_total";
+/// Permits of the fleet's write budget held at this instance's last take.
+pub const GLOBAL_PERMITS_HELD: &str = "db_write_permits_global_held";
+/// Purchase batches refused THROTTLED for want of a global write permit.
+pub const BUDGET_EXHAUSTED: &str = "db_write_budget_exhausted_total";
+/// Purchase transactions run without a global permit because the budget's store did not answer.
+pub const BUDGET_BYPASSED: &str = "db_write_budget_bypassed_total";
 /// 1 on the instance that runs the background work now (holds the lease), 0 elsewhere.
 pub const BACKGROUND_LEADER: &str = "background_leader";
 /// Orders that left PENDING, by the state they went to (PAID, CANCELLED, EXPIRED).
@@ -89,6 +95,9 @@ pub const NAMES: &[&str] = &[
     FLAG_CHANGES,
     ORDER_TRANSITIONS,
     BACKGROUND_LEADER,
+    GLOBAL_PERMITS_HELD,
+    BUDGET_EXHAUSTED,
+    BUDGET_BYPASSED,
 ];
 
 /// The help texts, for the exposition.
@@ -103,6 +112,18 @@ pub fn describe() {
         GATE_DECISION,
         Unit::Seconds,
         "Time the admission gate took to decide a reservation, by result."
+    );
+    describe_gauge!(
+        GLOBAL_PERMITS_HELD,
+        "Permits of the fleet's write budget held (by every instance) at this instance's last take."
+    );
+    describe_counter!(
+        BUDGET_EXHAUSTED,
+        "Purchase batches refused THROTTLED for want of a global write permit."
+    );
+    describe_counter!(
+        BUDGET_BYPASSED,
+        "Purchase transactions run without a global permit because the budget's store did not answer."
     );
     describe_gauge!(
         BACKGROUND_LEADER,

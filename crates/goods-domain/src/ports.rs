@@ -4,6 +4,7 @@
 //! per deployment (SQLite or MySQL, in-process or Redis gate) or mocked alone in a test. With
 //! the `mock` feature each trait gets a mockall `Mock*` type.
 
+mod budget;
 mod catalog;
 mod changes;
 mod clock;
@@ -15,6 +16,7 @@ mod ledger;
 mod outbox;
 mod stats;
 
+pub use budget::{WriteBudget, WritePermit};
 pub use catalog::{
     CreateDropError, DropRepository, OrderQuery, OrderRepository, ProductRepository, UnitsByStatus,
 };
@@ -57,6 +59,8 @@ impl<T> SourceOfTruth for T where
 {
 }
 
+#[cfg(feature = "mock")]
+pub use budget::MockWriteBudget;
 #[cfg(feature = "mock")]
 pub use catalog::{MockDropRepository, MockOrderRepository, MockProductRepository};
 #[cfg(feature = "mock")]

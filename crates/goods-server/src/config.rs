@@ -112,6 +112,9 @@ pub struct Config {
     pub write_permits: usize,
     /// Wait for a write slot before 429 (`DB_WRITE_WAIT_MS`).
     pub write_wait: Duration,
+    /// Concurrent purchase transactions across the whole fleet, shared through Redis
+    /// (`DB_WRITE_PERMITS_GLOBAL`); `None`: only the per-instance bound.
+    pub write_permits_global: Option<u32>,
     /// Identity (`AUTH_MODE`, `AUTH_JWT_SECRET`).
     pub auth: Auth,
     /// Wait for a pooled database connection before 503 (`DB_ACQUIRE_TIMEOUT_MS`).
@@ -380,6 +383,16 @@ impl Config {
             1,
         )?;
         let write_wait = Duration::from_millis(number(&get, "DB_WRITE_WAIT_MS", 2000_u64, 0)?);
+        let write_permits_global = match get("DB_WRITE_PERMITS_GLOBAL") {
+            None => None,
+            Some(_) if !matches!(gate, Gate::Redis(_)) => {
+                return Err(bad(
+                    "DB_WRITE_PERMITS_GLOBAL",
+                    "the fleet's budget is kept in Redis: it needs GATE=redis and REDIS_URL",
+                ));
+            }
+            Some(_) => Some(number(&get, "DB_WRITE_PERMITS_GLOBAL", 1_u32, 1)?),
+        };
         let loopback = bind_addr.ip().is_loopback();
         let embedded = loopback && matches!(database, Database::Sqlite(_));
         let trusted_header = || match get("AUTH_TRUSTED_PROXIES") {
@@ -471,6 +484,7 @@ impl Config {
             redis_prefix,
             write_permits,
             write_wait,
+            write_permits_global,
             auth,
             acquire_timeout,
             tx_timeout,
@@ -608,6 +622,17 @@ mod tests {
                 .unwrap()
                 .gate,
             Gate::Off
+        );
+        assert_eq!(
+            config(&[("REDIS_URL", "redis://x"), ("DB_WRITE_PERMITS_GLOBAL", "8")])
+                .unwrap()
+                .write_permits_global,
+            Some(8)
+        );
+        assert_eq!(
+            config(&[("DB_WRITE_PERMITS_GLOBAL", "8")]).unwrap_err().var,
+            "DB_WRITE_PERMITS_GLOBAL",
+            "the budget lives in Redis"
         );
         let cluster = "redis-cluster://10.0.0.1:7000?node=10.0.0.2:7000&node=10.0.0.3:7000";
         assert_eq!(

@@ -4,7 +4,9 @@
 use crate::config::{Auth, Config, Database, Gate};
 use adapters_memory::{LogEventPublisher, MemoryGate, MemoryStats};
 use adapters_mysql::MysqlStore;
-use adapters_redis::{RedisChanges, RedisConfig, RedisConnection, RedisGate, RedisStats};
+use adapters_redis::{
+    RedisChanges, RedisConfig, RedisConnection, RedisGate, RedisStats, RedisWriteBudget,
+};
 use adapters_sqlite::SqliteStore;
 use anyhow::Context as _;
 use api_actix::{ApiState, AuthMode, Probe, Readiness};
@@ -13,7 +15,7 @@ use goods_app::{GoodsApp, Ports, WriteBuffer};
 use goods_domain::InfraError;
 use goods_domain::ports::{
     AdmissionGate, BACKGROUND, Clock, DropRepository, EventOutbox, LeaseStore, OrderRepository,
-    ProductRepository, PurchaseLedger, StatsRecorder, SystemClock,
+    ProductRepository, PurchaseLedger, StatsRecorder, SystemClock, WriteBudget,
 };
 use secrecy::ExposeSecret as _;
 use std::future::Future;
@@ -78,6 +80,8 @@ struct GatePorts {
     kind: &'static str,
     /// Change notices between instances, when they share a Redis.
     changes: Option<RedisChanges>,
+    /// The fleet's write budget, when configured (`DB_WRITE_PERMITS_GLOBAL`).
+    budget: Option<Arc<dyn WriteBudget>>,
 }
 
 async fn gate_ports(config: &Config) -> anyhow::Result<GatePorts> {
@@ -88,6 +92,7 @@ async fn gate_ports(config: &Config) -> anyhow::Result<GatePorts> {
             probe: Some(Arc::new(|| async { Ok(()) }.boxed())),
             kind: "memory",
             changes: None,
+            budget: None,
         },
         Gate::Off => GatePorts {
             gate: None,
@@ -95,6 +100,7 @@ async fn gate_ports(config: &Config) -> anyhow::Result<GatePorts> {
             probe: None,
             kind: "off",
             changes: None,
+            budget: None,
         },
         Gate::Redis(url) => {
             let redis = RedisConfig {
@@ -113,6 +119,9 @@ async fn gate_ports(config: &Config) -> anyhow::Result<GatePorts> {
                     async move { conn.ping().await }.boxed()
                 })),
                 kind: "redis",
+                budget: config.write_permits_global.map(|permits| {
+                    Arc::new(RedisWriteBudget::new(conn.clone(), permits)) as Arc<dyn WriteBudget>
+                }),
                 changes: Some(RedisChanges::new(conn)),
             }
         }
@@ -180,7 +189,16 @@ impl Application {
                 products: sql.products,
                 drops: sql.drops,
                 orders: sql.orders,
-                ledger: sql.ledger,
+                ledger: match gate.budget {
+                    // A permit outlives the longest a purchase transaction may take.
+                    Some(budget) => Arc::new(goods_app::Budgeted::new(
+                        sql.ledger,
+                        budget,
+                        config.write_wait,
+                        config.acquire_timeout + config.tx_timeout + Duration::from_secs(2),
+                    )),
+                    None => sql.ledger,
+                },
                 gate: gate.gate,
                 clock,
                 events: Arc::new(LogEventPublisher),

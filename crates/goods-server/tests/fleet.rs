@@ -24,6 +24,10 @@ const BUYERS: i64 = 600;
 
 /// A migrated MariaDB database and Redis keys of its own, as the fleet's environment.
 async fn fleet_env() -> Vec<(&'static str, String)> {
+    fleet_env_with(&[]).await
+}
+
+async fn fleet_env_with(extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
     let database = test_support::mysql::fresh_database().await;
     goods_server::startup::migrate(
         &goods_server::config::Database::Mysql(database.clone().into()),
@@ -34,6 +38,9 @@ async fn fleet_env() -> Vec<(&'static str, String)> {
     let mut vars = shared_redis(&fresh_prefix()).to_vec();
     vars.push(("DATABASE_URL", database));
     vars.push(("DATABASE_MIGRATE", "false".into()));
+    for (k, v) in extra {
+        vars.push((*k, (*v).to_owned()));
+    }
     vars
 }
 
@@ -49,7 +56,9 @@ async fn buy_until_final(client: &Client, base: &str, drop: i64, user: i64) -> (
                 return (answer, retries);
             }
             Some(answer) => assert!(
-                answer.status >= 500 || answer.is("IDEMPOTENCY_KEY_IN_PROGRESS"),
+                answer.status >= 500
+                    || answer.is("IDEMPOTENCY_KEY_IN_PROGRESS")
+                    || answer.is("THROTTLED"),
                 "buyer {user}: unexpected {answer:?}"
             ),
             None => {}
@@ -226,4 +235,67 @@ async fn the_background_work_moves_within_two_intervals_when_its_leader_dies() {
     // And it keeps it: still one leader a few intervals later.
     tokio::time::sleep(interval * 3).await;
     assert_eq!(leaders(&client, &fleet, &alive).await, vec![successor]);
+}
+
+/// With `DB_WRITE_PERMITS_GLOBAL=8`, three instances each allowed 64 writes and 16 transactions
+/// per drop at once, and four drops on sale at once, the fleet never holds more than 8 purchase
+/// transactions: the budget's own record of the most permits ever held (kept by the permit
+/// script in Redis) is exactly 8. Every drop still sells out exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_global_budget_bounds_the_fleets_purchase_transactions() {
+    const DROPS: i64 = 4;
+    const PER_DROP: i64 = 100;
+    let vars = fleet_env_with(&[
+        ("DB_WRITE_PERMITS_GLOBAL", "8"),
+        ("DB_WRITE_PERMITS", "64"),
+        ("GROUP_COMMIT_MAX_BATCH", "1"),
+        ("GROUP_COMMIT_IN_FLIGHT", "16"),
+        ("DATABASE_POOL_SIZE", "32"),
+    ])
+    .await;
+    let prefix = vars
+        .iter()
+        .find(|(k, _)| *k == "REDIS_KEY_PREFIX")
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    let fleet = Fleet::start(&env(&vars)).await;
+    let client = Client::new();
+    let mut drops = Vec::new();
+    for _ in 0..DROPS {
+        drops.push(client.open_drop(&fleet.base, PER_DROP).await);
+    }
+    let tries = (0..PER_DROP * DROPS * 2).map(|i| {
+        let (client, base) = (client.clone(), fleet.base.clone());
+        let drop = drops[usize::try_from(i % DROPS).unwrap()];
+        let user = 1 + i;
+        tokio::spawn(async move { (drop, buy_until_final(&client, &base, drop, user).await.0) })
+    });
+    let mut sold: HashMap<i64, i64> = HashMap::new();
+    for result in join_all(tries).await {
+        let (drop, answer) = result.unwrap();
+        if answer.status == 202 {
+            *sold.entry(drop).or_default() += 1;
+        }
+    }
+    for drop in &drops {
+        assert_eq!(sold.get(drop), Some(&PER_DROP), "drop {drop} sold exactly");
+        let recon = client.reconciliation(&fleet.base, *drop).await;
+        assert_eq!(recon["soldQuantity"], json!(PER_DROP), "{recon}");
+    }
+    let redis_url = test_support::redis::server_url();
+    let peak = std::process::Command::new("redis-cli")
+        .args([
+            "-u",
+            &redis_url,
+            "GET",
+            &format!("{prefix}{{db}}:permits:peak"),
+        ])
+        .output()
+        .unwrap();
+    let peak: u32 = String::from_utf8_lossy(&peak.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    eprintln!("the most purchase transactions the fleet held at once: {peak}");
+    assert_eq!(peak, 8, "the budget was reached and never exceeded");
 }

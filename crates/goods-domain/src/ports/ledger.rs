@@ -94,6 +94,10 @@ pub enum PlaceOrderError {
     /// The drop was closed (early) before the order could commit; a replay still wins.
     #[error("the drop is closed")]
     Closed,
+    /// No purchase transaction could start in time (the fleet's write budget was spent);
+    /// nothing was written.
+    #[error("no database write permit in time")]
+    Throttled,
     /// The store failed; nothing was committed.
     #[error(transparent)]
     Infra(#[from] InfraError),

@@ -1,0 +1,220 @@
+//! The fleet's write budget around the purchase transactions (`DB_WRITE_PERMITS_GLOBAL`): a
+//! [`PurchaseLedger`] that takes a global permit before each purchase transaction and gives it
+//! back after, so the database never runs more of them at once than the budget, however many
+//! instances there are. The per-instance write buffer stays the local bound.
+//!
+//! A batch that gets no permit within the wait is refused whole (THROTTLED, nothing written).
+//! When the budget's store (Redis) does not answer, the transaction runs without a permit: the
+//! per-instance buffer still bounds it, as when the gate is down (`budget_bypassed_total`).
+
+use crate::telemetry;
+use async_trait::async_trait;
+use goods_domain::ports::{
+    CancelOrderError, Cancelled, Paid, PayOrder, PayOrderError, PlaceOrder, PlaceOrderError,
+    Placement, PurchaseLedger, StaleResolution, WriteBudget, WritePermit,
+};
+use goods_domain::{GoodsOrder, IdempotencyKey, InfraError, OrderId, UserId};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use time::OffsetDateTime;
+
+/// A ledger whose purchase transactions hold a permit of the fleet's budget.
+pub struct Budgeted {
+    inner: Arc<dyn PurchaseLedger>,
+    budget: Arc<dyn WriteBudget>,
+    /// How long a batch waits for a permit before it is refused.
+    wait: Duration,
+    /// How long a permit is held at most (a dead instance's permit comes back then).
+    lease: Duration,
+}
+
+impl Budgeted {
+    /// `inner`'s purchases under `budget`: a batch waits up to `wait` for a permit, held for at
+    /// most `lease` (longer than a transaction may take).
+    pub fn new(
+        inner: Arc<dyn PurchaseLedger>,
+        budget: Arc<dyn WriteBudget>,
+        wait: Duration,
+        lease: Duration,
+    ) -> Self {
+        Self {
+            inner,
+            budget,
+            wait,
+            lease,
+        }
+    }
+
+    /// A permit; `Ok(None)` when the budget's store did not answer (run without one);
+    /// `Err(())` when none was free within the wait.
+    async fn permit(&self) -> Result<Option<WritePermit>, ()> {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match self.budget.try_acquire(self.lease).await {
+                Ok(Some((permit, held))) => {
+                    metrics::gauge!(telemetry::GLOBAL_PERMITS_HELD).set(f64::from(held));
+                    return Ok(Some(permit));
+                }
+                Ok(None) if start.elapsed() >= self.wait => {
+                    metrics::counter!(telemetry::BUDGET_EXHAUSTED).increment(1);
+                    return Err(());
+                }
+                Ok(None) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(10));
+                }
+                Err(error) => {
+                    metrics::counter!(telemetry::BUDGET_BYPASSED).increment(1);
+                    tracing::warn!(error = %error, "write budget unreachable; the transaction runs on the local bound only");
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl PurchaseLedger for Budgeted {
+    async fn place_orders(&self, batch: &[PlaceOrder]) -> Result<Vec<Placement>, InfraError> {
+        let Ok(permit) = self.permit().await else {
+            return Ok(batch
+                .iter()
+                .map(|_| Err(PlaceOrderError::Throttled))
+                .collect());
+        };
+        let result = self.inner.place_orders(batch).await;
+        if let Some(permit) = permit
+            && let Err(error) = self.budget.release(permit).await
+        {
+            tracing::warn!(error = %error, "write permit not given back; its lease will");
+        }
+        result
+    }
+
+    async fn cancel_order(&self, id: OrderId, by: UserId) -> Result<Cancelled, CancelOrderError> {
+        self.inner.cancel_order(id, by).await
+    }
+
+    async fn pay_order(&self, pay: &PayOrder) -> Result<Paid, PayOrderError> {
+        self.inner.pay_order(pay).await
+    }
+
+    async fn expire_order(
+        &self,
+        id: OrderId,
+        cutoff: OffsetDateTime,
+    ) -> Result<Option<GoodsOrder>, InfraError> {
+        self.inner.expire_order(id, cutoff).await
+    }
+
+    async fn resolve_stale(
+        &self,
+        user: UserId,
+        key: &IdempotencyKey,
+        deadline: OffsetDateTime,
+    ) -> Result<StaleResolution, InfraError> {
+        self.inner.resolve_stale(user, key, deadline).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use goods_domain::ports::{MockPurchaseLedger, MockWriteBudget};
+
+    fn order() -> PlaceOrder {
+        let drop = sample_drop(100, 2);
+        PlaceOrder {
+            drop_id: drop.id,
+            product_id: drop.product_id,
+            limited_quantity: drop.limited_quantity,
+            per_user_limit: drop.per_user_limit,
+            user_id: buyer().user_id,
+            quantity: qty(1),
+            key: key(),
+            now: OPEN,
+            deadline: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_transaction_runs_holding_a_permit_and_gives_it_back() {
+        let mut ledger = MockPurchaseLedger::new();
+        ledger.expect_place_orders().times(1).returning(|batch| {
+            Ok(batch
+                .iter()
+                .map(|_| Err(PlaceOrderError::SoldOut { remaining: 0 }))
+                .collect())
+        });
+        let mut budget = MockWriteBudget::new();
+        budget
+            .expect_try_acquire()
+            .times(1)
+            .returning(|_| Ok(Some((WritePermit("p".into()), 1))));
+        budget
+            .expect_release()
+            .withf(|p| p.0 == "p")
+            .times(1)
+            .returning(|_| Ok(()));
+        let budgeted = Budgeted::new(
+            Arc::new(ledger),
+            Arc::new(budget),
+            Duration::from_millis(50),
+            Duration::from_secs(5),
+        );
+        let answers = budgeted.place_orders(&[order()]).await.unwrap();
+        assert!(matches!(
+            answers[..],
+            [Err(PlaceOrderError::SoldOut { .. })]
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_permit_within_the_wait_refuses_the_batch_without_touching_the_database() {
+        let mut ledger = MockPurchaseLedger::new();
+        ledger.expect_place_orders().times(0);
+        let mut budget = MockWriteBudget::new();
+        budget.expect_try_acquire().returning(|_| Ok(None));
+        budget.expect_release().times(0);
+        let budgeted = Budgeted::new(
+            Arc::new(ledger),
+            Arc::new(budget),
+            Duration::from_millis(50),
+            Duration::from_secs(5),
+        );
+        let answers = budgeted.place_orders(&[order(), order()]).await.unwrap();
+        assert!(matches!(
+            answers[..],
+            [
+                Err(PlaceOrderError::Throttled),
+                Err(PlaceOrderError::Throttled)
+            ]
+        ));
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_budget_lets_the_transaction_run_on_the_local_bound() {
+        let mut ledger = MockPurchaseLedger::new();
+        ledger.expect_place_orders().times(1).returning(|batch| {
+            Ok(batch
+                .iter()
+                .map(|_| Err(PlaceOrderError::KeyReused))
+                .collect())
+        });
+        let mut budget = MockWriteBudget::new();
+        budget
+            .expect_try_acquire()
+            .returning(|_| Err(InfraError::msg("redis down")));
+        budget.expect_release().times(0);
+        let budgeted = Budgeted::new(
+            Arc::new(ledger),
+            Arc::new(budget),
+            Duration::from_millis(50),
+            Duration::from_secs(5),
+        );
+        let answers = budgeted.place_orders(&[order()]).await.unwrap();
+        assert!(matches!(answers[..], [Err(PlaceOrderError::KeyReused)]));
+    }
+}
