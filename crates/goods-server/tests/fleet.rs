@@ -299,3 +299,61 @@ async fn a_global_budget_bounds_the_fleets_purchase_transactions() {
     eprintln!("the most purchase transactions the fleet held at once: {peak}");
     assert_eq!(peak, 8, "the budget was reached and never exceeded");
 }
+
+/// Every instance has raised its sold-out flag (answers SOLD_OUT without asking Redis); a cancel
+/// made through the first brings the flags down by the gate's restock message, so another
+/// instance sells the returned unit within a second, well before the flags' own two-second
+/// expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_on_one_instance_lets_another_sell_the_unit_within_a_second() {
+    let vars = fleet_env().await;
+    let fleet = Fleet::start(&env(&vars)).await;
+    let client = Client::new();
+    let drop = client.open_drop(&fleet.base, 1).await;
+    let winner = client.buy(&fleet.servers[0].base, drop, 1).await.unwrap();
+    assert_eq!(winner.status, 202);
+    // Each instance hears SOLD_OUT from Redis once, then keeps the flag.
+    for (i, server) in fleet.servers.iter().enumerate() {
+        for attempt in 0..3 {
+            let user = 100 + i64::try_from(i * 10 + attempt).unwrap();
+            let answer = client.buy(&server.base, drop, user).await.unwrap();
+            assert!(answer.is("SOLD_OUT"), "{answer:?}");
+        }
+    }
+    let cancelled = client
+        .http
+        .post(format!(
+            "{}/orders/{}/cancel",
+            fleet.servers[0].base,
+            winner.order.unwrap()
+        ))
+        .header("X-User-Id", "1")
+        .header("X-User-Role", "buyer")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 200);
+    let at = Instant::now();
+    // The other instances take turns until one of them sells the unit.
+    let mut admitted = false;
+    while !admitted {
+        for server in &fleet.servers[1..] {
+            let user = 1000 + i64::try_from(at.elapsed().as_millis()).unwrap();
+            let answer = client.buy(&server.base, drop, user).await.unwrap();
+            if answer.status == 202 {
+                admitted = true;
+                break;
+            }
+            assert!(answer.is("SOLD_OUT"), "{answer:?}");
+        }
+        assert!(
+            at.elapsed() < Duration::from_secs(1),
+            "no other instance sold the returned unit within a second"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "the returned unit was sold through another instance {:?} after the cancel",
+        at.elapsed()
+    );
+}
