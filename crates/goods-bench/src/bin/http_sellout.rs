@@ -179,15 +179,25 @@ async fn main() -> anyhow::Result<()> {
         None,
     )
     .await?;
-    let stats = seller(
-        &client,
-        &base,
-        &format!("/limited-drops/{drop_id}/stats"),
-        None,
-    )
-    .await?;
     let sold = recon["soldQuantity"].as_i64().unwrap_or(-1);
-    let success = stats["successCount"].as_i64().unwrap_or(-1);
+    let accepted_now = seen.accepted.len() as i64;
+    // Behind a balancer each instance flushes its counters to Redis every 200 ms: the stats
+    // catch up with the last answers within a flush or two.
+    let mut success = -1;
+    for _ in 0..10 {
+        let stats = seller(
+            &client,
+            &base,
+            &format!("/limited-drops/{drop_id}/stats"),
+            None,
+        )
+        .await?;
+        success = stats["successCount"].as_i64().unwrap_or(-1);
+        if success == accepted_now {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     seen.accepted.sort_by_key(|a| a.0);
     let first = seen.accepted.first().map(|a| a.0);
