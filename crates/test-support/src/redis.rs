@@ -28,18 +28,89 @@ pub fn server_url() -> String {
 }
 
 /// A Redis Cluster of three masters, in fred's form (`redis-cluster://host:port?node=...`):
-/// `TEST_REDIS_CLUSTER_URL`, which scripts/test sets after starting one with
-/// scripts/redis-cluster; a panic that says so otherwise.
+/// `TEST_REDIS_CLUSTER_URL` (scripts/test starts one and sets it), else a cluster of this test
+/// process's own, started once from the local `redis-server` and stopped when the process ends.
 pub fn cluster_url() -> String {
-    std::env::var("TEST_REDIS_CLUSTER_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| {
-            panic!(
-                "no Redis Cluster for the cluster tests: start one with `scripts/redis-cluster DIR` \
-                 and set TEST_REDIS_CLUSTER_URL to the URL it prints (scripts/test does both)"
-            )
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        std::env::var("TEST_REDIS_CLUSTER_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(start_cluster)
+    })
+    .clone()
+}
+
+/// Starts three `redis-server --cluster-enabled yes` nodes on free ports and joins them. Each
+/// node runs under a shell that kills it once this process's end closes the shell's stdin, so
+/// a cluster never outlives the test process that started it (nothing to stop by hand).
+fn start_cluster() -> String {
+    let dir = std::env::temp_dir().join(format!("goods-cluster-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ports: Vec<u16> = (0..3)
+        .map(|_| {
+            TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
         })
+        .collect();
+    for port in &ports {
+        let node = format!(
+            "redis-server --port {port} --bind 127.0.0.1 --cluster-enabled yes \
+             --cluster-config-file {dir}/nodes-{port}.conf --cluster-node-timeout 2000 \
+             --save '' --appendonly no --dir {dir} >/dev/null 2>&1 & node=$!; \
+             cat >/dev/null; kill $node; rm -rf {dir}",
+            dir = dir.display()
+        );
+        let child = Command::new("sh")
+            .args(["-c", &node])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("redis-server must be installed for the cluster tests (apt-get install redis-server)");
+        // The pipe's write end stays open for the life of the process; its end closes it.
+        std::mem::forget(child);
+    }
+    let cli = |port: u16, args: &[&str]| {
+        Command::new("redis-cli")
+            .args(["-p", &port.to_string()])
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    for port in &ports {
+        let up = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            cli(*port, &["PING"]).is_some_and(|out| out.trim() == "PONG")
+        });
+        assert!(up, "cluster node on port {port} did not start");
+    }
+    let nodes: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let created = Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(&nodes)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .expect("redis-cli must be installed for the cluster tests");
+    assert!(
+        created.status.success(),
+        "redis-cli --cluster create: {}",
+        String::from_utf8_lossy(&created.stdout)
+    );
+    let ok = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        ports.iter().all(|p| {
+            cli(*p, &["CLUSTER", "INFO"]).is_some_and(|info| info.contains("cluster_state:ok"))
+        })
+    });
+    assert!(ok, "the Redis Cluster did not reach cluster_state:ok");
+    format!(
+        "redis-cluster://{}?node={}&node={}",
+        nodes[0], nodes[1], nodes[2]
+    )
 }
 
 /// A key prefix no other test uses.
