@@ -176,15 +176,7 @@ async fn an_instance_killed_mid_sale_is_not_needed_to_finish_the_sale_exactly() 
 async fn leaders(client: &Client, fleet: &Fleet, alive: &[usize]) -> Vec<usize> {
     let mut found = Vec::new();
     for &i in alive {
-        let text = client
-            .http
-            .get(format!("{}/metrics", fleet.servers[i].base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = fleet.metrics(&client.http, i).await;
         if text.lines().any(|l| l == "background_leader 1") {
             found.push(i);
         }

@@ -80,17 +80,22 @@ impl Fleet {
         }
     }
 
-    /// Purchase outcomes one instance answered (its own `purchase_outcomes_total`).
-    pub async fn purchases_served(&self, http: &reqwest::Client, i: usize) -> f64 {
-        let text = http
-            .get(format!("{}/metrics", self.servers[i].base))
+    /// Instance `i`'s `/metrics` exposition.
+    pub async fn metrics(&self, http: &reqwest::Client, i: usize) -> String {
+        http.get(format!("{}/metrics", self.servers[i].base))
             .send()
             .await
             .unwrap()
             .text()
             .await
-            .unwrap();
-        text.lines()
+            .unwrap()
+    }
+
+    /// Purchase outcomes one instance answered (its own `purchase_outcomes_total`).
+    pub async fn purchases_served(&self, http: &reqwest::Client, i: usize) -> f64 {
+        self.metrics(http, i)
+            .await
+            .lines()
             .filter(|l| l.starts_with("purchase_outcomes_total{"))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
