@@ -47,15 +47,17 @@ pub fn cluster_url() -> String {
 fn start_cluster() -> String {
     let dir = std::env::temp_dir().join(format!("goods-cluster-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
-    let ports: Vec<u16> = (0..3)
-        .map(|_| {
-            TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        })
-        .collect();
+    // Redis puts a node's cluster bus 10,000 ports above it, at most 65,535: take ports from a
+    // range where both are below that, and free.
+    let mut ports: Vec<u16> = Vec::new();
+    let mut candidate = 20_000 + u16::try_from(std::process::id() % 20_000).unwrap_or(0);
+    while ports.len() < 3 {
+        candidate = if candidate >= 45_000 { 20_000 } else { candidate + 1 };
+        let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if free(candidate) && free(candidate + 10_000) {
+            ports.push(candidate);
+        }
+    }
     for port in &ports {
         let node = format!(
             "redis-server --port {port} --bind 127.0.0.1 --cluster-enabled yes \
