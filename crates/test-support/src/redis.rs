@@ -50,9 +50,18 @@ fn start_cluster() -> String {
     // Redis puts a node's cluster bus 10,000 ports above it, at most 65,535: take ports from a
     // range where both are below that, and free.
     let mut ports: Vec<u16> = Vec::new();
-    let mut candidate = 20_000 + u16::try_from(std::process::id() % 20_000).unwrap_or(0);
+    // A random start: test processes start clusters at the same moment, and a port checked
+    // free here is only taken when its node starts.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut candidate = 20_000 + u16::try_from(nanos % 25_000).unwrap_or(0);
     while ports.len() < 3 {
-        candidate = if candidate >= 45_000 { 20_000 } else { candidate + 1 };
+        candidate = if candidate >= 45_000 {
+            20_000
+        } else {
+            candidate + 1
+        };
         let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
         if free(candidate) && free(candidate + 10_000) {
             ports.push(candidate);
