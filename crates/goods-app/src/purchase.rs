@@ -164,7 +164,21 @@ impl GoodsApp {
     )]
     pub async fn purchase(&self, cmd: PurchaseCommand) -> Result<Purchased, PurchaseError> {
         let drop_id = cmd.drop_id;
-        let result = self.purchase_inner(cmd).await;
+        let result = match self.purchase_inner(cmd).await {
+            // A replay shows the order as it is now: past its payment window, expired.
+            Ok(Purchased {
+                order,
+                replayed: true,
+            }) => self
+                .settle_overdue(order)
+                .await
+                .map(|order| Purchased {
+                    order,
+                    replayed: true,
+                })
+                .map_err(PurchaseError::from),
+            other => other,
+        };
         let span = tracing::Span::current();
         match &result {
             Ok(bought) => {

@@ -484,3 +484,51 @@ async fn an_expiry_on_one_instance_brings_the_sold_out_flag_down_on_another() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Past its deadline an order shows EXPIRED in every answer that carries it, whoever asks
+/// first: a replay of its purchase, the buyer's listing, a cancel (refused); the healing pass
+/// is off, so each of these expires it lazily.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overdue_order_is_expired_by_a_replay_a_listing_or_a_cancel() {
+    let app = TestApp::spawn().await;
+    let (_, drop) = app.open_drop(10, 5, 1).await;
+    let first = bought(&app, drop, 7, "a").await;
+    let second = bought(&app, drop, 8, "a").await;
+    let third = bought(&app, drop, 9, "a").await;
+    app.clock.advance(WINDOW);
+
+    let replay = app.purchase(drop, 7, "a", 1).await;
+    assert_eq!(replay.status(), StatusCode::ACCEPTED);
+    assert_eq!(replay.headers()["Idempotent-Replayed"], "true");
+    let replay = body(replay).await;
+    assert_eq!(
+        (&replay["orderId"], &replay["status"]),
+        (&first["orderId"], &json!("EXPIRED"))
+    );
+
+    let listed = body(app.get("/orders", Some((8, "buyer"))).await).await;
+    assert_eq!(listed["items"][0]["orderId"], second["orderId"]);
+    assert_eq!(listed["items"][0]["status"], "EXPIRED");
+
+    let id = third["orderId"].as_i64().unwrap();
+    let res = app
+        .request(
+            Method::POST,
+            &format!("/orders/{id}/cancel"),
+            Some((9, "buyer")),
+        )
+        .send()
+        .await
+        .unwrap();
+    problem(res, 409, "ORDER_NOT_CANCELLABLE").await;
+
+    let stats = stats(&app, drop).await;
+    assert_eq!(
+        (
+            stats["expiredQuantity"].as_i64(),
+            stats["soldQuantity"].as_i64()
+        ),
+        (Some(3), Some(0)),
+        "{stats}"
+    );
+}
