@@ -124,6 +124,16 @@ mod tests {
     use crate::test_support::*;
     use goods_domain::ports::{MockPurchaseLedger, MockWriteBudget};
 
+    /// A 50 ms wait for a permit, held 5 s at most.
+    fn budgeted(ledger: MockPurchaseLedger, budget: MockWriteBudget) -> Budgeted {
+        Budgeted::new(
+            Arc::new(ledger),
+            Arc::new(budget),
+            Duration::from_millis(50),
+            Duration::from_secs(5),
+        )
+    }
+
     fn order() -> PlaceOrder {
         let drop = sample_drop(100, 2);
         PlaceOrder {
@@ -158,12 +168,7 @@ mod tests {
             .withf(|p| p.0 == "p")
             .times(1)
             .returning(|_| Ok(()));
-        let budgeted = Budgeted::new(
-            Arc::new(ledger),
-            Arc::new(budget),
-            Duration::from_millis(50),
-            Duration::from_secs(5),
-        );
+        let budgeted = budgeted(ledger, budget);
         let answers = budgeted.place_orders(&[order()]).await.unwrap();
         assert!(matches!(
             answers[..],
@@ -178,12 +183,7 @@ mod tests {
         let mut budget = MockWriteBudget::new();
         budget.expect_try_acquire().returning(|_| Ok(None));
         budget.expect_release().times(0);
-        let budgeted = Budgeted::new(
-            Arc::new(ledger),
-            Arc::new(budget),
-            Duration::from_millis(50),
-            Duration::from_secs(5),
-        );
+        let budgeted = budgeted(ledger, budget);
         let answers = budgeted.place_orders(&[order(), order()]).await.unwrap();
         assert!(matches!(
             answers[..],
@@ -208,12 +208,7 @@ mod tests {
             .expect_try_acquire()
             .returning(|_| Err(InfraError::msg("redis down")));
         budget.expect_release().times(0);
-        let budgeted = Budgeted::new(
-            Arc::new(ledger),
-            Arc::new(budget),
-            Duration::from_millis(50),
-            Duration::from_secs(5),
-        );
+        let budgeted = budgeted(ledger, budget);
         let answers = budgeted.place_orders(&[order()]).await.unwrap();
         assert!(matches!(answers[..], [Err(PlaceOrderError::KeyReused)]));
     }

@@ -263,14 +263,18 @@ async fn on_mysql_the_migrate_step_runs_once_and_an_instance_refuses_a_schema_be
         ("BIND_ADDR", "127.0.0.1:0"),
         ("RECONCILE_INTERVAL_MS", "0"),
     ];
-    let refused = Command::new(env!("CARGO_BIN_EXE_goods-server"))
-        .current_dir(dir.path())
-        .env_clear()
-        .envs(vars)
-        .output()
-        .unwrap();
-    assert_ne!(refused.status.code(), Some(0));
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    // An instance started before its migrations ran: it must refuse, saying why.
+    let start_refused = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+            .current_dir(dir.path())
+            .env_clear()
+            .envs(vars)
+            .output()
+            .unwrap();
+        assert_ne!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = start_refused();
     assert!(
         stderr.contains("schema is behind") && stderr.contains("goods-server migrate"),
         "{stderr}"
@@ -306,13 +310,7 @@ async fn on_mysql_the_migrate_step_runs_once_and_an_instance_refuses_a_schema_be
         stdout.contains("products_owner_expand") && !stdout.contains("products_owner_backfill"),
         "{stdout}"
     );
-    let refused = Command::new(env!("CARGO_BIN_EXE_goods-server"))
-        .current_dir(dir.path())
-        .env_clear()
-        .envs(vars)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let stderr = start_refused();
     assert!(stderr.contains("first 2026-12-02-000002"), "{stderr}");
 
     let migrated = migrate(&[]);
