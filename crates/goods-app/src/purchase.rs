@@ -881,12 +881,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_drop_still_replays_an_earlier_success() {
+        // Paid before the close (a PENDING order this old would be expired by the replay).
         let mut m = Mocks::at(CLOSE);
         m.orders
             .expect_find_by_key()
-            .returning(|_, _| Ok(Some(sample_order(OrderStatus::Pending))));
+            .returning(|_, _| Ok(Some(sample_order(OrderStatus::Paid))));
         let bought = m.app(None).purchase(cmd(1)).await.unwrap();
         assert!(bought.replayed);
+        assert_eq!(bought.order.status, OrderStatus::Paid);
     }
 
     #[tokio::test]
