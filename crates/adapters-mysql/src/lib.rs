@@ -104,7 +104,31 @@ impl MysqlStore {
             bounds,
         };
         store.ping().await.context("connecting to MySQL")?;
+        store.warm().await;
         Ok(store)
+    }
+
+    /// Opens every connection of the pool now. deadpool opens them on demand, which would put
+    /// up to `pool_size` connection setups (TCP, authentication, the session settings) in a
+    /// drop's first second, while every buyer waits for one; a server that refuses some
+    /// (`max_connections`) only leaves the pool smaller, as it would have been anyway.
+    async fn warm(&self) {
+        let size = self.pool.status().max_size;
+        let mut held = Vec::with_capacity(size);
+        while held.len() < size {
+            match self.conn().await {
+                Ok(conn) => held.push(conn),
+                Err(error) => {
+                    tracing::warn!(opened = held.len(), size, error = %error, "the connection pool could not be filled at start");
+                    break;
+                }
+            }
+        }
+    }
+
+    /// How many connections the pool holds open (for tests of the warm-up).
+    pub fn open_connections(&self) -> usize {
+        self.pool.status().size
     }
 
     async fn conn(

@@ -37,6 +37,15 @@ async fn migrations_are_idempotent_and_create_the_documented_indexes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_connection_of_the_pool_is_open_before_the_first_request() {
+    let url = test_support::mysql::fresh_database().await;
+    let store = MysqlStore::connect(&url, 5, true).await.unwrap();
+    assert_eq!(store.open_connections(), 5);
+    let processes = test_support::mysql::connections_to(&url).await;
+    assert_eq!(processes, 5, "the server sees the five connections");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_server_is_a_clear_error_not_a_hang() {
     let err = MysqlStore::connect("mysql://root@127.0.0.1:1/none", 1, false)
         .await

@@ -21,6 +21,7 @@ mod operate_drop;
 mod order_lifecycle;
 mod purchase;
 mod reconcile;
+mod single_flight;
 mod stats;
 pub mod telemetry;
 
@@ -46,6 +47,7 @@ use goods_domain::ports::{
     OrderRepository, ProductRepository, PurchaseLedger, StatsRecorder,
 };
 use goods_domain::{DropId, InfraError, LimitedDrop, PaymentWindow, ProductId};
+use single_flight::{Shared, unshared};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -91,6 +93,10 @@ pub struct GoodsApp {
     /// notice, or the poll). The healing pass forgets
     /// drops an hour after they close.
     drops: Arc<RwLock<HashMap<DropId, LimitedDrop>>>,
+    /// Cache misses in flight: the buyers missing one drop at once share one read.
+    drop_loads: Arc<single_flight::SingleFlight<DropId, Shared<Option<LimitedDrop>>>>,
+    /// Gate seedings in flight: purchases finding a drop's gate empty share one seeding.
+    seedings: Arc<single_flight::SingleFlight<DropId, Shared<()>>>,
     /// The admission lease of every reservation.
     lease: time::Duration,
     /// One committer per drop, batching its admitted purchases.
@@ -119,6 +125,8 @@ impl GoodsApp {
             buffer,
             breaker: Arc::default(),
             drops: Arc::default(),
+            drop_loads: Arc::default(),
+            seedings: Arc::default(),
             lease: lease_of(DEFAULT_LEASE),
             healing: Arc::default(),
             flags_cache: Arc::default(),
@@ -280,11 +288,16 @@ impl GoodsApp {
         if let Some(drop) = self.drops.read().ok().and_then(|m| m.get(&id).copied()) {
             return Ok(Some(drop));
         }
-        let drop = self.ports.drops.get(id).await?;
-        if let (Some(drop), Ok(mut cache)) = (drop, self.drops.write()) {
-            cache.insert(id, drop);
-        }
-        Ok(drop)
+        self.drop_loads
+            .run(id, || async {
+                let drop = self.ports.drops.get(id).await.map_err(Arc::new)?;
+                if let (Some(drop), Ok(mut cache)) = (drop, self.drops.write()) {
+                    cache.entry(id).or_insert(drop);
+                }
+                Ok(drop)
+            })
+            .await
+            .map_err(|error| unshared(&error))
     }
 
     /// Whether `actor` manages `product` (its seller, or an admin); `false` when it does not

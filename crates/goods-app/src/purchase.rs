@@ -10,6 +10,7 @@ use goods_domain::{
     DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, PurchaseRejection, Quantity,
     UserId,
 };
+use std::sync::Arc;
 use time::OffsetDateTime;
 
 /// A purchase request, parsed at the edge.
@@ -304,8 +305,14 @@ impl GoodsApp {
     ) -> Result<ReserveOutcome, InfraError> {
         match gate.reserve(reservation).await? {
             ReserveOutcome::NotSeeded => {
-                let seed = self.ports.drops.gate_seed(drop).await?;
-                gate.seed_if_absent(&seed).await?;
+                // Every buyer of the drop finds it empty at once: one of them seeds it.
+                self.seedings
+                    .run(drop.id, || async {
+                        let seed = self.ports.drops.gate_seed(drop).await.map_err(Arc::new)?;
+                        gate.seed_if_absent(&seed).await.map_err(Arc::new)
+                    })
+                    .await
+                    .map_err(|error| crate::unshared(&error))?;
                 match gate.reserve(reservation).await? {
                     ReserveOutcome::NotSeeded => Err(InfraError::msg("gate lost its seed twice")),
                     outcome => Ok(outcome),

@@ -11,7 +11,7 @@ use adapters_redis::{RedisConfig, RedisConnection, RedisGate};
 use async_trait::async_trait;
 use goods_app::{GoodsApp, Ports, PurchaseCommand, PurchaseError, WriteBuffer};
 use goods_domain::ports::{
-    AdmissionGate, DropRepository, GateSeed, ProductRepository, Reservation, ReserveOutcome,
+    AdmissionGate, Clock, DropRepository, GateSeed, ProductRepository, Reservation, ReserveOutcome,
     StaleReservation, SystemClock,
 };
 use goods_domain::{
@@ -70,6 +70,16 @@ impl AdmissionGate for SettleFails {
 const LEASE: Duration = Duration::from_millis(300);
 
 fn app(store: &Arc<MysqlStore>, gate: Arc<dyn AdmissionGate>, permits: usize) -> GoodsApp {
+    app_at(store, gate, permits, Arc::new(SystemClock))
+}
+
+/// [`app`] with its own clock.
+fn app_at(
+    store: &Arc<MysqlStore>,
+    gate: Arc<dyn AdmissionGate>,
+    permits: usize,
+    clock: Arc<dyn Clock>,
+) -> GoodsApp {
     GoodsApp::new(
         Ports {
             products: store.clone(),
@@ -79,7 +89,7 @@ fn app(store: &Arc<MysqlStore>, gate: Arc<dyn AdmissionGate>, permits: usize) ->
             outbox: store.clone(),
             flags: store.clone(),
             gate: Some(gate),
-            clock: Arc::new(SystemClock),
+            clock,
             events: Arc::new(LogEventPublisher),
             stats: Arc::new(MemoryStats::default()),
         },
@@ -91,6 +101,11 @@ fn app(store: &Arc<MysqlStore>, gate: Arc<dyn AdmissionGate>, permits: usize) ->
 /// A fresh MariaDB database, a Redis gate under a fresh prefix, and an open drop of 5 units,
 /// one per buyer.
 async fn fixture() -> (Arc<MysqlStore>, RedisGate, DropId) {
+    fixture_of(5).await
+}
+
+/// [`fixture`] with a drop (and a product stock) of `units`.
+async fn fixture_of(units: u32) -> (Arc<MysqlStore>, RedisGate, DropId) {
     let url = test_support::mysql::fresh_database().await;
     let store = Arc::new(MysqlStore::connect(&url, 4, true).await.unwrap());
     let redis = RedisConfig {
@@ -104,14 +119,17 @@ async fn fixture() -> (Arc<MysqlStore>, RedisGate, DropId) {
         .unwrap();
     let gate = RedisGate::new(conn, Duration::from_secs(2));
     let now = OffsetDateTime::now_utc();
-    let product = ProductRepository::create(&*store, &NewProduct::parse("Sneaker", 5).unwrap())
-        .await
-        .unwrap();
+    let product = ProductRepository::create(
+        &*store,
+        &NewProduct::parse("Sneaker", units.into()).unwrap(),
+    )
+    .await
+    .unwrap();
     let input = DropInput {
         product_id: product.id.get(),
         open_at: now - time::Duration::seconds(1),
         close_at: now + time::Duration::hours(1),
-        limited_quantity: 5,
+        limited_quantity: units.into(),
         per_user_limit: 1,
     };
     let drop = DropRepository::create(&*store, &NewLimitedDrop::parse(input, now).unwrap(), now)
@@ -198,4 +216,91 @@ async fn the_retry_of_a_key_past_its_lease_resolves_it_without_waiting_for_the_h
     };
     assert_eq!((replay.order.id, replay.replayed), (first.order.id, true));
     assert_eq!(redis_gate.remaining(drop).await.unwrap(), Some(4));
+}
+
+/// Two healing passes at once, as when a leader's pass outlives its lease and the next
+/// leader's starts: lost confirms, lost cancels and overdue orders are each settled exactly
+/// once, and the gate ends holding every unit (docs/gate.md, "One leader").
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_healing_passes_at_once_settle_everything_exactly_once() {
+    const UNITS: u32 = 40;
+    let (store, redis_gate, drop) = fixture_of(UNITS).await;
+    let product = DropRepository::get(&*store, drop)
+        .await
+        .unwrap()
+        .unwrap()
+        .product_id;
+    let stock = || async {
+        ProductRepository::get(&*store, product)
+            .await
+            .unwrap()
+            .unwrap()
+            .stock
+            .quantity()
+    };
+    let stock_before = stock().await;
+    let lossy = app(&store, Arc::new(SettleFails(redis_gate.clone())), 4);
+    let throttled = app(&store, Arc::new(SettleFails(redis_gate.clone())), 0);
+    let healthy = app(&store, Arc::new(redis_gate.clone()), 4);
+    for user in 1..=10 {
+        lossy.purchase(buy(drop, user)).await.unwrap();
+    }
+    for user in 11..=20 {
+        let refused = throttled.purchase(buy(drop, user)).await.unwrap_err();
+        assert!(matches!(refused, PurchaseError::Throttled), "{refused:?}");
+    }
+    for user in 21..=30 {
+        healthy.purchase(buy(drop, user)).await.unwrap();
+    }
+    assert_eq!(redis_gate.remaining(drop).await.unwrap(), Some(UNITS - 30));
+
+    // Two healers twenty minutes ahead: every order is past its ten-minute payment window,
+    // every reservation past its lease; the drop is still on sale.
+    let later = OffsetDateTime::now_utc() + time::Duration::minutes(20);
+    let healers = [0, 1].map(|_| {
+        app_at(
+            &store,
+            Arc::new(redis_gate.clone()),
+            4,
+            Arc::new(test_support::clock::ManualClock::at(later)),
+        )
+    });
+    let settled = || async {
+        let recon = healers[0].reconcile_drop(drop, ADMIN).await.unwrap();
+        recon.units.expired == 20 && recon.gate_remaining == Some(UNITS)
+    };
+    let start = Instant::now();
+    let mut rounds = 0;
+    while !settled().await || rounds < 5 {
+        let (a, b) = tokio::join!(healers[0].heal_all(), healers[1].heal_all());
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!((a.failed, b.failed), (0, 0), "{a:?} {b:?}");
+        rounds += 1;
+        assert!(
+            start.elapsed() < LEASE + Duration::from_secs(5),
+            "not settled after {rounds} overlapping rounds"
+        );
+    }
+    let recon = healers[1].reconcile_drop(drop, ADMIN).await.unwrap();
+    assert_eq!(
+        (recon.units.pending, recon.units.paid, recon.units.expired),
+        (0, 0, 20),
+        "each order expired once: {recon:?}"
+    );
+    assert_eq!(
+        (
+            recon.sold_quantity,
+            recon.gate_remaining,
+            recon.drift,
+            recon.oversold
+        ),
+        (0, Some(UNITS), Some(0), false),
+        "every unit back once, in the gate and the drop: {recon:?}"
+    );
+    assert_eq!(
+        stock().await,
+        stock_before,
+        "the stock got each unit back once"
+    );
+    eprintln!("settled by {rounds} pairs of overlapping passes");
 }

@@ -97,3 +97,24 @@ pub async fn index_names(url: &str, table: &str) -> Vec<String> {
     .map(|i| i.name)
     .collect()
 }
+
+/// How many client connections the server holds to the database at `url`, not counting the
+/// one asking.
+pub async fn connections_to(url: &str) -> i64 {
+    use diesel::sql_types::BigInt;
+    use diesel_async::RunQueryDsl;
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let mut conn = AsyncMysqlConnection::establish(url).await.unwrap();
+    diesel::sql_query(
+        "SELECT COUNT(*) AS n FROM information_schema.processlist \
+         WHERE db = DATABASE() AND id <> CONNECTION_ID()",
+    )
+    .get_result::<Count>(&mut conn)
+    .await
+    .unwrap()
+    .n
+}

@@ -82,23 +82,13 @@ impl Fleet {
 
     /// Instance `i`'s `/metrics` exposition.
     pub async fn metrics(&self, http: &reqwest::Client, i: usize) -> String {
-        http.get(format!("{}/metrics", self.servers[i].base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+        crate::harness::process::exposition(http, &self.servers[i].base).await
     }
 
     /// Purchase outcomes one instance answered (its own `purchase_outcomes_total`).
     pub async fn purchases_served(&self, http: &reqwest::Client, i: usize) -> f64 {
-        self.metrics(http, i)
+        crate::harness::process::metric_sum(http, &self.servers[i].base, "purchase_outcomes_total")
             .await
-            .lines()
-            .filter(|l| l.starts_with("purchase_outcomes_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
     }
 }
 

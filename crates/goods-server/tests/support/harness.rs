@@ -17,6 +17,9 @@ pub mod process;
 pub const LEASE_MS: u64 = 2500;
 pub const HEAL_MS: u64 = 250;
 pub const SELLER: i64 = 900_000;
+/// How long healing may take after a fault: a reservation's lease, two passes, and slack for
+/// a loaded machine.
+pub const HEAL_WITHIN: Duration = Duration::from_millis(LEASE_MS + 2 * HEAL_MS + 3000);
 
 /// A `goods-server` process.
 pub struct Server {

@@ -38,15 +38,35 @@ pub fn spawn<'a>(
 
 /// A value from the server's `/metrics`, by metric name (an unlabelled series).
 pub async fn metric(http: &reqwest::Client, base: &str, name: &str) -> u64 {
-    let text = http
-        .get(format!("{base}/metrics"))
+    exposition(http, base)
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+}
+
+/// The sum of every series of `name` (labelled or not) in the server's `/metrics`; 0 when the
+/// server has not exported it yet (a counter appears at its first increment).
+#[allow(dead_code)] // the binary tests read single series only
+pub async fn metric_sum(http: &reqwest::Client, base: &str, name: &str) -> f64 {
+    exposition(http, base)
+        .await
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            (rest.starts_with(' ') || rest.starts_with('{')).then_some(rest)?;
+            rest.rsplit(' ').next()?.parse::<f64>().ok()
+        })
+        .sum()
+}
+
+/// The server's `/metrics` page.
+pub async fn exposition(http: &reqwest::Client, base: &str) -> String {
+    http.get(format!("{base}/metrics"))
         .send()
         .await
         .unwrap()
         .text()
         .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+        .unwrap()
 }

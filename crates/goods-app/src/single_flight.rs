@@ -1,0 +1,148 @@
+//! One load per key at a time: concurrent callers missing the same thing share one trip to
+//! the store.
+//!
+//! A drop's first second is the worst moment for a cache miss: every buyer reaching an
+//! instance that has not read the drop yet misses at once, and without this each of them
+//! would take a database connection for the same row, exhausting the pool before a single
+//! purchase is written (a fleet test saw 503s from it). The result is shared only with the
+//! callers that were waiting for it; the next miss loads again.
+
+use goods_domain::InfraError;
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use tokio::sync::OnceCell;
+
+/// A load's result as every caller waiting for it gets it.
+pub(crate) type Shared<T> = Result<T, Arc<InfraError>>;
+
+/// A caller's own copy of a shared failure; whether it is a bound that ran out (the store did
+/// not answer in time) is kept, since that decides the caller's answer.
+pub(crate) fn unshared(error: &InfraError) -> InfraError {
+    if error.is_unavailable() {
+        InfraError::unavailable(error.to_string())
+    } else {
+        InfraError::msg(error.to_string())
+    }
+}
+
+/// Loads in flight, one per key.
+pub(crate) struct SingleFlight<K, V> {
+    flights: Mutex<HashMap<K, Arc<OnceCell<V>>>>,
+}
+
+impl<K, V> Default for SingleFlight<K, V> {
+    fn default() -> Self {
+        Self {
+            flights: Mutex::default(),
+        }
+    }
+}
+
+impl<K: Eq + Hash + Copy, V: Clone> SingleFlight<K, V> {
+    /// `load`'s result for `key`: runs `load` unless a load of `key` is already running, in
+    /// which case it waits for that one's result instead. (If the running load's caller is
+    /// cancelled, a waiter runs its own `load`.)
+    pub(crate) async fn run<F, Fut>(&self, key: K, load: F) -> V
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = V>,
+    {
+        let flight = self
+            .flights
+            .lock()
+            .map(|mut flights| Arc::clone(flights.entry(key).or_default()))
+            .ok();
+        // A poisoned map only costs the sharing.
+        let Some(flight) = flight else {
+            return load().await;
+        };
+        let value = flight.get_or_init(load).await.clone();
+        if let Ok(mut flights) = self.flights.lock()
+            && flights.get(&key).is_some_and(|f| Arc::ptr_eq(f, &flight))
+        {
+            flights.remove(&key);
+        }
+        value
+    }
+
+    /// How many loads are running (for tests).
+    #[cfg(test)]
+    fn in_flight(&self) -> usize {
+        self.flights.lock().map(|f| f.len()).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::future::join_all;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::sync::Notify;
+
+    #[tokio::test]
+    async fn concurrent_misses_of_one_key_share_one_load_and_the_next_miss_loads_again() {
+        let flights = SingleFlight::<u32, Result<u32, String>>::default();
+        let loads = AtomicUsize::new(0);
+        let release = Notify::new();
+        let load = || async {
+            loads.fetch_add(1, Ordering::SeqCst);
+            release.notified().await;
+            Ok(7)
+        };
+        let waiting = join_all((0..50).map(|_| flights.run(1, load)));
+        let releasing = async {
+            // Every caller is parked on the one load before it is let go.
+            while loads.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(flights.in_flight(), 1);
+            release.notify_waiters();
+        };
+        let (results, ()) = tokio::join!(waiting, releasing);
+        assert_eq!(loads.load(Ordering::SeqCst), 1, "one load for 50 misses");
+        assert!(results.iter().all(|r| *r == Ok(7)), "{results:?}");
+        assert_eq!(flights.in_flight(), 0, "nothing left in flight");
+
+        // A later miss is a new load, not the old answer.
+        let again = flights.run(1, || async { Ok(8) }).await;
+        assert_eq!(again, Ok(8));
+    }
+
+    #[tokio::test]
+    async fn a_failed_load_is_every_waiters_answer_once_and_different_keys_do_not_wait() {
+        let flights = SingleFlight::<u32, Result<u32, String>>::default();
+        let loads = AtomicUsize::new(0);
+        let release = Notify::new();
+        let failing = || async {
+            loads.fetch_add(1, Ordering::SeqCst);
+            release.notified().await;
+            Err("down".to_owned())
+        };
+        let waiting = join_all((0..20).map(|_| flights.run(1, failing)));
+        let other_key = async {
+            while loads.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+            // Key 2 loads while key 1's load is held.
+            let other = flights.run(2, || async { Ok(2) }).await;
+            release.notify_waiters();
+            other
+        };
+        let (results, other) = tokio::join!(waiting, other_key);
+        assert_eq!(other, Ok(2));
+        assert_eq!(
+            loads.load(Ordering::SeqCst),
+            1,
+            "the failure is not retried by each waiter"
+        );
+        assert!(
+            results.iter().all(|r| *r == Err("down".to_owned())),
+            "{results:?}"
+        );
+    }
+}
