@@ -980,7 +980,12 @@ impl ports::PurchaseLedger for Store {
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(order.id = %id, user.id = %by))]
-    async fn cancel_order(&self, id: OrderId, by: UserId) -> Result<Cancelled, CancelOrderError> {
+    async fn cancel_order(
+        &self,
+        id: OrderId,
+        by: UserId,
+        cutoff: OffsetDateTime,
+    ) -> Result<Cancelled, CancelOrderError> {
         let work = with_retries(Store::retryable, || async {
             let mut conn = self.conn().await?;
             conn.transaction::<_, TxError<CancelOrderError>, _>(async |c| {
@@ -1000,7 +1005,12 @@ impl ports::PurchaseLedger for Store {
                     }
                     OrderStatus::Pending => {}
                 }
-                // The locked read saw PENDING: this transaction is the one that ends it.
+                // The locked read saw PENDING: this transaction is the one that ends it, as
+                // an expiry when its window has passed.
+                if order.created_at <= cutoff {
+                    end_and_give_back(c, &mut order, OrderStatus::Expired).await?;
+                    return Ok(Cancelled::Expired(order));
+                }
                 end_and_give_back(c, &mut order, OrderStatus::Cancelled).await?;
                 Ok(Cancelled::Now(order))
             })

@@ -92,8 +92,13 @@ impl PurchaseLedger for Budgeted {
         result
     }
 
-    async fn cancel_order(&self, id: OrderId, by: UserId) -> Result<Cancelled, CancelOrderError> {
-        self.inner.cancel_order(id, by).await
+    async fn cancel_order(
+        &self,
+        id: OrderId,
+        by: UserId,
+        cutoff: OffsetDateTime,
+    ) -> Result<Cancelled, CancelOrderError> {
+        self.inner.cancel_order(id, by, cutoff).await
     }
 
     async fn pay_order(&self, pay: &PayOrder) -> Result<Paid, PayOrderError> {

@@ -34,24 +34,13 @@ impl GoodsApp {
         id: OrderId,
         actor: Actor,
     ) -> Result<GoodsOrder, CancelOrderError> {
-        // An order past its deadline expired then, whether or not anyone noticed: it is
-        // expired now, and the cancel below finds it so.
-        if let Some(order) = self
-            .ports
-            .orders
-            .get(id)
-            .await
-            .map_err(anyhow::Error::new)?
-            && order.user_id == actor.user_id
-        {
-            self.settle_overdue(order)
-                .await
-                .map_err(anyhow::Error::new)?;
-        }
+        // An order past its deadline expired then, whether or not anyone noticed: the
+        // ledger's transaction expires it instead of cancelling it.
+        let cutoff = self.payment_window.cutoff(self.ports.clock.now());
         let cancelled = self
             .ports
             .ledger
-            .cancel_order(id, actor.user_id)
+            .cancel_order(id, actor.user_id, cutoff)
             .await
             .map_err(|e| match e {
                 ports::CancelOrderError::NotFound => CancelOrderError::NotFound,
@@ -77,6 +66,10 @@ impl GoodsApp {
                 Ok(order)
             }
             Cancelled::Already(order) => Ok(order),
+            Cancelled::Expired(order) => {
+                self.expired(&order).await;
+                Err(CancelOrderError::NotCancellable(OrderStatus::Expired))
+            }
         }
     }
 }
@@ -90,13 +83,12 @@ mod tests {
     #[tokio::test]
     async fn a_fresh_cancellation_gives_the_units_back_to_the_gate_once() {
         let mut m = Mocks::at(OPEN);
-        m.orders
-            .expect_get()
-            .returning(|_| Ok(Some(sample_order(OrderStatus::Pending))));
+        // The ledger's transaction reads the order itself: no read before it.
+        m.orders.expect_get().never();
         m.ledger
             .expect_cancel_order()
             .times(1)
-            .returning(|_, _| Ok(Cancelled::Now(sample_order(OrderStatus::Cancelled))));
+            .returning(|_, _, _| Ok(Cancelled::Now(sample_order(OrderStatus::Cancelled))));
         let mut gate = MockAdmissionGate::new();
         gate.expect_release().times(1).returning(|_, _, _| Ok(()));
         let order = m
@@ -110,12 +102,9 @@ mod tests {
     #[tokio::test]
     async fn cancelling_again_gives_nothing_back() {
         let mut m = Mocks::at(OPEN);
-        m.orders
-            .expect_get()
-            .returning(|_| Ok(Some(sample_order(OrderStatus::Pending))));
         m.ledger
             .expect_cancel_order()
-            .returning(|_, _| Ok(Cancelled::Already(sample_order(OrderStatus::Cancelled))));
+            .returning(|_, _, _| Ok(Cancelled::Already(sample_order(OrderStatus::Cancelled))));
         let mut gate = MockAdmissionGate::new();
         gate.expect_release().times(0);
         m.app(Some(gate))
@@ -125,14 +114,33 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn someone_elses_order_is_forbidden() {
+    async fn a_cancel_past_the_payment_window_expires_the_order_and_is_refused() {
         let mut m = Mocks::at(OPEN);
-        m.orders
-            .expect_get()
-            .returning(|_| Ok(Some(sample_order(OrderStatus::Pending))));
+        let cutoff = OPEN - time::Duration::seconds(600);
         m.ledger
             .expect_cancel_order()
-            .returning(|_, _| Err(ports::CancelOrderError::NotOwner));
+            .withf(move |_, _, at| *at == cutoff)
+            .times(1)
+            .returning(|_, _, _| Ok(Cancelled::Expired(sample_order(OrderStatus::Expired))));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_release().times(1).returning(|_, _, _| Ok(()));
+        let err = m
+            .app(Some(gate))
+            .cancel_order(order_id(), buyer())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, CancelOrderError::NotCancellable(OrderStatus::Expired)),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn someone_elses_order_is_forbidden() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_cancel_order()
+            .returning(|_, _, _| Err(ports::CancelOrderError::NotOwner));
         let err = m
             .app(None)
             .cancel_order(order_id(), buyer())

@@ -297,7 +297,12 @@ mod tests {
                 .collect())
         }
 
-        async fn cancel_order(&self, _: OrderId, _: UserId) -> Result<Cancelled, CancelOrderError> {
+        async fn cancel_order(
+            &self,
+            _: OrderId,
+            _: UserId,
+            _: OffsetDateTime,
+        ) -> Result<Cancelled, CancelOrderError> {
             unreachable!("not part of group commit")
         }
 

@@ -213,7 +213,7 @@ impl GoodsApp {
 
     /// After the ledger expired `order`: the gate gets its units back (and tells every
     /// instance's sold-out flag), once, since only one call expires an order.
-    async fn expired(&self, order: &GoodsOrder) {
+    pub(crate) async fn expired(&self, order: &GoodsOrder) {
         metrics::counter!(telemetry::ORDER_TRANSITIONS, "to" => "EXPIRED").increment(1);
         tracing::info!(order.id = %order.id, drop.id = %order.drop_id, "order expired unpaid");
         if let Some(gate) = &self.ports.gate

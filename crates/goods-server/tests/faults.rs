@@ -418,3 +418,70 @@ async fn a_redis_stall_under_a_global_budget_lets_purchases_run_on_the_local_bou
         bypassed().await
     );
 }
+
+/// A change notice lost to a Redis stall only delays the change: with Redis paused (SIGSTOP),
+/// a pause made through one instance answers at once (the notice is sent in the background)
+/// and reaches the other instance by its poll (`DROP_REFRESH_MS`), the only way left while
+/// Redis says nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_change_notice_lost_in_a_redis_stall_reaches_the_other_instance_by_the_poll() {
+    const POLL_MS: u64 = 300;
+    let redis = PrivateRedis::start();
+    let vars = [
+        ("GATE", "redis".to_owned()),
+        ("REDIS_URL", redis.url()),
+        ("REDIS_KEY_PREFIX", fresh_prefix()),
+        ("DATABASE_URL", test_support::mysql::fresh_database().await),
+        ("DROP_REFRESH_MS", POLL_MS.to_string()),
+    ];
+    let operator = Server::start(&env(&vars));
+    let other = Server::start(&env(&vars));
+    let client = Client::new();
+    let drop = client.open_drop(&operator.base, 1000).await;
+    // The other instance has the drop cached (open) before the stall.
+    assert_eq!(client.buy(&other.base, drop, 1).await.unwrap().status, 202);
+
+    redis.pause();
+    // The operator's first call to the stalled gate waits its command timeout and opens its
+    // breaker (reads then skip the gate for a while); from then on nothing of the pause has
+    // to wait on Redis, the notice least of all.
+    let read = client
+        .seller_json(&operator.base, &format!("/limited-drops/{drop}"))
+        .await;
+    assert_eq!(read["status"], json!("OPEN"), "{read}");
+    let asked = Instant::now();
+    let paused = client
+        .as_seller(
+            client
+                .http
+                .post(format!("{}/limited-drops/{drop}/pause", operator.base)),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paused.status(), 200);
+    let answered = asked.elapsed();
+    assert!(
+        answered < Duration::from_millis(500),
+        "the pause waited on the stalled Redis (its notice?): {answered:?}"
+    );
+    let mut user = 2;
+    loop {
+        let answer = client.buy(&other.base, drop, user).await.unwrap();
+        user += 1;
+        if answer.is("DROP_PAUSED") {
+            break;
+        }
+        // Until it learns of the pause it still sells, through the database.
+        assert_eq!(answer.status, 202, "{answer:?}");
+        assert!(
+            asked.elapsed() < Duration::from_millis(POLL_MS) + Duration::from_secs(2),
+            "the other instance did not learn of the pause by its poll"
+        );
+    }
+    let learned = asked.elapsed();
+    redis.resume();
+    eprintln!(
+        "pause answered in {answered:?}; the other instance refused {learned:?} after it, with Redis stalled"
+    );
+}

@@ -321,15 +321,15 @@ pub async fn cancelling_gives_the_units_back_exactly_once<S: SqlStore>(store: S)
     let refused = place(&store, &order(&drop, 8, "k", 1)).await;
     assert!(matches!(refused, Err(PlaceOrderError::SoldOut { .. })));
     assert!(matches!(
-        store.cancel_order(o.id, user(8)).await,
+        store.cancel_order(o.id, user(8), long_ago()).await,
         Err(CancelOrderError::NotOwner)
     ));
-    match store.cancel_order(o.id, user(7)).await {
+    match store.cancel_order(o.id, user(7), long_ago()).await {
         Ok(Cancelled::Now(c)) => assert_eq!((c.id, c.status), (o.id, OrderStatus::Cancelled)),
         other => panic!("expected a cancellation, got {other:?}"),
     }
     assert!(matches!(
-        store.cancel_order(o.id, user(7)).await,
+        store.cancel_order(o.id, user(7), long_ago()).await,
         Ok(Cancelled::Already(_))
     ));
     assert_eq!(stock(&store, &drop).await, 5);
@@ -341,7 +341,7 @@ pub async fn cancelling_gives_the_units_back_exactly_once<S: SqlStore>(store: S)
     assert_eq!(stock(&store, &drop).await, 4);
     let missing = goods_domain::OrderId::parse(o.id.get() + 1000).unwrap();
     assert!(matches!(
-        store.cancel_order(missing, user(7)).await,
+        store.cancel_order(missing, user(7), long_ago()).await,
         Err(CancelOrderError::NotFound)
     ));
 }
@@ -350,7 +350,10 @@ pub async fn the_gate_seed_reflects_the_database<S: SqlStore>(store: S) {
     let drop = open_drop(&store, 10, 5, 2).await;
     let kept = created(&store, &order(&drop, 1, "a", 2)).await;
     let gone = created(&store, &order(&drop, 2, "b", 1)).await;
-    store.cancel_order(gone.id, user(2)).await.unwrap();
+    store
+        .cancel_order(gone.id, user(2), long_ago())
+        .await
+        .unwrap();
     let seed = store.gate_seed(&drop).await.unwrap();
     assert_eq!(seed.drop_id, drop.id);
     assert_eq!(seed.remaining, 3);
@@ -517,7 +520,7 @@ pub async fn racing_cancels_of_a_multi_unit_order_give_its_units_back_once<S: Sq
     assert_eq!(stock(&store, &drop).await, 7);
     let cancels = (0..32).map(|_| {
         let store = store.clone();
-        tokio::spawn(async move { store.cancel_order(placed.id, user(7)).await })
+        tokio::spawn(async move { store.cancel_order(placed.id, user(7), long_ago()).await })
     });
     let outcomes: Vec<_> = join_all(cancels)
         .await
@@ -580,7 +583,10 @@ pub async fn cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop<S: SqlStore>(
     assert_eq!(cap, 11);
     for cycle in 0..cap {
         let placed = created(&store, &order(&drop, 7, &format!("k{cycle}"), 1)).await;
-        store.cancel_order(placed.id, user(7)).await.unwrap();
+        store
+            .cancel_order(placed.id, user(7), long_ago())
+            .await
+            .unwrap();
     }
     let refused = place(&store, &order(&drop, 7, "one-more", 1)).await;
     assert!(
@@ -662,7 +668,10 @@ pub async fn one_batch_answers_each_order_on_its_own<S: SqlStore>(store: S) {
         [(user(1), qty(1)), (user(2), qty(2)), (user(3), qty(1))]
     );
     // Buyer 2's holding counts the batch: with a unit free again, one more is past the limit.
-    store.cancel_order(last.id, user(3)).await.unwrap();
+    store
+        .cancel_order(last.id, user(3), long_ago())
+        .await
+        .unwrap();
     assert!(matches!(
         place(&store, &order(&drop, 2, "again", 1)).await,
         Err(PlaceOrderError::PerUserLimitExceeded { limit: 2 })
@@ -993,13 +1002,13 @@ pub async fn paying_moves_a_pending_order_to_paid_once_and_replays_the_same_paym
         Err(PayOrderError::AlreadyPaid)
     ));
     assert!(matches!(
-        store.cancel_order(o.id, user(7)).await,
+        store.cancel_order(o.id, user(7), long_ago()).await,
         Err(CancelOrderError::NotCancellable(OrderStatus::Paid))
     ));
     // A paid order's units stay sold; a cancelled one cannot be paid.
     assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 2);
     let c = created(&store, &order(&drop, 8, "buy", 1)).await;
-    store.cancel_order(c.id, user(8)).await.unwrap();
+    store.cancel_order(c.id, user(8), long_ago()).await.unwrap();
     assert!(matches!(
         store
             .pay_order(&payment(&c, 8, "pay", "ref-3", long_ago()))
@@ -1057,7 +1066,7 @@ pub async fn an_overdue_order_expires_once_and_its_units_go_back<S: SqlStore>(st
         Err(PayOrderError::NotPayable(OrderStatus::Expired))
     ));
     assert!(matches!(
-        store.cancel_order(old.id, user(7)).await,
+        store.cancel_order(old.id, user(7), long_ago()).await,
         Err(CancelOrderError::NotCancellable(OrderStatus::Expired))
     ));
     let late = OrderRepository::find_by_key(&store, user(8), &key("late"))
@@ -1080,8 +1089,21 @@ pub async fn an_overdue_order_expires_once_and_its_units_go_back<S: SqlStore>(st
         }
     );
     assert_eq!(stock(&store, &drop).await, 4);
-    // The per-buyer count went back too: buyer 7 holds 1 of 2.
-    created(&store, &order(&drop, 7, "last", 1)).await;
+    // Cancelling past the deadline expires instead, in the cancel's own transaction.
+    let again = OrderRepository::find_by_key(&store, user(7), &key("again"))
+        .await
+        .unwrap()
+        .unwrap();
+    match store
+        .cancel_order(again.id, user(7), again.created_at)
+        .await
+    {
+        Ok(Cancelled::Expired(o)) => assert_eq!((o.id, o.status), (again.id, OrderStatus::Expired)),
+        other => panic!("a cancel after the deadline expires the order: {other:?}"),
+    }
+    assert_eq!(stock(&store, &drop).await, 5, "every unit came back once");
+    // The per-buyer count went back too: buyer 7 holds none of 2.
+    created(&store, &order(&drop, 7, "last", 2)).await;
 }
 
 pub async fn racing_payments_and_expiries_at_the_deadline_have_one_outcome<S: SqlStore>(store: S) {
@@ -1145,7 +1167,10 @@ pub async fn a_buyers_orders_are_listed_newest_first_a_page_at_a_time<S: SqlStor
         );
         created(&store, &order(drop, 8, &format!("k{i}"), 1)).await;
     }
-    store.cancel_order(mine[2], user(7)).await.unwrap();
+    store
+        .cancel_order(mine[2], user(7), long_ago())
+        .await
+        .unwrap();
     let query = |before: Option<OrderId>, limit: u32| OrderQuery {
         user: user(7),
         drop: None,

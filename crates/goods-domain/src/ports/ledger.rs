@@ -110,6 +110,9 @@ pub enum Cancelled {
     Now(GoodsOrder),
     /// The order was cancelled before; nothing changed.
     Already(GoodsOrder),
+    /// It was past its window: this call expired it and gave its units back (and cancelled
+    /// nothing).
+    Expired(GoodsOrder),
 }
 
 /// Why an order was not cancelled.
@@ -215,13 +218,20 @@ pub trait PurchaseLedger: Send + Sync + 'static {
     /// [`InfraError::is_unavailable`], it is unknown whether it was).
     async fn place_orders(&self, batch: &[PlaceOrder]) -> Result<Vec<Placement>, InfraError>;
 
-    /// In one transaction: cancel the order if `by` owns it and it is PENDING, and give its
-    /// units back to the product's stock, the drop's and the buyer's counts. Cancelling a
-    /// cancelled order changes nothing.
+    /// In one transaction: cancel the order if `by` owns it and it is PENDING and was created
+    /// after `cutoff` (within its payment window), and give its units back to the product's
+    /// stock, the drop's and the buyer's counts; expire it instead (giving its units back the
+    /// same way) when it is PENDING past its window. Cancelling a cancelled order changes
+    /// nothing.
     ///
     /// # Errors
     /// [`CancelOrderError`] naming the refused condition, or the store's failure.
-    async fn cancel_order(&self, id: OrderId, by: UserId) -> Result<Cancelled, CancelOrderError>;
+    async fn cancel_order(
+        &self,
+        id: OrderId,
+        by: UserId,
+        cutoff: OffsetDateTime,
+    ) -> Result<Cancelled, CancelOrderError>;
 
     /// In one transaction: pay the order if `pay.by` owns it and it is PENDING within its
     /// window; expire it instead (giving its units back, as a cancel does) when it is PENDING
