@@ -7,8 +7,8 @@ use goods_domain::ports::{
     ReserveOutcome, StaleReservation, StaleResolution,
 };
 use goods_domain::{
-    DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, PurchaseRejection, Quantity,
-    UserId,
+    DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, OrderId, PurchaseRejection,
+    Quantity, UserId,
 };
 use std::sync::Arc;
 use time::OffsetDateTime;
@@ -289,8 +289,14 @@ impl GoodsApp {
                     .commit(&place_order_for(&drop, &reservation, now))
                     .await;
                 // If the gate did reserve, settle it like any admitted reservation, so a
-                // retry replays the order instead of finding it in progress.
-                settle(gate.as_ref(), &reservation, &result, true).await;
+                // retry replays the order instead of finding it in progress. In the
+                // background: the gate has just failed, so the settle would most likely wait
+                // out the same timeout, and the buyer's answer does not depend on it (a settle
+                // that is lost is healed when the reservation's lease ends).
+                let settling = settlement(&result);
+                tokio::spawn(async move {
+                    settle(gate.as_ref(), &reservation, settling, true).await;
+                });
                 result
             }
         }
@@ -344,7 +350,7 @@ impl GoodsApp {
                     // are off (a sale it did not see). Rebuild it from the truth.
                     self.resync_soon(*drop);
                 }
-                settle(gate, reservation, &result, false).await;
+                settle(gate, reservation, settlement(&result), false).await;
                 result
             }
             ReserveOutcome::InProgress { deadline } if may_resolve && now > deadline => {
@@ -440,19 +446,37 @@ impl GoodsApp {
 /// committed) the in-progress marker stays: its lease ends, and the retry of the same key or
 /// the healer resolves it against the database. A gate that misses a settle likewise keeps the
 /// marker until its lease resolves it.
-async fn settle(
-    gate: &dyn AdmissionGate,
-    reservation: &Reservation,
-    result: &Result<Purchased, PurchaseError>,
-    degraded: bool,
-) {
-    let settled = match result {
+/// What the gate is told of an admitted reservation once the database has decided.
+enum Settlement {
+    /// Committed as this order.
+    Confirm(OrderId),
+    /// Not committed: the units go back.
+    Cancel,
+    /// Unknown (the database did not answer): the reservation's lease decides later.
+    Leave,
+}
+
+fn settlement(result: &Result<Purchased, PurchaseError>) -> Settlement {
+    match result {
         Ok(Purchased {
             order,
             replayed: false,
-        }) => gate.confirm(reservation, order.id).await,
-        Err(PurchaseError::Unavailable | PurchaseError::Unexpected(_)) => return,
-        _ => gate.cancel(reservation).await,
+        }) => Settlement::Confirm(order.id),
+        Err(PurchaseError::Unavailable | PurchaseError::Unexpected(_)) => Settlement::Leave,
+        _ => Settlement::Cancel,
+    }
+}
+
+async fn settle(
+    gate: &dyn AdmissionGate,
+    reservation: &Reservation,
+    settlement: Settlement,
+    degraded: bool,
+) {
+    let settled = match settlement {
+        Settlement::Confirm(order) => gate.confirm(reservation, order).await,
+        Settlement::Cancel => gate.cancel(reservation).await,
+        Settlement::Leave => return,
     };
     match settled {
         Ok(()) => {}
@@ -829,13 +853,23 @@ mod tests {
         let mut gate = MockAdmissionGate::new();
         gate.expect_reserve()
             .returning(|_| Err(InfraError::msg("connection refused")));
-        // The reserve's outcome was unknown, so the committed order is confirmed to the gate.
+        // The reserve's outcome was unknown, so the committed order is confirmed to the gate,
+        // after the buyer has the answer: the gate that just failed is not waited for again.
+        let steps = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let confirmed = Arc::clone(&steps);
         gate.expect_confirm()
             .withf(|_, id| *id == order_id())
             .times(1)
-            .returning(|_, _| Err(InfraError::msg("connection refused")));
-        let bought = m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
+            .returning(move |_, _| {
+                confirmed.lock().unwrap().push("confirmed");
+                Err(InfraError::msg("connection refused"))
+            });
+        let app = m.app(Some(gate));
+        let bought = app.purchase(cmd(1)).await.unwrap();
+        steps.lock().unwrap().push("answered");
         assert!(!bought.replayed);
+        tokio::task::yield_now().await;
+        assert_eq!(*steps.lock().unwrap(), ["answered", "confirmed"]);
     }
 
     #[tokio::test(start_paused = true)]
