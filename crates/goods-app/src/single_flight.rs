@@ -113,6 +113,82 @@ mod tests {
         assert_eq!(again, Ok(8));
     }
 
+    /// The wiring: buyers and readers missing a drop that is not cached share one read.
+    #[tokio::test]
+    async fn concurrent_reads_of_an_uncached_drop_share_one_database_read() {
+        let mut m = crate::test_support::Mocks::at(crate::test_support::OPEN);
+        m.drops.expect_sold_quantity().returning(|_| Ok(0));
+        let (app, drops) = m.app_holding_drops(None);
+        let reads = join_all((0..30).map(|_| app.get_drop(crate::test_support::drop_id())));
+        let releasing = async {
+            crate::test_support::settle_until(|| drops.gets() > 0).await;
+            drops.release_gets();
+        };
+        let (views, ()) = tokio::join!(reads, releasing);
+        assert!(views.iter().all(Result::is_ok));
+        assert_eq!(drops.gets(), 1, "30 concurrent misses, one read");
+        // Cached now: no read at all.
+        app.get_drop(crate::test_support::drop_id()).await.unwrap();
+        assert_eq!(drops.gets(), 1);
+    }
+
+    /// The wiring: purchases finding the drop's gate empty at once seed it once.
+    #[tokio::test]
+    async fn purchases_finding_the_gate_empty_at_once_seed_it_once() {
+        use goods_domain::ports::{GateSeed, MockAdmissionGate, ReserveOutcome};
+        use std::sync::atomic::AtomicBool;
+        let mut m = crate::test_support::Mocks::at(crate::test_support::OPEN);
+        m.drops.expect_gate_seed().returning(|drop| {
+            Ok(GateSeed {
+                drop_id: drop.id,
+                remaining: 0,
+                expires_at: crate::test_support::CLOSE,
+                orders: Vec::new(),
+            })
+        });
+        let seeded = std::sync::Arc::new(AtomicBool::new(false));
+        let mut gate = MockAdmissionGate::new();
+        let asked = std::sync::Arc::clone(&seeded);
+        gate.expect_reserve().returning(move |_| {
+            Ok(if asked.load(Ordering::SeqCst) {
+                ReserveOutcome::SoldOut { remaining: 0 }
+            } else {
+                ReserveOutcome::NotSeeded
+            })
+        });
+        let seeding = std::sync::Arc::clone(&seeded);
+        gate.expect_seed_if_absent().times(1).returning(move |_| {
+            seeding.store(true, Ordering::SeqCst);
+            Ok(())
+        });
+        let (app, drops) = m.app_holding_drops(Some(gate));
+        drops.release_gets();
+        let purchases = join_all((1..=30).map(|user| {
+            app.purchase(crate::PurchaseCommand {
+                drop_id: crate::test_support::drop_id(),
+                user_id: goods_domain::UserId::parse(user).unwrap(),
+                quantity: crate::test_support::qty(1),
+                key: goods_domain::IdempotencyKey::parse("k").unwrap(),
+            })
+        }));
+        let releasing = async {
+            crate::test_support::settle_until(|| drops.seeds() > 0).await;
+            drops.release_seeds();
+        };
+        let (answers, ()) = tokio::join!(purchases, releasing);
+        assert!(
+            answers
+                .iter()
+                .all(|a| matches!(a, Err(crate::PurchaseError::SoldOut { .. }))),
+            "{answers:?}"
+        );
+        assert_eq!(
+            drops.seeds(),
+            1,
+            "30 buyers found the gate empty, one seeding"
+        );
+    }
+
     #[tokio::test]
     async fn a_failed_load_is_every_waiters_answer_once_and_different_keys_do_not_wait() {
         let flights = SingleFlight::<u32, Result<u32, String>>::default();

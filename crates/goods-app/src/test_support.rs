@@ -6,8 +6,8 @@ use goods_domain::ports::{
     MockOrderRepository, MockProductRepository, MockPurchaseLedger, MockStatsRecorder,
 };
 use goods_domain::{
-    DropId, GoodsOrder, IdempotencyKey, LimitedDrop, OrderId, OrderStatus, ProductId, Quantity,
-    SaleWindow, UserId,
+    DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, OrderId, OrderStatus, ProductId,
+    Quantity, SaleWindow, UserId,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -128,11 +128,30 @@ impl Mocks {
     }
 
     pub fn app(self, gate: Option<MockAdmissionGate>) -> GoodsApp {
+        self.app_with_drops(gate, |drops| Arc::new(drops))
+    }
+
+    /// [`app`](Self::app) over the mocked drops wrapped in [`HeldDrops`], which it returns.
+    pub fn app_holding_drops(self, gate: Option<MockAdmissionGate>) -> (GoodsApp, Arc<HeldDrops>) {
+        let mut held = None;
+        let app = self.app_with_drops(gate, |drops| {
+            let wrapped = Arc::new(HeldDrops::new(drops));
+            held = Some(Arc::clone(&wrapped));
+            wrapped
+        });
+        (app, held.expect("wrapped"))
+    }
+
+    fn app_with_drops(
+        self,
+        gate: Option<MockAdmissionGate>,
+        wrap: impl FnOnce(MockDropRepository) -> Arc<dyn goods_domain::ports::DropRepository>,
+    ) -> GoodsApp {
         let gate = gate.map(|g| Arc::new(g) as Arc<dyn goods_domain::ports::AdmissionGate>);
         GoodsApp::new(
             Ports {
                 products: Arc::new(self.products),
-                drops: Arc::new(self.drops),
+                drops: wrap(self.drops),
                 orders: Arc::new(self.orders),
                 ledger: Arc::new(self.ledger),
                 gate,
@@ -184,4 +203,107 @@ pub fn counters(
             }
         })
         .collect()
+}
+
+/// The mocked drop repository, except that its reads of a drop (`get`) and of a gate seed
+/// (`gate_seed`) are counted and wait until the test lets them go: a load in flight stays in
+/// flight while other calls arrive.
+pub struct HeldDrops {
+    inner: MockDropRepository,
+    gets: std::sync::atomic::AtomicUsize,
+    seeds: std::sync::atomic::AtomicUsize,
+    gets_open: tokio::sync::Semaphore,
+    seeds_open: tokio::sync::Semaphore,
+}
+
+impl HeldDrops {
+    fn new(inner: MockDropRepository) -> Self {
+        Self {
+            inner,
+            gets: Default::default(),
+            seeds: Default::default(),
+            gets_open: tokio::sync::Semaphore::new(0),
+            seeds_open: tokio::sync::Semaphore::new(0),
+        }
+    }
+
+    /// Reads of a drop so far (held or not).
+    pub fn gets(&self) -> usize {
+        self.gets.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Reads of a gate seed so far (held or not).
+    pub fn seeds(&self) -> usize {
+        self.seeds.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Lets every read of a drop through, now and from now on.
+    pub fn release_gets(&self) {
+        self.gets_open
+            .add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+
+    /// Lets every read of a gate seed through, now and from now on.
+    pub fn release_seeds(&self) {
+        self.seeds_open
+            .add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+}
+
+#[async_trait::async_trait]
+impl goods_domain::ports::DropRepository for HeldDrops {
+    async fn create(
+        &self,
+        drop: &goods_domain::NewLimitedDrop,
+        now: OffsetDateTime,
+    ) -> Result<LimitedDrop, goods_domain::ports::CreateDropError> {
+        self.inner.create(drop, now).await
+    }
+    async fn get(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
+        self.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _open = self.gets_open.acquire().await;
+        self.inner.get(id).await
+    }
+    async fn get_many(&self, ids: &[DropId]) -> Result<Vec<LimitedDrop>, InfraError> {
+        self.inner.get_many(ids).await
+    }
+    async fn sold_quantity(&self, id: DropId) -> Result<u32, InfraError> {
+        self.inner.sold_quantity(id).await
+    }
+    async fn set_paused(
+        &self,
+        id: DropId,
+        paused: bool,
+    ) -> Result<Option<LimitedDrop>, InfraError> {
+        self.inner.set_paused(id, paused).await
+    }
+    async fn close(
+        &self,
+        id: DropId,
+        at: OffsetDateTime,
+    ) -> Result<Option<LimitedDrop>, InfraError> {
+        self.inner.close(id, at).await
+    }
+    async fn list_unclosed(&self, now: OffsetDateTime) -> Result<Vec<LimitedDrop>, InfraError> {
+        self.inner.list_unclosed(now).await
+    }
+    async fn gate_seed(
+        &self,
+        drop: &LimitedDrop,
+    ) -> Result<goods_domain::ports::GateSeed, InfraError> {
+        self.seeds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _open = self.seeds_open.acquire().await;
+        self.inner.gate_seed(drop).await
+    }
+}
+
+/// Yields until `ready` holds, then a few times more, so every task that could still join a
+/// load in flight has run up to it.
+pub async fn settle_until(ready: impl Fn() -> bool) {
+    while !ready() {
+        tokio::task::yield_now().await;
+    }
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
 }
