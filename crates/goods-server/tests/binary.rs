@@ -6,8 +6,9 @@ use serde_json::json;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-#[path = "support/process.rs"]
-mod process;
+#[path = "support/harness.rs"]
+mod harness;
+use harness::process;
 
 fn start(dir: &std::path::Path, vars: &[(&str, &str)]) -> (Child, String) {
     process::spawn(dir, vars.iter().copied())
@@ -38,22 +39,7 @@ async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
         "the embedded default keeps its file under ./data"
     );
     let client = reqwest::Client::new();
-    let seller =
-        |req: reqwest::RequestBuilder| req.header("X-User-Id", "1").header("X-User-Role", "seller");
-    let product: serde_json::Value = seller(client.post(format!("{base}/products")))
-        .json(&json!({"name": "P", "stockQuantity": 5}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let now = time::OffsetDateTime::now_utc();
-    let fmt = &time::format_description::well_known::Rfc3339;
-    let drop: serde_json::Value = seller(client.post(format!("{base}/limited-drops")))
-        .json(&json!({"productId": product["productId"], "openAt": (now - time::Duration::seconds(1)).format(fmt).unwrap(),
-                      "closeAt": (now + time::Duration::hours(1)).format(fmt).unwrap(), "limitedQuantity": 5}))
-        .send().await.unwrap().json().await.unwrap();
+    let drop = harness::Client::new().open_drop(&base, 5).await;
 
     let slots = || process::metric(&client, &base, "db_write_slots_available");
     let free = slots().await;
@@ -71,7 +57,7 @@ async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
     });
     let purchase = tokio::spawn(
         client
-            .post(format!("{base}/limited-drops/{}/orders", drop["dropId"]))
+            .post(format!("{base}/limited-drops/{drop}/orders"))
             .header("X-User-Id", "7")
             .header("Idempotency-Key", "k")
             .json(&json!({"quantity": 1}))
@@ -99,7 +85,7 @@ async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
     // The order survived the restart.
     let (child, base) = start(dir.path(), &[]);
     let view: serde_json::Value = client
-        .get(format!("{base}/limited-drops/{}", drop["dropId"]))
+        .get(format!("{base}/limited-drops/{drop}"))
         .send()
         .await
         .unwrap()

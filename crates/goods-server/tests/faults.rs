@@ -22,6 +22,22 @@ use test_support::redis::PrivateRedis;
 mod harness;
 use harness::*;
 
+/// The environment of an instance on `redis` (with keys of its own) and a fresh MariaDB
+/// database, plus `extra`.
+async fn on_private_redis(
+    redis: &PrivateRedis,
+    extra: &[(&'static str, String)],
+) -> Vec<(&'static str, String)> {
+    let mut vars = vec![
+        ("GATE", "redis".to_owned()),
+        ("REDIS_URL", redis.url()),
+        ("REDIS_KEY_PREFIX", fresh_prefix()),
+        ("DATABASE_URL", test_support::mysql::fresh_database().await),
+    ];
+    vars.extend_from_slice(extra);
+    vars
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
     const LIMITED: i64 = 100;
@@ -132,13 +148,7 @@ async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
 async fn a_redis_stall_mid_sale_heals_and_refusals_stop_touching_the_database() {
     const LIMITED: i64 = 200;
     let redis = PrivateRedis::start();
-    let database = test_support::mysql::fresh_database().await;
-    let vars = [
-        ("GATE", "redis".to_owned()),
-        ("REDIS_URL", redis.url()),
-        ("REDIS_KEY_PREFIX", fresh_prefix()),
-        ("DATABASE_URL", database),
-    ];
+    let vars = on_private_redis(&redis, &[]).await;
     // The buyers' instance does no background work (no healing, and its refresh of flags and
     // drops, two queries every DROP_REFRESH_MS, out of the test's time), so its statement
     // counter moves only for purchases; a second instance on the same database and Redis heals.
@@ -211,13 +221,7 @@ async fn a_redis_stall_mid_sale_heals_and_refusals_stop_touching_the_database() 
 async fn redis_restarted_empty_mid_sale_is_seeded_by_the_healer_before_anyone_buys() {
     const LIMITED: i64 = 50;
     let mut redis = PrivateRedis::start();
-    let database = test_support::mysql::fresh_database().await;
-    let vars = [
-        ("GATE", "redis".to_owned()),
-        ("REDIS_URL", redis.url()),
-        ("REDIS_KEY_PREFIX", fresh_prefix()),
-        ("DATABASE_URL", database),
-    ];
+    let vars = on_private_redis(&redis, &[]).await;
     let server = Server::start(&env(&vars));
     let client = Client::new();
     let drop = client.open_drop(&server.base, LIMITED).await;
@@ -349,13 +353,7 @@ async fn a_redis_stall_under_a_global_budget_lets_purchases_run_on_the_local_bou
     const LIMITED: i64 = 200;
     const BYPASSED: &str = "db_write_budget_bypassed_total";
     let redis = PrivateRedis::start();
-    let vars = [
-        ("GATE", "redis".to_owned()),
-        ("REDIS_URL", redis.url()),
-        ("REDIS_KEY_PREFIX", fresh_prefix()),
-        ("DATABASE_URL", test_support::mysql::fresh_database().await),
-        ("DB_WRITE_PERMITS_GLOBAL", "4".to_owned()),
-    ];
+    let vars = on_private_redis(&redis, &[("DB_WRITE_PERMITS_GLOBAL", "4".to_owned())]).await;
     let server = Server::start(&env(&vars));
     let client = Client::new();
     let bypassed = || harness::process::metric_sum(&client.http, &server.base, BYPASSED);
@@ -391,7 +389,12 @@ async fn a_redis_stall_under_a_global_budget_lets_purchases_run_on_the_local_bou
     // Redis answers again: the rest of the drop sells through the budget (a purchase refused
     // THROTTLED is simply not sold; its buyer would retry). The budget's record of the most
     // permits held is cleared first, so a permit taken from here on shows in it.
-    let peak_key = format!("{}{{db}}:permits:peak", vars[2].1);
+    let prefix = &vars
+        .iter()
+        .find(|(k, _)| *k == "REDIS_KEY_PREFIX")
+        .unwrap()
+        .1;
+    let peak_key = format!("{prefix}{{db}}:permits:peak");
     redis.cli(&["DEL", &peak_key]).unwrap();
     let mut next = 151;
     for round in 0.. {
@@ -429,13 +432,7 @@ async fn a_redis_stall_under_a_global_budget_lets_purchases_run_on_the_local_bou
 async fn a_change_notice_lost_in_a_redis_stall_reaches_the_other_instance_by_the_poll() {
     const POLL_MS: u64 = 300;
     let redis = PrivateRedis::start();
-    let vars = [
-        ("GATE", "redis".to_owned()),
-        ("REDIS_URL", redis.url()),
-        ("REDIS_KEY_PREFIX", fresh_prefix()),
-        ("DATABASE_URL", test_support::mysql::fresh_database().await),
-        ("DROP_REFRESH_MS", POLL_MS.to_string()),
-    ];
+    let vars = on_private_redis(&redis, &[("DROP_REFRESH_MS", POLL_MS.to_string())]).await;
     let operator = Server::start(&env(&vars));
     let other = Server::start(&env(&vars));
     let client = Client::new();

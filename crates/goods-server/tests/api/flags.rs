@@ -233,16 +233,7 @@ async fn a_flag_flip_reaches_another_instance_within_a_second() {
 /// minutes here, yet sees a pause and the kill switch within a second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_shared_redis_a_change_arrives_by_notice_long_before_the_poll() {
-    let url = test_support::redis::server_url();
-    let prefix = test_support::redis::fresh_prefix();
-    let a = TestApp::spawn_with(&[
-        ("GATE", "redis"),
-        ("REDIS_URL", &url),
-        ("REDIS_KEY_PREFIX", &prefix),
-        ("DROP_REFRESH_MS", "600000"),
-    ])
-    .await;
-    let b = a.sibling().await;
+    let (a, b) = TestApp::pair_on_shared_redis(&[("DROP_REFRESH_MS", "600000")]).await;
     let (_, drop) = a.open_drop(10, 5, 1).await;
     assert_eq!(
         b.purchase(drop, 1, "n-1", 1).await.status(),

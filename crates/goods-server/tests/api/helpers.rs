@@ -155,6 +155,22 @@ impl TestApp {
         }
     }
 
+    /// Two instances sharing the database and a Redis gate on the shared test Redis (its own
+    /// keys), with `vars` on both: a fleet of two, in every mode.
+    pub async fn pair_on_shared_redis(vars: &[(&str, &str)]) -> (Self, Self) {
+        let url = test_support::redis::server_url();
+        let prefix = test_support::redis::fresh_prefix();
+        let mut all = vec![
+            ("GATE", "redis"),
+            ("REDIS_URL", url.as_str()),
+            ("REDIS_KEY_PREFIX", prefix.as_str()),
+        ];
+        all.extend_from_slice(vars);
+        let a = Self::spawn_with(&all).await;
+        let b = a.sibling().await;
+        (a, b)
+    }
+
     /// A second instance on the same database (and the same Redis keys when the gate is
     /// Redis), as a fleet behind a load balancer would run.
     pub async fn sibling(&self) -> Self {

@@ -439,15 +439,7 @@ async fn the_listing_pages_without_duplicates_or_gaps_under_concurrent_purchases
 /// the gate's restock message, well before the flag's own expiry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expiry_on_one_instance_brings_the_sold_out_flag_down_on_another() {
-    let url = test_support::redis::server_url();
-    let prefix = test_support::redis::fresh_prefix();
-    let a = TestApp::spawn_with(&[
-        ("GATE", "redis"),
-        ("REDIS_URL", &url),
-        ("REDIS_KEY_PREFIX", &prefix),
-    ])
-    .await;
-    let b = a.sibling().await;
+    let (a, b) = TestApp::pair_on_shared_redis(&[]).await;
     let (_, drop) = a.open_drop(5, 1, 1).await;
     let order = bought(&a, drop, 7, "first").await;
     // b learns of the sell-out from Redis, then keeps answering it alone.

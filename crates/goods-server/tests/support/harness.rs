@@ -119,33 +119,41 @@ impl Client {
 
     /// A product and a drop of `limited` units, one per buyer, open since a second ago.
     pub async fn open_drop(&self, base: &str, limited: i64) -> i64 {
-        let product: Value = self
-            .as_seller(self.http.post(format!("{base}/products")))
-            .json(&json!({"name": "Sneaker", "stockQuantity": limited}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let product = self
+            .seller_post(
+                base,
+                "/products",
+                json!({"name": "Sneaker", "stockQuantity": limited}),
+            )
+            .await;
         let now = OffsetDateTime::now_utc();
         let at = |t: OffsetDateTime| t.format(&Rfc3339).unwrap();
-        let drop: Value = self
-            .as_seller(self.http.post(format!("{base}/limited-drops")))
-            .json(&json!({
-                "productId": product["productId"],
-                "openAt": at(now - time::Duration::seconds(1)),
-                "closeAt": at(now + time::Duration::hours(1)),
-                "limitedQuantity": limited,
-                "perUserLimit": 1,
-            }))
+        let drop = self
+            .seller_post(
+                base,
+                "/limited-drops",
+                json!({
+                    "productId": product["productId"],
+                    "openAt": at(now - time::Duration::seconds(1)),
+                    "closeAt": at(now + time::Duration::hours(1)),
+                    "limitedQuantity": limited,
+                    "perUserLimit": 1,
+                }),
+            )
+            .await;
+        drop["dropId"].as_i64().unwrap()
+    }
+
+    /// `body` posted to `path` as the seller; the answer's body.
+    async fn seller_post(&self, base: &str, path: &str, body: Value) -> Value {
+        self.as_seller(self.http.post(format!("{base}{path}")))
+            .json(&body)
             .send()
             .await
             .unwrap()
             .json()
             .await
-            .unwrap();
-        drop["dropId"].as_i64().unwrap()
+            .unwrap()
     }
 
     /// A purchase; `None` when the connection failed (the server died under it).
