@@ -42,8 +42,9 @@ impl<K, V> Default for SingleFlight<K, V> {
 
 impl<K: Eq + Hash + Copy, V: Clone> SingleFlight<K, V> {
     /// `load`'s result for `key`: runs `load` unless a load of `key` is already running, in
-    /// which case it waits for that one's result instead. (If the running load's caller is
-    /// cancelled, a waiter runs its own `load`.)
+    /// which case it waits for that one's result instead. If the running load's caller is
+    /// cancelled (its client went away), a waiter runs its own `load`; a flight nobody waits
+    /// for any more is forgotten, so cancelled loads of ever new keys leave nothing behind.
     pub(crate) async fn run<F, Fut>(&self, key: K, load: F) -> V
     where
         F: FnOnce() -> Fut,
@@ -58,19 +59,43 @@ impl<K: Eq + Hash + Copy, V: Clone> SingleFlight<K, V> {
         let Some(flight) = flight else {
             return load().await;
         };
-        let value = flight.get_or_init(load).await.clone();
-        if let Ok(mut flights) = self.flights.lock()
-            && flights.get(&key).is_some_and(|f| Arc::ptr_eq(f, &flight))
-        {
-            flights.remove(&key);
-        }
-        value
+        let landing = Landing {
+            flights: &self.flights,
+            key,
+            flight,
+        };
+        landing.flight.get_or_init(load).await.clone()
     }
 
     /// How many loads are running (for tests).
     #[cfg(test)]
     fn in_flight(&self) -> usize {
         self.flights.lock().map(|f| f.len()).unwrap_or(0)
+    }
+}
+
+/// A caller's part in a flight; when it ends (done or cancelled) the flight leaves the map if
+/// it has landed or no other caller still waits on it.
+struct Landing<'a, K: Eq + Hash, V> {
+    flights: &'a Mutex<HashMap<K, Arc<OnceCell<V>>>>,
+    key: K,
+    flight: Arc<OnceCell<V>>,
+}
+
+impl<K: Eq + Hash, V> Drop for Landing<'_, K, V> {
+    fn drop(&mut self) {
+        let Ok(mut flights) = self.flights.lock() else {
+            return;
+        };
+        // Under the lock no one can join it; the map holds one reference and this caller one.
+        let alone = Arc::strong_count(&self.flight) <= 2;
+        if flights
+            .get(&self.key)
+            .is_some_and(|f| Arc::ptr_eq(f, &self.flight))
+            && (self.flight.initialized() || alone)
+        {
+            flights.remove(&self.key);
+        }
     }
 }
 
@@ -187,6 +212,45 @@ mod tests {
             1,
             "30 buyers found the gate empty, one seeding"
         );
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_load_leaves_its_waiter_to_load_and_nothing_behind() {
+        let flights = Arc::new(SingleFlight::<u32, u32>::default());
+        let first = tokio::spawn({
+            let flights = Arc::clone(&flights);
+            async move { flights.run(1, std::future::pending::<u32>).await }
+        });
+        while flights.in_flight() == 0 {
+            tokio::task::yield_now().await;
+        }
+        let second = tokio::spawn({
+            let flights = Arc::clone(&flights);
+            async move { flights.run(1, || async { 9 }).await }
+        });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !second.is_finished(),
+            "the second waits on the first's load"
+        );
+        first.abort();
+        assert!(first.await.unwrap_err().is_cancelled());
+        assert_eq!(second.await.unwrap(), 9, "the waiter loaded for itself");
+        assert_eq!(flights.in_flight(), 0);
+
+        // A load cancelled with no one waiting is forgotten too.
+        let lone = tokio::spawn({
+            let flights = Arc::clone(&flights);
+            async move { flights.run(2, std::future::pending::<u32>).await }
+        });
+        while flights.in_flight() == 0 {
+            tokio::task::yield_now().await;
+        }
+        lone.abort();
+        assert!(lone.await.unwrap_err().is_cancelled());
+        assert_eq!(flights.in_flight(), 0, "nothing left behind");
     }
 
     #[tokio::test]
