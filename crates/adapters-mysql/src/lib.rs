@@ -18,6 +18,69 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The MySQL migrations (the repository's top-level `migrations/mysql`), embedded.
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/mysql");
 
+/// How connections to the server are encrypted (`DATABASE_TLS`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TlsMode {
+    /// Plaintext.
+    #[default]
+    Off,
+    /// Encrypted; the server's certificate is not checked.
+    Required,
+    /// Encrypted; the server's certificate must chain to the CA.
+    VerifyCa,
+    /// Encrypted; the certificate must chain to the CA and name the host connected to.
+    VerifyIdentity,
+}
+
+/// TLS to the server: the mode, and the CA to verify it with (`DATABASE_TLS_CA_FILE`; without
+/// one, the public web roots compiled into the driver). A mode the server cannot meet fails the
+/// connection; nothing falls back to plaintext.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MysqlTls {
+    /// The mode.
+    pub mode: TlsMode,
+    /// A PEM CA file.
+    pub ca_file: Option<std::path::PathBuf>,
+}
+
+impl MysqlTls {
+    fn ssl_opts(&self) -> Option<mysql_async::SslOpts> {
+        let base = mysql_async::SslOpts::default().with_root_certs(
+            self.ca_file
+                .iter()
+                .map(|path| path.clone().into())
+                .collect(),
+        );
+        match self.mode {
+            TlsMode::Off => None,
+            TlsMode::Required => Some(
+                base.with_danger_accept_invalid_certs(true)
+                    .with_danger_skip_domain_validation(true),
+            ),
+            TlsMode::VerifyCa => Some(base.with_danger_skip_domain_validation(true)),
+            TlsMode::VerifyIdentity => Some(base),
+        }
+    }
+}
+
+/// One connection to `url` with `tls`, set up as diesel-async sets up its own (its statement
+/// cache, found rows, UTC), plus the TLS options a URL cannot carry.
+async fn establish(url: &str, tls: &MysqlTls) -> diesel::ConnectionResult<AsyncMysqlConnection> {
+    let opts = mysql_async::Opts::from_url(url)
+        .map_err(|e| diesel::ConnectionError::InvalidConnectionUrl(e.to_string()))?;
+    let opts = mysql_async::OptsBuilder::from_opts(opts)
+        .stmt_cache_size(0)
+        .client_found_rows(true)
+        .ssl_opts(tls.ssl_opts());
+    let conn = mysql_async::Conn::new(opts).await.map_err(|e| {
+        diesel::ConnectionError::BadConnection(match tls.mode {
+            TlsMode::Off => e.to_string(),
+            mode => format!("{e} (DATABASE_TLS={mode:?}: the connection is refused rather than made in plaintext or with a certificate that does not verify)"),
+        })
+    })?;
+    AsyncMysqlConnection::try_from(conn).await
+}
+
 /// The MySQL store; implements every SQL-backed port.
 #[derive(Clone)]
 pub struct MysqlStore {
@@ -33,7 +96,14 @@ impl MysqlStore {
     /// # Errors
     /// When the server cannot be reached or a migration fails.
     pub async fn connect(url: &str, pool_size: usize, migrate: bool) -> anyhow::Result<Self> {
-        Self::connect_with(url, pool_size, migrate, Bounds::default()).await
+        Self::connect_with(
+            url,
+            pool_size,
+            migrate,
+            Bounds::default(),
+            &MysqlTls::default(),
+        )
+        .await
     }
 
     /// [`connect`](Self::connect) with explicit bounds on every wait for the server. Each
@@ -48,11 +118,12 @@ impl MysqlStore {
         pool_size: usize,
         migrate: bool,
         bounds: Bounds,
+        tls: &MysqlTls,
     ) -> anyhow::Result<Self> {
         if migrate {
-            migrate_database(url, None).await?;
+            migrate_database(url, None, tls).await?;
         } else {
-            let pending = pending_migrations(url).await?;
+            let pending = pending_migrations(url, tls).await?;
             anyhow::ensure!(
                 pending.is_empty(),
                 "the database schema is behind this release ({} pending migrations, first {}): \
@@ -66,11 +137,13 @@ impl MysqlStore {
         let mut config = ManagerConfig::default();
         let limit = bounds.transaction.as_secs_f64();
         let lock_wait = bounds.transaction.as_secs().max(1);
+        let tls = tls.clone();
         config.custom_setup = Box::new(move |url| {
             let counter = Arc::clone(&counter);
             let url = url.to_owned();
+            let tls = tls.clone();
             Box::pin(async move {
-                let mut conn = AsyncMysqlConnection::establish(&url).await?;
+                let mut conn = establish(&url, &tls).await?;
                 // READ COMMITTED: every read of a purchase sees what is committed when it runs,
                 // not a snapshot from the transaction's first read, so what it reads after
                 // locking the buyers' holdings is current (see `commit_batch`).
@@ -205,13 +278,17 @@ impl MysqlStore {
 ///
 /// # Errors
 /// When the server cannot be reached, `to` names no migration, or a migration fails.
-pub async fn migrate_database(url: &str, to: Option<&str>) -> anyhow::Result<Vec<String>> {
+pub async fn migrate_database(
+    url: &str,
+    to: Option<&str>,
+    tls: &MysqlTls,
+) -> anyhow::Result<Vec<String>> {
     use backon::Retryable as _;
     // On a live database a migration's DDL can lose a lock to the purchases being served (a
     // deadlock or a lock wait timeout). The failed statement changed nothing and diesel did
     // not record the migration, so it is run again; every migration here is one statement,
     // which keeps that safe.
-    (|| migrate_once(url, to))
+    (|| migrate_once(url, to, tls))
         .retry(
             backon::ExponentialBuilder::default()
                 .with_min_delay(std::time::Duration::from_millis(50))
@@ -236,8 +313,8 @@ fn lost_a_lock(error: &anyhow::Error) -> bool {
     text.contains("Deadlock found") || text.contains("Lock wait timeout")
 }
 
-async fn migrate_once(url: &str, to: Option<&str>) -> anyhow::Result<Vec<String>> {
-    let conn = AsyncMysqlConnection::establish(url)
+async fn migrate_once(url: &str, to: Option<&str>, tls: &MysqlTls) -> anyhow::Result<Vec<String>> {
+    let conn = establish(url, tls)
         .await
         .context("connecting to MySQL for migrations")?;
     let mut harness = AsyncMigrationHarness::new(conn);
@@ -249,8 +326,8 @@ async fn migrate_once(url: &str, to: Option<&str>) -> anyhow::Result<Vec<String>
 ///
 /// # Errors
 /// When the server cannot be reached or its migration table not read.
-pub async fn pending_migrations(url: &str) -> anyhow::Result<Vec<String>> {
-    let conn = AsyncMysqlConnection::establish(url)
+pub async fn pending_migrations(url: &str, tls: &MysqlTls) -> anyhow::Result<Vec<String>> {
+    let conn = establish(url, tls)
         .await
         .context("connecting to MySQL to check its migrations")?;
     let mut harness = AsyncMigrationHarness::new(conn);

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures panic on purpose
 
-use adapters_mysql::MysqlStore;
+use adapters_mysql::{MysqlStore, MysqlTls};
 
 /// Enough connections to make the 64-task races contend for real, few enough that parallel
 /// tests (six at once, see .config/nextest.toml) stay well under the server's default
@@ -21,8 +21,12 @@ test_support::sql_contract_tests!(store());
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrations_are_idempotent_and_create_the_documented_indexes() {
     let url = test_support::mysql::fresh_database().await;
-    adapters_mysql::migrate_database(&url, None).await.unwrap();
-    adapters_mysql::migrate_database(&url, None).await.unwrap();
+    adapters_mysql::migrate_database(&url, None, &MysqlTls::default())
+        .await
+        .unwrap();
+    adapters_mysql::migrate_database(&url, None, &MysqlTls::default())
+        .await
+        .unwrap();
     let store = MysqlStore::connect(&url, 2, false).await.unwrap();
     store.ping().await.unwrap();
     let indexes = test_support::mysql::index_names(&url, "limited_drops").await;
@@ -78,7 +82,7 @@ async fn a_purchase_past_its_time_limit_releases_its_row_locks_at_once() {
         acquire: std::time::Duration::from_secs(1),
         transaction: std::time::Duration::from_millis(300),
     };
-    let store = MysqlStore::connect_with(&url, 2, true, bounds)
+    let store = MysqlStore::connect_with(&url, 2, true, bounds, &MysqlTls::default())
         .await
         .unwrap();
     let now = time::OffsetDateTime::now_utc();
@@ -91,8 +95,10 @@ async fn a_purchase_past_its_time_limit_releases_its_row_locks_at_once() {
         close_at: now + time::Duration::hours(1),
         limited_quantity: 5,
         per_user_limit: 1,
+        price_minor: 0,
+        currency: "XXX".into(),
     };
-    let drop = DropRepository::create(&store, &NewLimitedDrop::parse(input, now).unwrap(), now)
+    let drop = DropRepository::create(&store, &NewLimitedDrop::parse(&input, now).unwrap(), now)
         .await
         .unwrap();
     // Someone holds the drop row: the purchase takes the stock row, then waits on the drop.
@@ -109,6 +115,7 @@ async fn a_purchase_past_its_time_limit_releases_its_row_locks_at_once() {
         product_id: drop.product_id,
         limited_quantity: drop.limited_quantity,
         per_user_limit: drop.per_user_limit,
+        price: drop.price,
         user_id: UserId::parse(1).unwrap(),
         quantity: Quantity::parse("quantity", 1).unwrap(),
         key: IdempotencyKey::parse("k").unwrap(),

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures panic on purpose
 
-use adapters_mysql::MysqlStore;
+use adapters_mysql::{MysqlStore, MysqlTls};
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
 use goods_domain::ports::ProductRepository;
 use goods_domain::{NewProduct, ProductId, UserId};
@@ -32,9 +32,10 @@ async fn count(url: &str, query: &str) -> i64 {
 async fn the_owner_column_is_added_backfilled_and_required_without_losing_a_row() {
     let url = test_support::mysql::fresh_database().await;
     // The previous release's schema, and data written by it (no owner column).
-    let applied = adapters_mysql::migrate_database(&url, Some(PREVIOUS_RELEASE))
-        .await
-        .unwrap();
+    let applied =
+        adapters_mysql::migrate_database(&url, Some(PREVIOUS_RELEASE), &MysqlTls::default())
+            .await
+            .unwrap();
     assert_eq!(
         applied.last().map(|m| adapters_sql::version_of(m)),
         Some(adapters_sql::version_of(PREVIOUS_RELEASE)),
@@ -54,7 +55,7 @@ async fn the_owner_column_is_added_backfilled_and_required_without_losing_a_row(
     .unwrap();
 
     // Expand: the previous release keeps inserting products without the column.
-    let applied = adapters_mysql::migrate_database(&url, Some(EXPAND))
+    let applied = adapters_mysql::migrate_database(&url, Some(EXPAND), &MysqlTls::default())
         .await
         .unwrap();
     assert_eq!(applied, ["2026-12-02-000001_products_owner_expand"]);
@@ -65,7 +66,9 @@ async fn the_owner_column_is_added_backfilled_and_required_without_losing_a_row(
     .await
     .unwrap();
     // Backfill and contract.
-    let applied = adapters_mysql::migrate_database(&url, None).await.unwrap();
+    let applied = adapters_mysql::migrate_database(&url, None, &MysqlTls::default())
+        .await
+        .unwrap();
     assert_eq!(
         &applied[..2],
         [
@@ -74,7 +77,7 @@ async fn the_owner_column_is_added_backfilled_and_required_without_losing_a_row(
         ]
     );
     assert!(
-        adapters_mysql::migrate_database(&url, Some("2026-12-09-000001"))
+        adapters_mysql::migrate_database(&url, Some("2026-12-09-000001"), &MysqlTls::default())
             .await
             .is_err(),
         "a version this release lacks is refused"

@@ -17,6 +17,9 @@ pub struct RedisConfig {
     pub pool_size: usize,
     /// How long one command may take before its outcome is treated as unknown.
     pub command_timeout: Duration,
+    /// PEM CA to verify a `rediss://` server with, instead of the system's roots
+    /// (`REDIS_TLS_CA_FILE`).
+    pub tls_ca_file: Option<std::path::PathBuf>,
 }
 
 /// A connected pool and subscriber.
@@ -32,10 +35,25 @@ impl RedisConnection {
     /// when Redis does not answer by then the clients keep reconnecting in the background and
     /// every call fails fast until it does (the application falls back to the database).
     ///
+    /// A `rediss://` URL (or `rediss-cluster://`) connects over TLS only and verifies the
+    /// server against `tls_ca_file`, or the system's roots: a server that does not speak TLS or
+    /// whose certificate does not verify fails the start, and nothing ever falls back to
+    /// plaintext.
+    ///
     /// # Errors
-    /// When the URL is invalid.
+    /// When the URL or the CA file is invalid, or the TLS handshake with the server fails.
     pub async fn connect(config: &RedisConfig, wait: Duration) -> anyhow::Result<Self> {
-        let fred_config = FredConfig::from_url(&config.url).context("REDIS_URL")?;
+        let mut fred_config = FredConfig::from_url(&config.url).context("REDIS_URL")?;
+        match (&fred_config.tls, &config.tls_ca_file) {
+            (Some(_), Some(ca)) => fred_config.tls = Some(tls_with_ca(ca)?.into()),
+            (None, Some(_)) => {
+                anyhow::bail!(
+                    "REDIS_TLS_CA_FILE is set but REDIS_URL is not rediss://: refusing to connect in plaintext"
+                )
+            }
+            _ => {}
+        }
+        let tls = fred_config.tls.is_some();
         let mut builder = Builder::from_config(fred_config);
         builder
             .with_performance_config(|p| p.default_command_timeout = config.command_timeout)
@@ -57,11 +75,25 @@ impl RedisConnection {
         drop(pool.connect());
         drop(subscriber.connect());
         drop(subscriber.manage_subscriptions());
-        if tokio::time::timeout(wait, pool.wait_for_connect())
-            .await
-            .is_err()
-        {
-            tracing::warn!(url = %redacted(&config.url), "gate_degraded: Redis does not answer yet; purchases use the database until it does");
+        match tokio::time::timeout(wait, pool.wait_for_connect()).await {
+            Ok(Ok(())) => {}
+            // A server that answers but fails the handshake is misconfigured (or not the server
+            // meant), which waiting will not cure: the start fails, naming it.
+            Ok(Err(error)) if tls && handshake_failed(&error) => {
+                drop(pool.quit());
+                drop(subscriber.quit());
+                anyhow::bail!(
+                    "REDIS_URL {}: the TLS handshake with Redis failed ({error}); rediss:// never falls back to plaintext: check that the server speaks TLS on this port and that its certificate verifies against {}",
+                    redacted(&config.url),
+                    config.tls_ca_file.as_ref().map_or_else(
+                        || "the system's roots (or set REDIS_TLS_CA_FILE)".to_owned(),
+                        |ca| format!("REDIS_TLS_CA_FILE={}", ca.display())
+                    )
+                );
+            }
+            Ok(Err(_)) | Err(_) => {
+                tracing::warn!(url = %redacted(&config.url), "gate_degraded: Redis does not answer yet; purchases use the database until it does");
+            }
         }
         Ok(Self {
             pool,
@@ -110,6 +142,48 @@ impl RedisConnection {
             .map(drop)
             .map_err(|e| e.to_string())
     }
+}
+
+/// A rustls client that trusts the CA certificates in the PEM file at `path` only.
+fn tls_with_ca(path: &std::path::Path) -> anyhow::Result<fred::types::config::TlsConnector> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(path)
+        .with_context(|| format!("REDIS_TLS_CA_FILE {}: not readable", path.display()))?
+    {
+        let cert =
+            cert.with_context(|| format!("REDIS_TLS_CA_FILE {}: not PEM", path.display()))?;
+        roots.add(cert).with_context(|| {
+            format!("REDIS_TLS_CA_FILE {}: not a CA certificate", path.display())
+        })?;
+    }
+    anyhow::ensure!(
+        !roots.is_empty(),
+        "REDIS_TLS_CA_FILE {}: no certificate in it",
+        path.display()
+    );
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config.into())
+}
+
+/// Whether a failed first connection failed in TLS (a handshake, a certificate, a server that
+/// answered in plaintext) rather than by not answering at all.
+fn handshake_failed(error: &fred::error::Error) -> bool {
+    let text = error.details().to_ascii_lowercase();
+    *error.kind() == fred::error::ErrorKind::Tls
+        || [
+            "tls",
+            "certificate",
+            "handshake",
+            "corrupt message",
+            "invalidcontenttype",
+            "received",
+        ]
+        .iter()
+        .any(|sign| text.contains(sign))
 }
 
 /// `url` without its credentials, for logs: `redis://user:***@host:port`.

@@ -24,6 +24,7 @@ async fn gate_with_flags(url: &str, prefix: &str, flag_ttl: Duration) -> RedisGa
         prefix: prefix.to_owned(),
         pool_size: 4,
         command_timeout: Duration::from_millis(500),
+        tls_ca_file: None,
     };
     let conn = RedisConnection::connect(&config, Duration::from_secs(2))
         .await

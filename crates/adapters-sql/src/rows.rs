@@ -1,11 +1,13 @@
 //! Rows as stored, and their conversion into domain types. A row that does not convert is
 //! corrupt data and surfaces as an [`InfraError`], never as a panic.
 
-use crate::schema::{limited_drops, orders};
+use crate::schema::{limited_drops, orders, payment_events};
 use diesel::prelude::*;
 use goods_domain::{
-    DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, OrderId, OrderStatus, Payment,
-    PaymentReference, ProductId, Quantity, SaleWindow, UserId, ValidationError,
+    Currency, DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, Money, OrderId,
+    OrderStatus, Payment, PaymentEvent, PaymentEventId, PaymentEventKind, PaymentOutcome,
+    PaymentRecord, PaymentReference, Price, ProductId, Quantity, SaleWindow, UserId,
+    ValidationError,
 };
 use time::{OffsetDateTime, PrimitiveDateTime, UtcOffset};
 
@@ -62,6 +64,10 @@ pub struct DropRow {
     pub paused: bool,
     /// Closed early at.
     pub closed_at: Option<PrimitiveDateTime>,
+    /// Unit price.
+    pub price_minor: i64,
+    /// Its currency.
+    pub currency: String,
 }
 
 impl DropRow {
@@ -79,6 +85,11 @@ impl DropRow {
                 .map_err(corrupt("drop"))?,
             per_user_limit: Quantity::parse("perUserLimit", self.per_user_limit.into())
                 .map_err(corrupt("drop"))?,
+            price: Price::parse(
+                self.price_minor,
+                Currency::parse("currency", &self.currency).map_err(corrupt("drop"))?,
+            )
+            .map_err(corrupt("drop"))?,
             paused: self.paused,
             closed_at: self.closed_at.map(from_db),
         })
@@ -101,6 +112,10 @@ pub struct NewDropRow {
     pub per_user_limit: i32,
     /// Always 0.
     pub sold_quantity: i32,
+    /// Unit price.
+    pub price_minor: i64,
+    /// Its currency.
+    pub currency: String,
 }
 
 /// An `orders` row.
@@ -129,6 +144,10 @@ pub struct OrderRow {
     pub payment_key: Option<String>,
     /// The payment's reference.
     pub payment_reference: Option<String>,
+    /// What it costs.
+    pub amount_minor: i64,
+    /// In this currency.
+    pub currency: String,
 }
 
 impl OrderRow {
@@ -148,16 +167,69 @@ impl OrderRow {
                 .ok_or_else(|| InfraError::msg(format!("corrupt order status {}", self.status)))?,
             idempotency_key: IdempotencyKey::parse(&self.idempotency_key)
                 .map_err(corrupt("order"))?,
+            amount: money(self.amount_minor, &self.currency, "order")?,
             created_at: from_db(self.created_at),
             payment: match (self.paid_at, self.payment_key, self.payment_reference) {
-                (Some(at), Some(key), Some(reference)) => Some(Payment {
-                    key: IdempotencyKey::parse(&key).map_err(corrupt("order payment"))?,
+                (Some(at), Some(event), Some(reference)) => Some(Payment {
+                    event_id: PaymentEventId::parse(&event).map_err(corrupt("order payment"))?,
                     reference: PaymentReference::parse(&reference)
                         .map_err(corrupt("order payment"))?,
                     at: from_db(at),
                 }),
                 _ => None,
             },
+        })
+    }
+}
+
+fn money(minor: i64, currency: &str, what: &str) -> Result<Money, InfraError> {
+    let currency = Currency::parse("currency", currency).map_err(corrupt(what))?;
+    Money::parse("amountMinor", minor, currency).map_err(corrupt(what))
+}
+
+/// A `payment_events` row.
+#[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
+#[diesel(table_name = payment_events)]
+pub struct PaymentRow {
+    /// Sequence.
+    pub id: i64,
+    /// The provider's id.
+    pub event_id: String,
+    /// Succeeded or failed.
+    pub kind: String,
+    /// The order named.
+    pub order_id: i64,
+    /// Amount paid.
+    pub amount_minor: i64,
+    /// Its currency.
+    pub currency: String,
+    /// The provider's reference.
+    pub payment_reference: String,
+    /// What it did.
+    pub outcome: String,
+    /// When it was applied.
+    pub received_at: PrimitiveDateTime,
+}
+
+impl PaymentRow {
+    /// The domain record.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the row breaks a domain rule.
+    pub fn into_domain(self) -> Result<PaymentRecord, InfraError> {
+        let bad = |what: &str| InfraError::msg(format!("corrupt payment event row: {what}"));
+        Ok(PaymentRecord {
+            seq: self.id,
+            event: PaymentEvent {
+                id: PaymentEventId::parse(&self.event_id).map_err(corrupt("payment event"))?,
+                kind: PaymentEventKind::parse(&self.kind).ok_or_else(|| bad(&self.kind))?,
+                order_id: OrderId::parse(self.order_id).map_err(corrupt("payment event"))?,
+                amount: money(self.amount_minor, &self.currency, "payment event")?,
+                reference: PaymentReference::parse(&self.payment_reference)
+                    .map_err(corrupt("payment event"))?,
+            },
+            outcome: PaymentOutcome::parse(&self.outcome).ok_or_else(|| bad(&self.outcome))?,
+            received_at: from_db(self.received_at),
         })
     }
 }

@@ -45,6 +45,10 @@ diesel::table! {
         paused -> Bool,
         /// When it was closed before `close_at` (UTC); no order commits after it.
         closed_at -> Nullable<Timestamp>,
+        /// Unit price in minor units.
+        price_minor -> BigInt,
+        /// ISO 4217 code of the price.
+        currency -> Text,
     }
 }
 
@@ -87,6 +91,10 @@ diesel::table! {
         payment_key -> Nullable<Text>,
         /// The payment provider's reference.
         payment_reference -> Nullable<Text>,
+        /// What the order costs, in minor units (quantity x the drop's price at purchase).
+        amount_minor -> BigInt,
+        /// ISO 4217 code of the amount.
+        currency -> Text,
     }
 }
 
@@ -128,5 +136,29 @@ diesel::table! {
         updated_at -> Timestamp,
         /// Who set it.
         updated_by -> BigInt,
+    }
+}
+
+diesel::table! {
+    /// The payment provider's events, each applied once, with its outcome.
+    payment_events (id) {
+        /// Sequence: newer events have larger ids.
+        id -> BigInt,
+        /// The provider's id; unique.
+        event_id -> Text,
+        /// `payment.succeeded` or `payment.failed`.
+        kind -> Text,
+        /// The order it names (which may not exist).
+        order_id -> BigInt,
+        /// The amount paid, in minor units.
+        amount_minor -> BigInt,
+        /// ISO 4217 code of the amount.
+        currency -> Text,
+        /// The provider's reference of the payment.
+        payment_reference -> Text,
+        /// What it did (`PAID`, `REFUND_REQUIRED`, ...).
+        outcome -> Text,
+        /// When it was applied (UTC).
+        received_at -> Timestamp,
     }
 }

@@ -28,10 +28,11 @@ use super::dialect::{
 use super::{Conn, Store};
 use adapters_sql::raw::{Bind, Sql};
 use adapters_sql::rows::{
-    DropRow, HoldingRow, IdRow, NewDropRow, OrderRow, column, from_db, to_db, units,
+    DropRow, HoldingRow, IdRow, NewDropRow, OrderRow, PaymentRow, column, from_db, to_db, units,
 };
 use adapters_sql::schema::{
-    drop_holdings, feature_flags, limited_drops, orders, outbox_events, products, stocks,
+    drop_holdings, feature_flags, limited_drops, orders, outbox_events, payment_events, products,
+    stocks,
 };
 use adapters_sql::{TxError, bounded, decode_event, encode_event, infra, retry_when, with_retries};
 use async_trait::async_trait;
@@ -42,19 +43,24 @@ use diesel::sql_types::BigInt;
 use diesel::{insert_into, update};
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use goods_domain::ports::{
-    self, CancelOrderError, Cancelled, CreateDropError, DomainEvent, GateSeed, HeldOrder,
-    OrderQuery, OutboxEntry, Paid, PayOrder, PayOrderError, PlaceOrder, PlaceOrderError, Placed,
-    Placement, StaleResolution, UnitsByStatus, unix_ms,
+    self, AppliedPayment, CancelOrderError, Cancelled, CreateDropError, DomainEvent, GateSeed,
+    HeldOrder, OrderQuery, OutboxEntry, PaymentEventError, PaymentQuery, PlaceOrder,
+    PlaceOrderError, Placed, Placement, StaleResolution, UnitsByStatus, unix_ms,
 };
 use goods_domain::{
     DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, NewLimitedDrop, NewProduct,
-    OrderId, OrderStatus, Product, ProductId, ProductName, Stock, UserId,
+    OrderId, OrderStatus, PaymentEvent, PaymentOutcome, PaymentRecord, PaymentTransition,
+    PaymentWindow, Product, ProductId, ProductName, Stock, UserId,
 };
 use time::OffsetDateTime;
 
 /// Every column of `orders`, for raw SELECTs into [`OrderRow`].
 const ORDER_COLUMNS: &str = "id, drop_id, product_id, user_id, quantity, status, \
-    idempotency_key, created_at, paid_at, payment_key, payment_reference";
+    idempotency_key, created_at, paid_at, payment_key, payment_reference, amount_minor, currency";
+
+/// Every column of `payment_events`, for raw SELECTs into [`PaymentRow`].
+const PAYMENT_COLUMNS: &str = "id, event_id, kind, order_id, amount_minor, currency, \
+    payment_reference, outcome, received_at";
 
 /// The database's clock in unix milliseconds ([`DB_NOW_MS`]) as an expression. A type of its
 /// own rather than a raw SQL literal: diesel never caches a prepared statement holding a
@@ -293,10 +299,13 @@ fn lease_ended(order: &PlaceOrder, now_ms: i64) -> bool {
 async fn insert_orders(c: &mut Conn, orders: &[&PlaceOrder]) -> Result<(), TxError<Contended>> {
     Sql::for_rows(orders.len())
         .sql(
-            "INSERT INTO orders \
-             (drop_id, product_id, user_id, quantity, status, idempotency_key, created_at) VALUES ",
+            "INSERT INTO orders (drop_id, product_id, user_id, quantity, status, \
+             idempotency_key, created_at, amount_minor, currency) VALUES ",
         )
         .list(orders, |q, order| {
+            // Accepted orders are within the per-buyer limit, which the drop's price was
+            // validated against: their amount exists.
+            let amount = order.amount();
             q.sql("(")
                 .bind(Bind::BigInt(order.drop_id.get()))
                 .sql(", ")
@@ -311,6 +320,12 @@ async fn insert_orders(c: &mut Conn, orders: &[&PlaceOrder]) -> Result<(), TxErr
                 .bind(Bind::Text(order.key.as_str().to_owned()))
                 .sql(", ")
                 .bind(Bind::Timestamp(to_db(order.now)))
+                .sql(", ")
+                .bind(Bind::BigInt(amount.map_or(i64::MAX, |a| {
+                    i64::try_from(a.minor()).unwrap_or(i64::MAX)
+                })))
+                .sql(", ")
+                .bind(Bind::Text(order.price.currency().as_str().to_owned()))
                 .sql(")")
         })
         .execute(c)
@@ -326,11 +341,9 @@ async fn orders_by_key<'a>(
     // One range per pair on the unique (user_id, idempotency_key) index; two separate IN lists
     // would make the server probe every buyer with every key.
     let rows: Vec<OrderRow> = Sql::for_rows(orders.len())
-        .sql(
-            "SELECT id, drop_id, product_id, user_id, quantity, status, idempotency_key, \
-             created_at, paid_at, payment_key, payment_reference \
-             FROM orders WHERE (user_id, idempotency_key) IN (",
-        )
+        .sql("SELECT ")
+        .sql(ORDER_COLUMNS)
+        .sql(" FROM orders WHERE (user_id, idempotency_key) IN (")
         .list(orders, |q, o| {
             q.sql("(")
                 .bind(Bind::BigInt(o.user_id.get()))
@@ -510,6 +523,24 @@ async fn lock_order<R>(c: &mut Conn, id: OrderId) -> Result<Option<GoodsOrder>, 
         .transpose()?)
 }
 
+/// The event recorded under `event`'s id, locked, if any.
+async fn recorded_payment<R>(
+    c: &mut Conn,
+    event: &PaymentEvent,
+) -> Result<Option<PaymentRecord>, TxError<R>> {
+    let rows: Vec<PaymentRow> = diesel::sql_query(format!(
+        "SELECT {PAYMENT_COLUMNS} FROM payment_events WHERE event_id = ?{EXCLUSIVE_READ}"
+    ))
+    .bind::<diesel::sql_types::Text, _>(event.id.as_str())
+    .load(c)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .next()
+        .map(PaymentRow::into_domain)
+        .transpose()?)
+}
+
 /// Ends a locked PENDING order as `status` (CANCELLED or EXPIRED) and gives its units back to
 /// the buyer's holding, the product's stock and the drop, in the purchase's lock order
 /// (holding, stock, drop), so this and a purchase cannot deadlock on the hot rows.
@@ -635,6 +666,8 @@ impl ports::DropRepository for Store {
             limited_quantity: column(drop.limited_quantity.get()),
             per_user_limit: column(drop.per_user_limit.get()),
             sold_quantity: 0,
+            price_minor: i64::try_from(drop.price.minor()).unwrap_or(i64::MAX),
+            currency: drop.price.currency().as_str().to_owned(),
         };
         let now = to_db(now);
         let id = with_retries(Store::retryable, || async {
@@ -686,6 +719,7 @@ impl ports::DropRepository for Store {
             window: drop.window,
             limited_quantity: drop.limited_quantity,
             per_user_limit: drop.per_user_limit,
+            price: drop.price,
             paused: false,
             closed_at: None,
         })
@@ -1023,61 +1057,95 @@ impl ports::PurchaseLedger for Store {
         .await
     }
 
-    #[tracing::instrument(level = "debug", skip_all, fields(order.id = %pay.id))]
-    async fn pay_order(&self, pay: &PayOrder) -> Result<Paid, PayOrderError> {
-        let work = with_retries(Store::retryable, || async {
+    #[tracing::instrument(level = "debug", skip_all, fields(order.id = %event.order_id))]
+    async fn apply_payment(
+        &self,
+        event: &PaymentEvent,
+        now: OffsetDateTime,
+        window: PaymentWindow,
+    ) -> Result<AppliedPayment, PaymentEventError> {
+        // Two deliveries of one event race on its unique id: the loser's INSERT fails on the
+        // duplicate (after the winner commits), and its retry finds the recorded event.
+        let retryable = |e: &DbError| {
+            Store::retryable(e)
+                || matches!(
+                    e,
+                    DbError::DatabaseError(diesel::result::DatabaseErrorKind::UniqueViolation, _)
+                )
+        };
+        let work = with_retries(retryable, || async {
             let mut conn = self.conn().await?;
-            conn.transaction::<_, TxError<PayOrderError>, _>(async |c| {
+            conn.transaction::<_, TxError<PaymentEventError>, _>(async |c| {
                 begin_write(c).await?;
-                let mut order = lock_order(c, pay.id)
-                    .await?
-                    .ok_or(TxError::Refused(PayOrderError::NotFound))?;
-                if order.user_id != pay.by {
-                    return Err(TxError::Refused(PayOrderError::NotOwner));
+                if let Some(recorded) = recorded_payment(c, event).await? {
+                    return if recorded.event == *event {
+                        Ok(AppliedPayment {
+                            record: recorded,
+                            repeated: true,
+                            expired: None,
+                        })
+                    } else {
+                        Err(TxError::Refused(PaymentEventError::EventIdReused))
+                    };
                 }
-                match (order.status, &order.payment) {
-                    (OrderStatus::Paid, Some(paid)) if paid.key == pay.key => {
-                        return if paid.reference == pay.reference {
-                            Ok(Paid::Replayed(order))
-                        } else {
-                            Err(TxError::Refused(PayOrderError::KeyReused))
-                        };
+                let mut expired = None;
+                let outcome = match lock_order(c, event.order_id).await? {
+                    None => PaymentOutcome::OrderNotFound,
+                    Some(mut order) => {
+                        let decision = order.apply_payment(event, now, window);
+                        match decision.transition {
+                            None => {}
+                            Some(PaymentTransition::Pay(payment)) => {
+                                update(orders::table.find(order.id.get()))
+                                    .set((
+                                        orders::status.eq(OrderStatus::Paid.as_str()),
+                                        orders::paid_at.eq(Some(to_db(payment.at))),
+                                        orders::payment_key.eq(Some(payment.event_id.as_str())),
+                                        orders::payment_reference
+                                            .eq(Some(payment.reference.as_str())),
+                                    ))
+                                    .execute(c)
+                                    .await?;
+                            }
+                            Some(PaymentTransition::Expire) => {
+                                end_and_give_back(c, &mut order, OrderStatus::Expired).await?;
+                                expired = Some(order);
+                            }
+                        }
+                        decision.outcome
                     }
-                    (OrderStatus::Paid, _) => {
-                        return Err(TxError::Refused(PayOrderError::AlreadyPaid));
-                    }
-                    (OrderStatus::Cancelled | OrderStatus::Expired, _) => {
-                        return Err(TxError::Refused(PayOrderError::NotPayable(order.status)));
-                    }
-                    (OrderStatus::Pending, _) => {}
-                }
-                if order.created_at <= pay.cutoff {
-                    // Too late: the expiry this payment lost to happens now, in its stead.
-                    end_and_give_back(c, &mut order, OrderStatus::Expired).await?;
-                    return Ok(Paid::Expired(order));
-                }
-                update(orders::table.find(order.id.get()))
-                    .set((
-                        orders::status.eq(OrderStatus::Paid.as_str()),
-                        orders::paid_at.eq(Some(to_db(pay.now))),
-                        orders::payment_key.eq(Some(pay.key.as_str())),
-                        orders::payment_reference.eq(Some(pay.reference.as_str())),
+                };
+                let received_at = to_db(now);
+                insert_into(payment_events::table)
+                    .values((
+                        payment_events::event_id.eq(event.id.as_str()),
+                        payment_events::kind.eq(event.kind.as_str()),
+                        payment_events::order_id.eq(event.order_id.get()),
+                        payment_events::amount_minor
+                            .eq(i64::try_from(event.amount.minor()).unwrap_or(i64::MAX)),
+                        payment_events::currency.eq(event.amount.currency().as_str()),
+                        payment_events::payment_reference.eq(event.reference.as_str()),
+                        payment_events::outcome.eq(outcome.as_str()),
+                        payment_events::received_at.eq(received_at),
                     ))
                     .execute(c)
                     .await?;
-                order.status = OrderStatus::Paid;
-                order.payment = Some(goods_domain::Payment {
-                    key: pay.key.clone(),
-                    reference: pay.reference.clone(),
-                    at: from_db(to_db(pay.now)),
-                });
-                Ok(Paid::Now(order))
+                Ok(AppliedPayment {
+                    record: PaymentRecord {
+                        seq: last_insert_id(c).await?,
+                        event: event.clone(),
+                        outcome,
+                        received_at: from_db(received_at),
+                    },
+                    repeated: false,
+                    expired,
+                })
             })
             .await
         });
-        bounded(self.tx_timeout(), "pay order", async {
+        bounded(self.tx_timeout(), "apply payment", async {
             work.await
-                .map_err(|e| e.resolve("pay order", Store::unavailable))
+                .map_err(|e| e.resolve("apply payment", Store::unavailable))
         })
         .await
     }
@@ -1153,6 +1221,30 @@ impl ports::PurchaseLedger for Store {
             })
         })
         .await
+    }
+}
+
+#[async_trait]
+impl ports::PaymentRepository for Store {
+    async fn list_payments(&self, query: &PaymentQuery) -> Result<Vec<PaymentRecord>, InfraError> {
+        let mut conn = self.conn().await?;
+        let mut select = payment_events::table.into_boxed();
+        if let Some(outcome) = query.outcome {
+            select = select.filter(payment_events::outcome.eq(outcome.as_str()));
+        }
+        if let Some(before) = query.before {
+            select = select.filter(payment_events::id.lt(before));
+        }
+        select
+            .order(payment_events::id.desc())
+            .limit(i64::from(query.limit))
+            .select(PaymentRow::as_select())
+            .load(&mut *conn)
+            .await
+            .map_err(infra("list payments"))?
+            .into_iter()
+            .map(PaymentRow::into_domain)
+            .collect()
     }
 }
 

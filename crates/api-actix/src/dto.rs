@@ -2,8 +2,11 @@
 //! from and into domain and use-case types.
 
 use crate::problem::Problem;
-use goods_app::{DropStats, DropView, OrderPage, Reconciliation};
-use goods_domain::{GoodsOrder, PaymentWindow, Product, UserId};
+use goods_app::{DropStats, DropView, OrderPage, PaymentPage, Reconciliation};
+use goods_domain::{
+    Currency, GoodsOrder, Money, OrderId, PaymentEvent, PaymentEventId, PaymentEventKind,
+    PaymentRecord, PaymentReference, PaymentWindow, Product, UserId, ValidationError,
+};
 use serde::de::{DeserializeOwned, Deserializer, Error as _, Visitor};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -114,6 +117,12 @@ pub struct CreateDrop {
     /// Units per buyer; 1 when absent.
     #[serde(default, deserialize_with = "whole_opt")]
     pub per_user_limit: Option<i64>,
+    /// Unit price in the currency's minor units; 0 when absent.
+    #[serde(default, deserialize_with = "whole_opt")]
+    pub price_minor: Option<i64>,
+    /// ISO 4217 code; `XXX` when absent.
+    #[serde(default)]
+    pub currency: Option<String>,
 }
 
 /// A drop.
@@ -129,6 +138,8 @@ pub struct DropBody {
     per_user_limit: u32,
     remaining: u32,
     paused: bool,
+    price_minor: u64,
+    currency: String,
 }
 
 impl From<DropView> for DropBody {
@@ -144,6 +155,8 @@ impl From<DropView> for DropBody {
             per_user_limit: v.drop.per_user_limit.get(),
             remaining: v.remaining,
             paused: v.drop.paused,
+            price_minor: v.drop.price.minor(),
+            currency: v.drop.price.currency().as_str().to_owned(),
         }
     }
 }
@@ -165,11 +178,15 @@ pub struct OrderBody {
     product_id: i64,
     user_id: i64,
     quantity: u32,
+    amount_minor: u64,
+    currency: String,
     status: &'static str,
     created_at: Option<String>,
     expires_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     paid_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payment_reference: Option<String>,
 }
 
 impl OrderBody {
@@ -181,20 +198,151 @@ impl OrderBody {
             product_id: o.product_id.get(),
             user_id: o.user_id.get(),
             quantity: o.quantity.get(),
+            amount_minor: o.amount.minor(),
+            currency: o.amount.currency().as_str().to_owned(),
             status: o.status.as_str(),
             created_at: rfc3339(o.created_at),
             expires_at: rfc3339(o.expires_at(window)),
-            paid_at: o.payment.and_then(|p| rfc3339(p.at)),
+            paid_at: o.payment.as_ref().and_then(|p| rfc3339(p.at)),
+            payment_reference: o.payment.map(|p| p.reference.as_str().to_owned()),
         }
     }
 }
 
-/// `POST /orders/{orderId}/pay`.
+/// `POST /payments/events`: what the payment provider sends.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Pay {
-    /// The payment provider's reference.
+pub struct PaymentEventInput {
+    /// The provider's event id.
+    pub event_id: String,
+    /// `payment.succeeded` or `payment.failed`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The order paid.
+    #[serde(deserialize_with = "whole")]
+    pub order_id: i64,
+    /// What was paid, in minor units.
+    #[serde(deserialize_with = "whole")]
+    pub amount_minor: i64,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// The provider's reference of the payment.
     pub payment_reference: String,
+}
+
+impl PaymentEventInput {
+    /// The domain event, or every field that breaks a rule.
+    ///
+    /// # Errors
+    /// One [`ValidationError`] per failing field.
+    pub fn into_domain(self) -> Result<PaymentEvent, Vec<ValidationError>> {
+        let mut errors = Vec::new();
+        let id = PaymentEventId::parse(&self.event_id)
+            .map_err(|e| errors.push(e))
+            .ok();
+        let kind = PaymentEventKind::parse(&self.kind);
+        if kind.is_none() {
+            errors.push(ValidationError::new(
+                "type",
+                "must be payment.succeeded or payment.failed",
+            ));
+        }
+        let order_id = OrderId::parse(self.order_id)
+            .map_err(|_| {
+                errors.push(ValidationError::new(
+                    "orderId",
+                    "must be a positive integer",
+                ))
+            })
+            .ok();
+        let amount = Currency::parse("currency", &self.currency)
+            .map_err(|e| errors.push(e))
+            .ok()
+            .and_then(|currency| {
+                Money::parse("amountMinor", self.amount_minor, currency)
+                    .map_err(|e| errors.push(e))
+                    .ok()
+            });
+        let reference = PaymentReference::parse(&self.payment_reference)
+            .map_err(|e| errors.push(e))
+            .ok();
+        match (id, kind, order_id, amount, reference) {
+            (Some(id), Some(kind), Some(order_id), Some(amount), Some(reference)) => {
+                Ok(PaymentEvent {
+                    id,
+                    kind,
+                    order_id,
+                    amount,
+                    reference,
+                })
+            }
+            _ => Err(errors),
+        }
+    }
+}
+
+/// The provider's answer: the event's id and what it did.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentAnswer {
+    event_id: String,
+    outcome: &'static str,
+}
+
+impl From<&PaymentRecord> for PaymentAnswer {
+    fn from(r: &PaymentRecord) -> Self {
+        Self {
+            event_id: r.event.id.as_str().to_owned(),
+            outcome: r.outcome.as_str(),
+        }
+    }
+}
+
+/// A recorded payment event, for admins.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentBody {
+    event_id: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    order_id: i64,
+    amount_minor: u64,
+    currency: String,
+    payment_reference: String,
+    outcome: &'static str,
+    received_at: Option<String>,
+}
+
+impl From<PaymentRecord> for PaymentBody {
+    fn from(r: PaymentRecord) -> Self {
+        Self {
+            event_id: r.event.id.as_str().to_owned(),
+            kind: r.event.kind.as_str(),
+            order_id: r.event.order_id.get(),
+            amount_minor: r.event.amount.minor(),
+            currency: r.event.amount.currency().as_str().to_owned(),
+            payment_reference: r.event.reference.as_str().to_owned(),
+            outcome: r.outcome.as_str(),
+            received_at: rfc3339(r.received_at),
+        }
+    }
+}
+
+/// A page of recorded payment events.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentPageBody {
+    items: Vec<PaymentBody>,
+    next_cursor: Option<String>,
+}
+
+impl From<PaymentPage> for PaymentPageBody {
+    fn from(page: PaymentPage) -> Self {
+        Self {
+            items: page.items.into_iter().map(PaymentBody::from).collect(),
+            next_cursor: page.next_cursor.map(|seq| seq.to_string()),
+        }
+    }
 }
 
 /// A page of orders.

@@ -11,11 +11,12 @@ mod panics;
 mod problem;
 mod request_id;
 mod routes;
+pub mod signature;
 mod timeout;
 
 pub use auth::AuthMode;
 pub use metrics::{NAMES as HTTP_METRIC_NAMES, Render, describe as describe_http_metrics};
-pub use routes::ops::{Probe, Readiness};
+pub use routes::ops::{Probe, READY_CACHE, Readiness};
 
 use actix_web::dev::Server;
 use actix_web::{App, HttpServer, web};
@@ -33,11 +34,60 @@ pub struct ApiState {
     pub readiness: Readiness,
     /// Renders `/metrics` (the recorder the binary installed).
     pub metrics: Render,
+    /// The secret the payment provider signs its events with; `None`: payments are not
+    /// configured and `/payments/events` answers 503.
+    pub payment_secret: Option<WebhookSecret>,
+}
+
+/// The payment provider's signing secret. Its `Debug` never shows it.
+#[derive(Clone)]
+pub struct WebhookSecret(std::sync::Arc<[u8]>);
+
+impl WebhookSecret {
+    /// Wraps the secret's bytes.
+    pub fn new(secret: &[u8]) -> Self {
+        Self(secret.into())
+    }
+
+    /// The secret's bytes, for the HMAC.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for WebhookSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WebhookSecret(***)")
+    }
 }
 
 /// Registers every route of the API contract on `cfg`.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     routes::configure(cfg);
+}
+
+/// Builds the ops server (`/metrics`, `/health/*`) on its own listener, one worker, no signal
+/// handling of its own: the caller stops it with the API server.
+///
+/// # Errors
+/// When the listener cannot be used.
+pub fn ops_server(listener: TcpListener, state: ApiState) -> std::io::Result<Server> {
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(web::Data::new(state.clone()))
+            .wrap(
+                actix_web::middleware::ErrorHandlers::new()
+                    .default_handler(problem::framework_errors),
+            )
+            .configure(routes::configure_ops)
+    })
+    .workers(1)
+    .disable_signals()
+    .client_request_timeout(std::time::Duration::from_secs(5))
+    .shutdown_timeout(1)
+    .listen(listener)?
+    .run();
+    Ok(server)
 }
 
 /// Builds the HTTP server on an already bound listener (port 0 in tests). The server stops

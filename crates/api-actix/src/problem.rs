@@ -9,7 +9,7 @@ use actix_web::web::Bytes;
 use actix_web::{HttpResponse, ResponseError};
 use goods_app::{
     CancelOrderError, CreateDropError, CreateProductError, FlagError, GetDropError, GetOrderError,
-    GetProductError, GetStatsError, OperateDropError, PayOrderError, PurchaseError, ReconcileError,
+    GetProductError, GetStatsError, OperateDropError, PurchaseError, ReconcileError,
 };
 use goods_domain::ValidationError;
 use serde_json::{Value, json};
@@ -435,31 +435,25 @@ impl From<GetOrderError> for Problem {
     }
 }
 
-impl From<PayOrderError> for Problem {
-    fn from(error: PayOrderError) -> Self {
+impl From<goods_app::PaymentError> for Problem {
+    fn from(error: goods_app::PaymentError) -> Self {
         match error {
-            PayOrderError::NotFound => Self::not_found("ORDER_NOT_FOUND", "no such order"),
-            PayOrderError::Forbidden => Self::forbidden("only the buyer may pay this order"),
-            PayOrderError::AlreadyPaid => Self::new(
-                StatusCode::CONFLICT,
-                "ORDER_ALREADY_PAID",
-                "Order already paid",
-                "the order was paid by another payment",
-            ),
-            PayOrderError::KeyReused => Self::new(
+            goods_app::PaymentError::EventIdReused => Self::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "IDEMPOTENCY_KEY_REUSED",
-                "Idempotency key reused",
-                "this Idempotency-Key paid the order with another paymentReference",
+                "EVENT_ID_REUSED",
+                "Event id reused",
+                "this eventId was applied before with another body",
             ),
-            PayOrderError::NotPayable(status) => Self::new(
-                StatusCode::CONFLICT,
-                "ORDER_NOT_PAYABLE",
-                "Order not payable",
-                format!("an order in state {} cannot be paid", status.as_str()),
-            )
-            .with("orderStatus", Value::from(status.as_str())),
-            PayOrderError::Unexpected(e) => Self::internal(&e),
+            goods_app::PaymentError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+impl From<goods_app::ListPaymentsError> for Problem {
+    fn from(error: goods_app::ListPaymentsError) -> Self {
+        match error {
+            goods_app::ListPaymentsError::Forbidden => Self::forbidden("payments are for admins"),
+            goods_app::ListPaymentsError::Unexpected(e) => Self::internal(&e),
         }
     }
 }

@@ -4,6 +4,7 @@ mod admin;
 mod drops;
 pub mod ops;
 mod orders;
+mod payments;
 mod products;
 
 use crate::problem::Problem;
@@ -31,13 +32,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .post(drops::purchase)
             .default_service(web::to(method_not_allowed)),
     )
-    .service(
-        web::resource("/health/live")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/health/live"))
-            .get(ops::live)
-            .default_service(web::to(method_not_allowed)),
-    )
+    .service(live())
     .service(
         web::resource("/limited-drops/{dropId}")
             .app_data(Allow("GET"))
@@ -116,10 +111,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .default_service(web::to(method_not_allowed)),
     )
     .service(
-        web::resource("/orders/{orderId}/pay")
+        web::resource("/payments/events")
             .app_data(Allow("POST"))
-            .app_data(RouteLabel("/orders/{orderId}/pay"))
-            .post(orders::pay)
+            .app_data(RouteLabel("/payments/events"))
+            .post(payments::event)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/admin/payments")
+            .app_data(Allow("GET"))
+            .app_data(RouteLabel("/admin/payments"))
+            .get(payments::list)
             .default_service(web::to(method_not_allowed)),
     )
     .service(
@@ -129,20 +131,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .post(orders::cancel)
             .default_service(web::to(method_not_allowed)),
     )
-    .service(
-        web::resource("/health/ready")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/health/ready"))
-            .get(ops::ready)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/metrics")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/metrics"))
-            .get(ops::metrics)
-            .default_service(web::to(method_not_allowed)),
-    )
+    .service(ready())
     .service(
         web::resource("/admin/flags")
             .app_data(Allow("GET"))
@@ -158,6 +147,37 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .default_service(web::to(method_not_allowed)),
     )
     .default_service(web::to(not_found));
+}
+
+fn live() -> actix_web::Resource {
+    web::resource("/health/live")
+        .app_data(Allow("GET"))
+        .app_data(RouteLabel("/health/live"))
+        .get(ops::live)
+        .default_service(web::to(method_not_allowed))
+}
+
+fn ready() -> actix_web::Resource {
+    web::resource("/health/ready")
+        .app_data(Allow("GET"))
+        .app_data(RouteLabel("/health/ready"))
+        .get(ops::ready)
+        .default_service(web::to(method_not_allowed))
+}
+
+/// The ops listener's routes: the probes and `/metrics`, for the scraper and the orchestrator
+/// only (`OPS_BIND_ADDR`); the API listener answers 404 for `/metrics`.
+pub fn configure_ops(cfg: &mut web::ServiceConfig) {
+    cfg.service(live())
+        .service(ready())
+        .service(
+            web::resource("/metrics")
+                .app_data(Allow("GET"))
+                .app_data(RouteLabel("/metrics"))
+                .get(ops::metrics)
+                .default_service(web::to(method_not_allowed)),
+        )
+        .default_service(web::to(not_found));
 }
 
 async fn not_found() -> Result<HttpResponse, Problem> {

@@ -10,10 +10,12 @@
 use crate::telemetry;
 use async_trait::async_trait;
 use goods_domain::ports::{
-    CancelOrderError, Cancelled, Paid, PayOrder, PayOrderError, PlaceOrder, PlaceOrderError,
+    AppliedPayment, CancelOrderError, Cancelled, PaymentEventError, PlaceOrder, PlaceOrderError,
     Placement, PurchaseLedger, StaleResolution, WriteBudget, WritePermit,
 };
-use goods_domain::{GoodsOrder, IdempotencyKey, InfraError, OrderId, UserId};
+use goods_domain::{
+    GoodsOrder, IdempotencyKey, InfraError, OrderId, PaymentEvent, PaymentWindow, UserId,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use time::OffsetDateTime;
@@ -101,8 +103,13 @@ impl PurchaseLedger for Budgeted {
         self.inner.cancel_order(id, by, cutoff).await
     }
 
-    async fn pay_order(&self, pay: &PayOrder) -> Result<Paid, PayOrderError> {
-        self.inner.pay_order(pay).await
+    async fn apply_payment(
+        &self,
+        event: &PaymentEvent,
+        now: OffsetDateTime,
+        window: PaymentWindow,
+    ) -> Result<AppliedPayment, PaymentEventError> {
+        self.inner.apply_payment(event, now, window).await
     }
 
     async fn expire_order(
@@ -146,6 +153,7 @@ mod tests {
             product_id: drop.product_id,
             limited_quantity: drop.limited_quantity,
             per_user_limit: drop.per_user_limit,
+            price: drop.price,
             user_id: buyer().user_id,
             quantity: qty(1),
             key: key(),

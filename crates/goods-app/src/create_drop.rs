@@ -43,7 +43,7 @@ impl GoodsApp {
             return Err(CreateDropError::FeatureOff);
         }
         let now = self.ports.clock.now();
-        let new = NewLimitedDrop::parse(input, now).map_err(CreateDropError::Invalid)?;
+        let new = NewLimitedDrop::parse(&input, now).map_err(CreateDropError::Invalid)?;
         // Another seller's product does not exist for this caller.
         if !self
             .manages_product(new.product_id, actor)
@@ -93,6 +93,8 @@ mod tests {
             close_at: CLOSE,
             limited_quantity: 100,
             per_user_limit: 1,
+            price_minor: 0,
+            currency: "XXX".into(),
         }
     }
 

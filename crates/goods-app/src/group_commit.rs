@@ -306,10 +306,13 @@ mod tests {
             unreachable!("not part of group commit")
         }
 
-        async fn pay_order(
+        async fn apply_payment(
             &self,
-            _: &goods_domain::ports::PayOrder,
-        ) -> Result<goods_domain::ports::Paid, goods_domain::ports::PayOrderError> {
+            _: &goods_domain::PaymentEvent,
+            _: OffsetDateTime,
+            _: goods_domain::PaymentWindow,
+        ) -> Result<goods_domain::ports::AppliedPayment, goods_domain::ports::PaymentEventError>
+        {
             unreachable!("not part of group commit")
         }
 
@@ -338,6 +341,7 @@ mod tests {
             product_id: drop.product_id,
             limited_quantity: drop.limited_quantity,
             per_user_limit: drop.per_user_limit,
+            price: drop.price,
             user_id: UserId::parse(buyer).unwrap(),
             quantity: qty(1),
             key: key(),

@@ -19,6 +19,7 @@ mod group_commit;
 mod heal;
 mod operate_drop;
 mod order_lifecycle;
+mod payments;
 mod purchase;
 mod reconcile;
 mod single_flight;
@@ -37,14 +38,15 @@ pub use get_order::GetOrderError;
 pub use group_commit::GroupCommit;
 pub use heal::HealReport;
 pub use operate_drop::OperateDropError;
-pub use order_lifecycle::{ListOrders, OrderPage, PaidOrder, PayOrderError};
+pub use order_lifecycle::{ListOrders, OrderPage};
+pub use payments::{ListPayments, ListPaymentsError, PaymentError, PaymentPage};
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
 pub use reconcile::{ReconcileError, Reconciliation};
 pub use stats::{DropStats, GetStatsError};
 
 use goods_domain::ports::{
     AdmissionGate, ChangeNotifier, Clock, DropRepository, EventOutbox, EventPublisher,
-    OrderRepository, ProductRepository, PurchaseLedger, StatsRecorder,
+    OrderRepository, PaymentRepository, ProductRepository, PurchaseLedger, StatsRecorder,
 };
 use goods_domain::{DropId, InfraError, LimitedDrop, PaymentWindow, ProductId};
 use single_flight::{Shared, unshared};
@@ -61,6 +63,8 @@ pub struct Ports {
     pub drops: Arc<dyn DropRepository>,
     /// Orders, read side.
     pub orders: Arc<dyn OrderRepository>,
+    /// Recorded payment events, read side.
+    pub payments: Arc<dyn PaymentRepository>,
     /// The source of truth's transactions.
     pub ledger: Arc<dyn PurchaseLedger>,
     /// The admission gate; `None` runs the database-only strategy (`GATE=off`).

@@ -1,49 +1,15 @@
-//! The order's life after the purchase: payment, expiry of unpaid orders (by the healing pass,
-//! and lazily when an order is read, listed, paid or cancelled after its deadline), and the
-//! buyer's listing.
+//! The order's life after the purchase: expiry of unpaid orders (by the healing pass, and
+//! lazily when an order is read, listed, paid or cancelled after its deadline), and the buyer's
+//! listing. Payment is in [`crate::payments`].
 //!
 //! Every change of an order's state is one ledger transaction that starts from a locked read of
 //! the order, so a payment and an expiry of the same order run one after the other and exactly
 //! one of them wins. Units given back by an expiry go back to the gate too (which tells every
 //! instance's sold-out flag), exactly once: only the call that expired the order releases them.
 
-use crate::{Actor, GoodsApp, Role, telemetry};
-use goods_domain::ports::{self, OrderQuery, Paid, PayOrder};
-use goods_domain::{
-    DropId, GoodsOrder, IdempotencyKey, InfraError, OrderId, OrderStatus, PaymentReference,
-};
-
-/// Why an order was not paid.
-#[derive(Debug, thiserror::Error)]
-pub enum PayOrderError {
-    /// No such order.
-    #[error("order not found")]
-    NotFound,
-    /// Not the order's buyer.
-    #[error("only the buyer may pay an order")]
-    Forbidden,
-    /// Paid before, under another idempotency key.
-    #[error("the order is paid already")]
-    AlreadyPaid,
-    /// The key paid this order with another reference.
-    #[error("idempotency key reused for a different payment")]
-    KeyReused,
-    /// Cancelled or expired (also when the payment came after the deadline).
-    #[error("an order in state {} cannot be paid", .0.as_str())]
-    NotPayable(OrderStatus),
-    /// The store failed.
-    #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
-}
-
-/// A payment's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PaidOrder {
-    /// The order, PAID.
-    pub order: GoodsOrder,
-    /// The same key and reference paid it before.
-    pub replayed: bool,
-}
+use crate::{Actor, GoodsApp, telemetry};
+use goods_domain::ports::OrderQuery;
+use goods_domain::{DropId, GoodsOrder, InfraError, OrderId, OrderStatus};
 
 /// Which of the caller's orders to list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,63 +41,6 @@ pub struct OrderPage {
 }
 
 impl GoodsApp {
-    /// Pays the caller's order: `PENDING` -> `PAID`. The same key and reference again replay
-    /// it; a payment after the order's deadline expires it instead and is refused.
-    ///
-    /// # Errors
-    /// [`PayOrderError`] naming the refused condition.
-    #[tracing::instrument(skip_all, fields(order.id = %id, user.id = %actor.user_id))]
-    pub async fn pay_order(
-        &self,
-        id: OrderId,
-        actor: Actor,
-        key: IdempotencyKey,
-        reference: PaymentReference,
-    ) -> Result<PaidOrder, PayOrderError> {
-        if actor.role != Role::Buyer {
-            return Err(PayOrderError::Forbidden);
-        }
-        let now = self.ports.clock.now();
-        let pay = PayOrder {
-            id,
-            by: actor.user_id,
-            key,
-            reference,
-            now,
-            cutoff: self.payment_window.cutoff(now),
-        };
-        let paid = self
-            .ports
-            .ledger
-            .pay_order(&pay)
-            .await
-            .map_err(|e| match e {
-                ports::PayOrderError::NotFound => PayOrderError::NotFound,
-                ports::PayOrderError::NotOwner => PayOrderError::Forbidden,
-                ports::PayOrderError::AlreadyPaid => PayOrderError::AlreadyPaid,
-                ports::PayOrderError::KeyReused => PayOrderError::KeyReused,
-                ports::PayOrderError::NotPayable(status) => PayOrderError::NotPayable(status),
-                ports::PayOrderError::Infra(e) => PayOrderError::Unexpected(e.into()),
-            })?;
-        match paid {
-            Paid::Now(order) => {
-                metrics::counter!(telemetry::ORDER_TRANSITIONS, "to" => "PAID").increment(1);
-                Ok(PaidOrder {
-                    order,
-                    replayed: false,
-                })
-            }
-            Paid::Replayed(order) => Ok(PaidOrder {
-                order,
-                replayed: true,
-            }),
-            Paid::Expired(order) => {
-                self.expired(&order).await;
-                Err(PayOrderError::NotPayable(OrderStatus::Expired))
-            }
-        }
-    }
-
     /// The caller's orders, newest first, a page at a time.
     ///
     /// # Errors

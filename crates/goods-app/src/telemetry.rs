@@ -49,6 +49,9 @@ pub const BUDGET_BYPASSED: &str = "db_write_budget_bypassed_total";
 pub const BACKGROUND_LEADER: &str = "background_leader";
 /// Orders that left PENDING, by the state they went to (PAID, CANCELLED, EXPIRED).
 pub const ORDER_TRANSITIONS: &str = "order_transitions_total";
+/// Payment events applied (a repeated delivery is not counted again), by `outcome` (`PAID`,
+/// `REFUND_REQUIRED`, `AMOUNT_MISMATCH`, ...).
+pub const PAYMENT_EVENTS: &str = "payment_events_total";
 
 thread_local! {
     static DECISIONS: std::cell::RefCell<Vec<(&'static str, metrics::Histogram)>> =
@@ -94,6 +97,7 @@ pub const NAMES: &[&str] = &[
     DROP_OPERATIONS,
     FLAG_CHANGES,
     ORDER_TRANSITIONS,
+    PAYMENT_EVENTS,
     BACKGROUND_LEADER,
     GLOBAL_PERMITS_HELD,
     BUDGET_EXHAUSTED,
@@ -132,6 +136,10 @@ pub fn describe() {
     describe_counter!(
         ORDER_TRANSITIONS,
         "Orders that left PENDING, by the state they went to (PAID, CANCELLED, EXPIRED)."
+    );
+    describe_counter!(
+        PAYMENT_EVENTS,
+        "Payment provider events applied, by outcome (PAID, ALREADY_PAID, REFUND_REQUIRED, AMOUNT_MISMATCH, FAILED_RECORDED, ORDER_NOT_FOUND)."
     );
     describe_counter!(
         FLAG_CHANGES,

@@ -61,6 +61,7 @@ pub fn sample_drop(limited: i64, per_user: i64) -> LimitedDrop {
         window: SaleWindow::parse(OPEN, CLOSE).unwrap(),
         limited_quantity: qty(limited),
         per_user_limit: qty(per_user),
+        price: goods_domain::Price::default(),
         paused: false,
         closed_at: None,
     }
@@ -73,6 +74,7 @@ pub fn sample_order(status: OrderStatus) -> GoodsOrder {
         product_id: ProductId::parse(1).unwrap(),
         user_id: buyer().user_id,
         quantity: qty(1),
+        amount: goods_domain::Money::parse("amountMinor", 0, goods_domain::Currency::NONE).unwrap(),
         status,
         idempotency_key: key(),
         created_at: OPEN,
@@ -86,6 +88,7 @@ pub struct Mocks {
     pub products: MockProductRepository,
     pub drops: MockDropRepository,
     pub orders: MockOrderRepository,
+    pub payments: goods_domain::ports::MockPaymentRepository,
     pub ledger: MockPurchaseLedger,
     pub clock: MockClock,
     pub events: MockEventPublisher,
@@ -117,6 +120,7 @@ impl Mocks {
                 orders.expect_overdue().returning(|_, _| Ok(Vec::new()));
                 orders
             },
+            payments: goods_domain::ports::MockPaymentRepository::new(),
             ledger: MockPurchaseLedger::new(),
             clock,
             events: MockEventPublisher::new(),
@@ -153,6 +157,7 @@ impl Mocks {
                 products: Arc::new(self.products),
                 drops: wrap(self.drops),
                 orders: Arc::new(self.orders),
+                payments: Arc::new(self.payments),
                 ledger: Arc::new(self.ledger),
                 gate,
                 clock: Arc::new(self.clock),

@@ -84,6 +84,7 @@ async fn redis_gate(flag_ttl: Duration) -> Arc<dyn AdmissionGate> {
         prefix: format!("bench:{}:", uuid::Uuid::new_v4().simple()),
         pool_size: 8,
         command_timeout: Duration::from_secs(2),
+        tls_ca_file: None,
     };
     let conn = RedisConnection::connect(&config, Duration::from_secs(2))
         .await

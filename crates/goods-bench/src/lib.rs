@@ -29,6 +29,7 @@ pub async fn app_with_drop<S: Store>(
             products: store.clone(),
             drops: store.clone(),
             orders: store.clone(),
+            payments: store.clone(),
             outbox: store.clone(),
             flags: store.clone(),
             ledger: store,
@@ -52,6 +53,8 @@ pub async fn app_with_drop<S: Store>(
                 close_at: now + time::Duration::hours(1),
                 limited_quantity: limited,
                 per_user_limit: 1,
+                price_minor: 0,
+                currency: "XXX".into(),
             },
             OPERATOR,
         )

@@ -1,7 +1,7 @@
 //! The LimitedDrop aggregate: a product on sale from `openAt` until `closeAt`, at most
 //! `limitedQuantity` units in all and `perUserLimit` units per buyer.
 
-use crate::{DropId, ProductId, Quantity, ValidationError};
+use crate::{Currency, DropId, Price, ProductId, Quantity, ValidationError};
 use time::OffsetDateTime;
 
 /// The time a drop is on sale: `open_at` (inclusive) to `close_at` (exclusive), `open_at <
@@ -122,6 +122,8 @@ pub struct LimitedDrop {
     pub limited_quantity: Quantity,
     /// Units one buyer may hold.
     pub per_user_limit: Quantity,
+    /// What one unit costs; an order's amount is fixed from it at purchase.
+    pub price: Price,
     /// Purchases are refused with `DROP_PAUSED` while set.
     pub paused: bool,
     /// When it was closed early, if it was; its sale ended then.
@@ -213,10 +215,12 @@ pub struct NewLimitedDrop {
     pub limited_quantity: Quantity,
     /// Units one buyer may hold.
     pub per_user_limit: Quantity,
+    /// What one unit costs.
+    pub price: Price,
 }
 
 /// Raw creation input, as it comes from a client.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct DropInput {
     /// Product id as sent.
     pub product_id: i64,
@@ -228,6 +232,10 @@ pub struct DropInput {
     pub limited_quantity: i64,
     /// Units per buyer (the API defaults it to 1).
     pub per_user_limit: i64,
+    /// Unit price in the currency's minor units (the API defaults it to 0).
+    pub price_minor: i64,
+    /// ISO 4217 code (the API defaults it to `XXX`).
+    pub currency: String,
 }
 
 /// How far in the past `openAt` may be when a drop is created.
@@ -242,11 +250,12 @@ impl NewLimitedDrop {
     /// `closeAt` in the future, `openAt` within [`OPEN_AT_MAX_PAST`] before and
     /// [`OPEN_AT_MAX_AHEAD`] after `now`, a window of at most [`MAX_WINDOW`] (so every instant
     /// stays far inside what every store and clock can represent), `1 <= perUserLimit <=
-    /// limitedQuantity`.
+    /// limitedQuantity`, a price of 0 to 10^12 minor units in an ISO 4217 currency, and
+    /// `priceMinor x perUserLimit` within 2^53 - 1 (every order's amount stays exact in JSON).
     ///
     /// # Errors
     /// One [`ValidationError`] per failing rule.
-    pub fn parse(input: DropInput, now: OffsetDateTime) -> Result<Self, Vec<ValidationError>> {
+    pub fn parse(input: &DropInput, now: OffsetDateTime) -> Result<Self, Vec<ValidationError>> {
         let mut errors = Vec::new();
         let product_id = ProductId::parse(input.product_id)
             .map_err(|e| errors.push(e))
@@ -289,17 +298,36 @@ impl NewLimitedDrop {
                 "must not exceed limitedQuantity",
             ));
         }
-        match (product_id, window, limited, per_user) {
-            (Some(product_id), Some(window), Some(limited_quantity), Some(per_user_limit))
-                if errors.is_empty() =>
-            {
-                Ok(Self {
-                    product_id,
-                    window,
-                    limited_quantity,
-                    per_user_limit,
-                })
-            }
+        let currency = Currency::parse("currency", &input.currency)
+            .map_err(|e| errors.push(e))
+            .ok();
+        let price = currency.and_then(|currency| {
+            Price::parse(input.price_minor, currency)
+                .map_err(|e| errors.push(e))
+                .ok()
+        });
+        if let (Some(price), Some(per_user)) = (price, per_user)
+            && price.amount_for(per_user).is_none()
+        {
+            errors.push(ValidationError::new(
+                "priceMinor",
+                "times perUserLimit must not exceed 2^53 - 1",
+            ));
+        }
+        match (product_id, window, limited, per_user, price) {
+            (
+                Some(product_id),
+                Some(window),
+                Some(limited_quantity),
+                Some(per_user_limit),
+                Some(price),
+            ) if errors.is_empty() => Ok(Self {
+                product_id,
+                window,
+                limited_quantity,
+                per_user_limit,
+                price,
+            }),
             _ => Err(errors),
         }
     }
@@ -338,6 +366,7 @@ mod tests {
             window: SaleWindow::parse(OPEN, CLOSE).unwrap(),
             limited_quantity: Quantity::parse("limitedQuantity", limited).unwrap(),
             per_user_limit: Quantity::parse("perUserLimit", per_user).unwrap(),
+            price: Price::default(),
             paused: false,
             closed_at: None,
         }
@@ -415,11 +444,13 @@ mod tests {
             close_at: CLOSE,
             limited_quantity: 100,
             per_user_limit: 1,
+            price_minor: 0,
+            currency: "XXX".into(),
         }
     }
 
     fn failing_fields(input: DropInput, now: OffsetDateTime) -> Vec<&'static str> {
-        match NewLimitedDrop::parse(input, now) {
+        match NewLimitedDrop::parse(&input, now) {
             Ok(_) => Vec::new(),
             Err(errors) => errors.into_iter().map(|e| e.field).collect(),
         }
@@ -441,6 +472,12 @@ mod tests {
     #[case::year_9999(DropInput { close_at: datetime!(9999-12-31 22:00 -05:00), ..input() }, vec!["closeAt"])]
     #[case::longest_window(DropInput { close_at: OPEN + Duration::days(366), ..input() }, vec![])]
     #[case::window_too_long(DropInput { close_at: OPEN + Duration::days(366) + MS, ..input() }, vec!["closeAt"])]
+    #[case::priced(DropInput { price_minor: 1_000_000_000_000, currency: "EUR".into(), ..input() }, vec![])]
+    #[case::negative_price(DropInput { price_minor: -1, ..input() }, vec!["priceMinor"])]
+    #[case::price_too_high(DropInput { price_minor: 1_000_000_000_001, ..input() }, vec!["priceMinor"])]
+    #[case::lowercase_currency(DropInput { currency: "eur".into(), ..input() }, vec!["currency"])]
+    #[case::amount_past_2_to_the_53(DropInput { price_minor: 1_000_000_000_000, per_user_limit: 9008, limited_quantity: 10_000, ..input() }, vec!["priceMinor"])]
+    #[case::largest_exact_amount(DropInput { price_minor: 1_000_000_000_000, per_user_limit: 9007, limited_quantity: 10_000, ..input() }, vec![])]
     fn drop_creation_validates_every_rule(
         #[case] input: DropInput,
         #[case] expected: Vec<&'static str>,
@@ -467,6 +504,8 @@ mod tests {
             close_at: OPEN,
             limited_quantity: 0,
             per_user_limit: 0,
+            price_minor: -5,
+            currency: "euro".into(),
         };
         assert_eq!(
             failing_fields(bad, CLOSE),
@@ -475,7 +514,8 @@ mod tests {
                 "closeAt",
                 "closeAt",
                 "limitedQuantity",
-                "perUserLimit"
+                "perUserLimit",
+                "currency"
             ]
         );
     }
@@ -485,7 +525,7 @@ mod tests {
     #[case(99, false)]
     #[case(1000, true)]
     fn limited_quantity_must_fit_the_products_stock(#[case] stock: u32, #[case] ok: bool) {
-        let drop = NewLimitedDrop::parse(input(), OPEN).unwrap();
+        let drop = NewLimitedDrop::parse(&input(), OPEN).unwrap();
         assert_eq!(drop.check_stock(stock).is_ok(), ok);
     }
 }

@@ -7,7 +7,9 @@
 pub mod drop;
 pub mod error;
 pub mod ids;
+pub mod money;
 pub mod order;
+pub mod payment;
 pub mod ports;
 pub mod product;
 pub mod quantity;
@@ -18,6 +20,11 @@ pub use drop::{
 };
 pub use error::{InfraError, ValidationError};
 pub use ids::{DropId, IdempotencyKey, OrderId, ProductId, UserId};
+pub use money::{Currency, MAX_AMOUNT_MINOR, MAX_PRICE_MINOR, Money, Price};
 pub use order::{GoodsOrder, OrderStatus, Payment, PaymentReference, PaymentWindow};
+pub use payment::{
+    PaymentDecision, PaymentEvent, PaymentEventId, PaymentEventKind, PaymentOutcome, PaymentRecord,
+    PaymentTransition,
+};
 pub use product::{NewProduct, Product, ProductName, Stock};
 pub use quantity::Quantity;

@@ -1,6 +1,9 @@
 //! Orders created by a successful purchase.
 
-use crate::{DropId, IdempotencyKey, OrderId, ProductId, Quantity, UserId, ValidationError};
+use crate::{
+    DropId, IdempotencyKey, Money, OrderId, PaymentEventId, ProductId, Quantity, UserId,
+    ValidationError,
+};
 use time::OffsetDateTime;
 
 /// Where an order is in its life.
@@ -63,6 +66,8 @@ pub struct GoodsOrder {
     pub user_id: UserId,
     /// Units bought.
     pub quantity: Quantity,
+    /// What the buyer owes: the quantity at the drop's unit price when it was bought.
+    pub amount: Money,
     /// Life-cycle state.
     pub status: OrderStatus,
     /// The buyer's idempotency key; unique per buyer.
@@ -106,8 +111,8 @@ impl PaymentReference {
 /// What paid an order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payment {
-    /// The idempotency key of the payment request: the same key and reference replay it.
-    pub key: IdempotencyKey,
+    /// The payment provider's event that paid it.
+    pub event_id: PaymentEventId,
     /// The payment provider's reference.
     pub reference: PaymentReference,
     /// When it was paid.
@@ -120,8 +125,9 @@ pub struct PaymentWindow(time::Duration);
 
 impl PaymentWindow {
     /// A window of `seconds` (at least one).
-    pub fn seconds(seconds: u32) -> Self {
-        Self(time::Duration::seconds(i64::from(seconds.max(1))))
+    pub const fn seconds(seconds: u32) -> Self {
+        let seconds = if seconds == 0 { 1 } else { seconds };
+        Self(time::Duration::seconds(seconds as i64))
     }
 
     /// The window's length.
@@ -195,6 +201,7 @@ mod tests {
             product_id: ProductId::parse(1).unwrap(),
             user_id: UserId::parse(1).unwrap(),
             quantity: Quantity::parse("quantity", 1).unwrap(),
+            amount: crate::Money::parse("amountMinor", 0, crate::Currency::NONE).unwrap(),
             status,
             idempotency_key: IdempotencyKey::parse("k").unwrap(),
             created_at: time::macros::datetime!(2026-12-01 09:00 UTC),

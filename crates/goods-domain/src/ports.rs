@@ -14,6 +14,7 @@ mod gate;
 mod lease;
 mod ledger;
 mod outbox;
+mod payments;
 mod stats;
 
 pub use budget::{WriteBudget, WritePermit};
@@ -30,10 +31,11 @@ pub use gate::{
 };
 pub use lease::{BACKGROUND, LeaseStore};
 pub use ledger::{
-    CancelOrderError, Cancelled, Paid, PayOrder, PayOrderError, PlaceOrder, PlaceOrderError,
+    AppliedPayment, CancelOrderError, Cancelled, PaymentEventError, PlaceOrder, PlaceOrderError,
     Placed, Placement, PurchaseLedger, StaleResolution, max_orders_per_buyer,
 };
 pub use outbox::{EventOutbox, OutboxEntry};
+pub use payments::{PaymentQuery, PaymentRepository};
 pub use stats::{OutcomeCounts, PurchaseOutcome, StatsRecorder};
 
 /// Every port a source of truth (the SQL adapters) implements at once.
@@ -41,6 +43,7 @@ pub trait SourceOfTruth:
     ProductRepository
     + DropRepository
     + OrderRepository
+    + PaymentRepository
     + PurchaseLedger
     + EventOutbox
     + FlagStore
@@ -52,6 +55,7 @@ impl<T> SourceOfTruth for T where
     T: ProductRepository
         + DropRepository
         + OrderRepository
+        + PaymentRepository
         + PurchaseLedger
         + EventOutbox
         + FlagStore
@@ -79,5 +83,7 @@ pub use lease::MockLeaseStore;
 pub use ledger::MockPurchaseLedger;
 #[cfg(feature = "mock")]
 pub use outbox::MockEventOutbox;
+#[cfg(feature = "mock")]
+pub use payments::MockPaymentRepository;
 #[cfg(feature = "mock")]
 pub use stats::MockStatsRecorder;

@@ -1,6 +1,9 @@
-//! Configuration from the environment (shared/spec/config.md), validated at start: a bad value
+//! Configuration from the environment (docs/configuration.md), validated at start: a bad value
 //! stops the server with one line naming the variable.
 
+mod secret;
+
+pub use adapters_mysql::{MysqlTls, TlsMode};
 use goods_app::GroupCommit;
 use goods_domain::PaymentWindow;
 use ipnet::IpNet;
@@ -98,8 +101,12 @@ fn proxies(raw: &str) -> Result<Vec<IpNet>, ConfigError> {
 pub struct Config {
     /// Listen address (`BIND_ADDR`).
     pub bind_addr: SocketAddr,
+    /// The ops listener's address: `/metrics` and the probes (`OPS_BIND_ADDR`).
+    pub ops_addr: SocketAddr,
     /// Source of truth (`DATABASE_URL`).
     pub database: Database,
+    /// TLS to a MySQL source of truth (`DATABASE_TLS`, `DATABASE_TLS_CA_FILE`).
+    pub database_tls: MysqlTls,
     /// Apply migrations at start (`DATABASE_MIGRATE`).
     pub migrate: bool,
     /// Database connections (`DATABASE_POOL_SIZE`).
@@ -108,6 +115,11 @@ pub struct Config {
     pub gate: Gate,
     /// Prefix of every Redis key and channel (`REDIS_KEY_PREFIX`).
     pub redis_prefix: String,
+    /// The CA a `rediss://` server is verified with (`REDIS_TLS_CA_FILE`); `None`: the system's.
+    pub redis_tls_ca_file: Option<std::path::PathBuf>,
+    /// The payment provider's signing secret (`PAYMENT_WEBHOOK_SECRET`); `None`: payments are
+    /// not configured.
+    pub payment_secret: Option<SecretString>,
     /// Concurrent database writes for admitted purchases (`DB_WRITE_PERMITS`).
     pub write_permits: usize,
     /// Wait for a write slot before 429 (`DB_WRITE_WAIT_MS`).
@@ -223,10 +235,43 @@ where
     }
 }
 
+/// `url` with the password read from `file_var` (a container secret), when that is set; a URL
+/// that carries a password of its own and a password file is an error.
+fn with_password_file(
+    get: &impl Fn(&str) -> Option<String>,
+    url_var: &'static str,
+    url: String,
+    file_var: &'static str,
+) -> Result<String, ConfigError> {
+    let Some(path) = get(file_var) else {
+        return Ok(url);
+    };
+    let mut parsed = url::Url::parse(&url).map_err(|e| bad(url_var, format!("not a URL: {e}")))?;
+    if parsed.password().is_some() {
+        return Err(bad(
+            file_var,
+            format!("{url_var} has a password of its own: set one or the other"),
+        ));
+    }
+    let password = std::fs::read_to_string(&path)
+        .map_err(|e| bad(file_var, format!("cannot read {path}: {e}")))?;
+    parsed
+        .set_password(Some(password.trim_end_matches(['\n', '\r'])))
+        .map_err(|()| bad(url_var, "cannot carry a password (no host)"))?;
+    Ok(parsed.into())
+}
+
 fn database(get: &impl Fn(&str) -> Option<String>) -> Result<Database, ConfigError> {
     let url = get("DATABASE_URL").unwrap_or_else(|| "sqlite://data/goods.db".into());
     let database = if url.starts_with("mysql://") {
-        Database::Mysql(url.into())
+        Database::Mysql(
+            with_password_file(get, "DATABASE_URL", url, "DATABASE_PASSWORD_FILE")?.into(),
+        )
+    } else if get("DATABASE_PASSWORD_FILE").is_some() {
+        return Err(bad(
+            "DATABASE_PASSWORD_FILE",
+            "applies to a mysql:// DATABASE_URL only",
+        ));
     } else if let Some(path) = url.strip_prefix("sqlite://") {
         if path.is_empty() {
             return Err(bad("DATABASE_URL", "sqlite:// needs a file path"));
@@ -238,6 +283,47 @@ fn database(get: &impl Fn(&str) -> Option<String>) -> Result<Database, ConfigErr
     Ok(database)
 }
 
+/// `DATABASE_TLS` and `DATABASE_TLS_CA_FILE`, for a MySQL `database`.
+fn database_tls(
+    get: &impl Fn(&str) -> Option<String>,
+    database: &Database,
+) -> Result<MysqlTls, ConfigError> {
+    let mode = match get("DATABASE_TLS").as_deref() {
+        None | Some("off") => TlsMode::Off,
+        Some("required") => TlsMode::Required,
+        Some("verify-ca") => TlsMode::VerifyCa,
+        Some("verify-identity") => TlsMode::VerifyIdentity,
+        Some(other) => {
+            return Err(bad(
+                "DATABASE_TLS",
+                format!("{other:?} is not off, required, verify-ca or verify-identity"),
+            ));
+        }
+    };
+    let ca_file = get("DATABASE_TLS_CA_FILE").map(std::path::PathBuf::from);
+    if mode != TlsMode::Off && matches!(database, Database::Sqlite(_)) {
+        return Err(bad(
+            "DATABASE_TLS",
+            "applies to a mysql:// DATABASE_URL only",
+        ));
+    }
+    if let Some(ca) = &ca_file {
+        if !matches!(mode, TlsMode::VerifyCa | TlsMode::VerifyIdentity) {
+            return Err(bad(
+                "DATABASE_TLS_CA_FILE",
+                "is used by DATABASE_TLS=verify-ca or verify-identity only",
+            ));
+        }
+        std::fs::metadata(ca).map_err(|e| {
+            bad(
+                "DATABASE_TLS_CA_FILE",
+                format!("cannot read {}: {e}", ca.display()),
+            )
+        })?;
+    }
+    Ok(MysqlTls { mode, ca_file })
+}
+
 fn log_format(get: &impl Fn(&str) -> Option<String>) -> Result<LogFormat, ConfigError> {
     match get("LOG_FORMAT").as_deref() {
         None | Some("text") => Ok(LogFormat::Text),
@@ -246,12 +332,28 @@ fn log_format(get: &impl Fn(&str) -> Option<String>) -> Result<LogFormat, Config
     }
 }
 
+/// `PAYMENT_WEBHOOK_SECRET` (or `_FILE`), checked for strength; `None` when unset.
+///
+/// # Errors
+/// [`ConfigError`] when it is unreadable or too weak.
+pub fn payment_secret(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<SecretString>, ConfigError> {
+    let secret = secret::read(get, "PAYMENT_WEBHOOK_SECRET", "PAYMENT_WEBHOOK_SECRET_FILE")?;
+    if let Some(secret) = &secret {
+        secret::check_strength("PAYMENT_WEBHOOK_SECRET", secret.expose_secret())?;
+    }
+    Ok(secret)
+}
+
 /// What `goods-server migrate` reads: the database and the console logs, nothing else (the
 /// migration job of a fleet has no identity or gate settings to give).
 #[derive(Debug, Clone)]
 pub struct MigrateConfig {
     /// The database to migrate (`DATABASE_URL`).
     pub database: Database,
+    /// TLS to it (`DATABASE_TLS`, `DATABASE_TLS_CA_FILE`).
+    pub database_tls: MysqlTls,
     /// Log filter (`RUST_LOG`).
     pub log_filter: String,
     /// Console log format (`LOG_FORMAT`).
@@ -272,8 +374,10 @@ impl MigrateConfig {
     /// # Errors
     /// [`ConfigError`] naming the first variable with a bad value.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let database = database(&get)?;
         Ok(Self {
-            database: database(&get)?,
+            database_tls: database_tls(&get, &database)?,
+            database,
             log_filter: get("RUST_LOG").unwrap_or_else(|| "info".into()),
             log_format: log_format(&get)?,
         })
@@ -298,7 +402,15 @@ impl Config {
             .unwrap_or_else(|| "127.0.0.1:8080".into())
             .parse()
             .map_err(|e| bad("BIND_ADDR", format!("not a socket address: {e}")))?;
+        let ops_addr: SocketAddr = get("OPS_BIND_ADDR")
+            .unwrap_or_else(|| "127.0.0.1:9464".into())
+            .parse()
+            .map_err(|e| bad("OPS_BIND_ADDR", format!("not a socket address: {e}")))?;
+        if ops_addr == bind_addr && ops_addr.port() != 0 {
+            return Err(bad("OPS_BIND_ADDR", "must differ from BIND_ADDR"));
+        }
         let database = database(&get)?;
+        let database_tls = database_tls(&get, &database)?;
         // Embedded: the one instance migrates its file at start. MySQL: a fleet migrates once,
         // with `goods-server migrate`, before the new code rolls out (docs/migrations.md).
         let migrate = match get("DATABASE_MIGRATE").as_deref() {
@@ -313,7 +425,9 @@ impl Config {
             }
         };
         let pool_size = number(&get, "DATABASE_POOL_SIZE", 16_usize, 1)?;
-        let redis = get("REDIS_URL");
+        let redis = get("REDIS_URL")
+            .map(|url| with_password_file(&get, "REDIS_URL", url, "REDIS_PASSWORD_FILE"))
+            .transpose()?;
         let gate = match (get("GATE").as_deref(), redis) {
             (Some("redis") | None, Some(url)) => {
                 // fred's forms: one server, or a cluster named by its seed nodes
@@ -344,6 +458,23 @@ impl Config {
                 ));
             }
         };
+        let redis_tls_ca_file = get("REDIS_TLS_CA_FILE").map(std::path::PathBuf::from);
+        if let Some(ca) = &redis_tls_ca_file {
+            let tls =
+                matches!(&gate, Gate::Redis(url) if url.expose_secret().starts_with("rediss"));
+            if !tls {
+                return Err(bad(
+                    "REDIS_TLS_CA_FILE",
+                    "needs a rediss:// (or rediss-cluster://) REDIS_URL",
+                ));
+            }
+            std::fs::metadata(ca).map_err(|e| {
+                bad(
+                    "REDIS_TLS_CA_FILE",
+                    format!("cannot read {}: {e}", ca.display()),
+                )
+            })?;
+        }
         let redis_prefix = get("REDIS_KEY_PREFIX").unwrap_or_else(|| "goods:".into());
         if redis_prefix.contains(['{', '}', ' ']) {
             return Err(bad("REDIS_KEY_PREFIX", "must not contain braces or spaces"));
@@ -407,20 +538,17 @@ impl Config {
                 "required with AUTH_MODE=trusted-header when BIND_ADDR is not loopback",
             )),
         };
+        let jwt_secret = secret::read(&get, "AUTH_JWT_SECRET", "AUTH_JWT_SECRET_FILE")?;
         let auth = match get("AUTH_MODE").as_deref() {
-            Some("jwt") => match get("AUTH_JWT_SECRET") {
-                Some(secret) if secret.to_ascii_lowercase().contains("change-me") => {
-                    return Err(bad(
-                        "AUTH_JWT_SECRET",
-                        "is the example's placeholder; generate one (openssl rand -base64 48)",
-                    ));
+            Some("jwt") => match jwt_secret {
+                Some(secret) => {
+                    secret::check_strength("AUTH_JWT_SECRET", secret.expose_secret())?;
+                    Auth::Jwt {
+                        secret,
+                        issuer: get("AUTH_JWT_ISSUER"),
+                        audience: get("AUTH_JWT_AUDIENCE"),
+                    }
                 }
-                Some(secret) if secret.len() >= 32 => Auth::Jwt {
-                    secret: secret.into(),
-                    issuer: get("AUTH_JWT_ISSUER"),
-                    audience: get("AUTH_JWT_AUDIENCE"),
-                },
-                Some(_) => return Err(bad("AUTH_JWT_SECRET", "must be at least 32 bytes")),
                 None => return Err(bad("AUTH_JWT_SECRET", "required when AUTH_MODE=jwt")),
             },
             Some("trusted-header") => trusted_header()?,
@@ -439,6 +567,7 @@ impl Config {
                 ));
             }
         };
+        let payment_secret = payment_secret(&get)?;
         let interval = number(&get, "RECONCILE_INTERVAL_MS", 5000_u64, 0)?;
         let drop_refresh = Duration::from_millis(number(&get, "DROP_REFRESH_MS", 500_u64, 10)?);
         let acquire_timeout =
@@ -477,11 +606,15 @@ impl Config {
         )?;
         Ok(Self {
             bind_addr,
+            ops_addr,
             database,
+            database_tls,
             migrate,
             pool_size,
             gate,
             redis_prefix,
+            redis_tls_ca_file,
+            payment_secret,
             write_permits,
             write_wait,
             write_permits_global,
@@ -658,7 +791,7 @@ mod tests {
             ("DATABASE_URL", "mysql://goods:hunter2@db:3306/goods"),
             ("REDIS_URL", "redis://:hunter3@cache:6379"),
             ("AUTH_MODE", "jwt"),
-            ("AUTH_JWT_SECRET", "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t"),
+            ("AUTH_JWT_SECRET", "s3cr3t9Vq3xT7mK2pL8nR4cW6yB1fH5jD0gZ"),
             ("AUTH_JWT_ISSUER", "https://id.example"),
         ])
         .unwrap();

@@ -1,11 +1,15 @@
 //! `goods-server`: the limited-drop service. `goods-server migrate [--to VERSION]` applies the
-//! database migrations (all of them, or up to and including one) and exits.
+//! database migrations (all of them, or up to and including one) and exits;
+//! `goods-server sign-payment` prints the `Payment-Signature` a payment provider would send for
+//! the event read from standard input (for trying the service, and for load tests);
+//! `goods-server health` asks the ops listener's `/health/ready` (a container's health check,
+//! with no curl in the image).
 
 use goods_server::config::MigrateConfig;
 use goods_server::{Application, Config, telemetry};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: goods-server [migrate [--to VERSION]]";
+const USAGE: &str = "usage: goods-server [migrate [--to VERSION] | sign-payment | health]";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -15,6 +19,8 @@ async fn main() -> ExitCode {
         [] => serve().await,
         ["migrate"] => migrate(None).await,
         ["migrate", "--to", to] => migrate(Some(to)).await,
+        ["sign-payment"] => sign_payment(),
+        ["health"] => health(),
         _ => {
             eprintln!("goods-server: unknown arguments {args:?}; {USAGE}");
             ExitCode::from(2)
@@ -44,6 +50,76 @@ async fn serve() -> ExitCode {
     finish(telemetry, outcome).await
 }
 
+/// Signs standard input with `PAYMENT_WEBHOOK_SECRET` (or `_FILE`) at the current time, as the
+/// payment provider does, and prints the header value.
+fn sign_payment() -> ExitCode {
+    use secrecy::ExposeSecret as _;
+    use std::io::Read as _;
+    let get = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let secret = match goods_server::config::payment_secret(&get) {
+        Ok(Some(secret)) => secret,
+        Ok(None) => {
+            eprintln!(
+                "goods-server sign-payment: set PAYMENT_WEBHOOK_SECRET (or PAYMENT_WEBHOOK_SECRET_FILE) as the server has it"
+            );
+            return ExitCode::from(2);
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut body = Vec::new();
+    if let Err(error) = std::io::stdin().read_to_end(&mut body) {
+        eprintln!("goods-server sign-payment: reading the event from standard input: {error}");
+        return ExitCode::FAILURE;
+    }
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    println!(
+        "{}",
+        api_actix::signature::sign(secret.expose_secret().as_bytes(), now, &body)
+    );
+    ExitCode::SUCCESS
+}
+
+/// Exit 0 when the ops listener (`OPS_BIND_ADDR`; a wildcard address is asked on loopback)
+/// answers `/health/ready` with 200 within two seconds, 1 otherwise.
+fn health() -> ExitCode {
+    use std::io::{Read as _, Write as _};
+    let raw = std::env::var("OPS_BIND_ADDR").unwrap_or_else(|_| "127.0.0.1:9464".into());
+    let Ok(mut addr) = raw.parse::<std::net::SocketAddr>() else {
+        eprintln!("goods-server health: OPS_BIND_ADDR {raw:?} is not a socket address");
+        return ExitCode::from(2);
+    };
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let timeout = std::time::Duration::from_secs(2);
+    let answer = std::net::TcpStream::connect_timeout(&addr, timeout).and_then(|mut stream| {
+        stream.set_read_timeout(Some(timeout))?;
+        stream.write_all(b"GET /health/ready HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer)?;
+        Ok(answer)
+    });
+    match answer {
+        Ok(answer) if answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200") => {
+            ExitCode::SUCCESS
+        }
+        Ok(answer) => {
+            eprintln!(
+                "goods-server health: {}",
+                answer.lines().next().unwrap_or("no answer")
+            );
+            ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("goods-server health: {addr}: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// The migration step reads the database and the log settings only: a fleet's migration job
 /// has no identity or gate to configure.
 async fn migrate(to: Option<&str>) -> ExitCode {
@@ -61,7 +137,7 @@ async fn migrate(to: Option<&str>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let outcome = goods_server::startup::migrate(&config.database, to)
+    let outcome = goods_server::startup::migrate(&config.database, &config.database_tls, to)
         .await
         .map(|applied| {
             tracing::info!(

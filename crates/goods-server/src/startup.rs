@@ -15,7 +15,7 @@ use goods_app::{GoodsApp, Ports, WriteBuffer};
 use goods_domain::InfraError;
 use goods_domain::ports::{
     AdmissionGate, BACKGROUND, Clock, DropRepository, EventOutbox, LeaseStore, OrderRepository,
-    ProductRepository, PurchaseLedger, StatsRecorder, SystemClock, WriteBudget,
+    PaymentRepository, ProductRepository, PurchaseLedger, StatsRecorder, SystemClock, WriteBudget,
 };
 use secrecy::ExposeSecret as _;
 use std::future::Future;
@@ -27,6 +27,9 @@ use std::time::Duration;
 pub struct Application {
     server: actix_web::dev::Server,
     address: SocketAddr,
+    /// `/metrics` and the probes, on `OPS_BIND_ADDR`.
+    ops: actix_web::dev::Server,
+    ops_address: SocketAddr,
     app: GoodsApp,
     reconcile_interval: Option<Duration>,
     drop_refresh: Duration,
@@ -42,6 +45,7 @@ struct SqlPorts {
     products: Arc<dyn ProductRepository>,
     drops: Arc<dyn DropRepository>,
     orders: Arc<dyn OrderRepository>,
+    payments: Arc<dyn PaymentRepository>,
     ledger: Arc<dyn PurchaseLedger>,
     outbox: Arc<dyn EventOutbox>,
     flags: Arc<dyn goods_domain::ports::FlagStore>,
@@ -60,6 +64,7 @@ where
         products: store.clone(),
         drops: store.clone(),
         orders: store.clone(),
+        payments: store.clone(),
         outbox: store.clone(),
         flags: store.clone(),
         leases: store.clone(),
@@ -108,6 +113,7 @@ async fn gate_ports(config: &Config) -> anyhow::Result<GatePorts> {
                 prefix: config.redis_prefix.clone(),
                 pool_size: 8,
                 command_timeout: Duration::from_millis(500),
+                tls_ca_file: config.redis_tls_ca_file.clone(),
             };
             let conn = RedisConnection::connect(&redis, Duration::from_secs(2)).await?;
             let probe_conn = conn.clone();
@@ -137,10 +143,16 @@ const SOLD_OUT_FLAG_TTL: Duration = Duration::from_secs(2);
 ///
 /// # Errors
 /// When the database cannot be opened, `to` names no migration, or a migration fails.
-pub async fn migrate(database: &Database, to: Option<&str>) -> anyhow::Result<Vec<String>> {
+pub async fn migrate(
+    database: &Database,
+    tls: &adapters_mysql::MysqlTls,
+    to: Option<&str>,
+) -> anyhow::Result<Vec<String>> {
     match database {
         Database::Sqlite(url) => adapters_sqlite::migrate_database(url, to).await,
-        Database::Mysql(url) => adapters_mysql::migrate_database(url.expose_secret(), to).await,
+        Database::Mysql(url) => {
+            adapters_mysql::migrate_database(url.expose_secret(), to, tls).await
+        }
     }
 }
 
@@ -177,6 +189,7 @@ impl Application {
                     config.pool_size,
                     config.migrate,
                     bounds,
+                    &config.database_tls,
                 )
                 .await?;
                 sql_ports(store, |s| async move { s.ping().await })
@@ -189,6 +202,7 @@ impl Application {
                 products: sql.products,
                 drops: sql.drops,
                 orders: sql.orders,
+                payments: sql.payments,
                 ledger: match gate.budget {
                     // A permit outlives the longest a purchase transaction may take.
                     Some(budget) => Arc::new(goods_app::Budgeted::new(
@@ -237,11 +251,7 @@ impl Application {
         let state = ApiState {
             app: app.clone(),
             auth,
-            readiness: Readiness {
-                database: sql.probe,
-                gate: gate.probe,
-                gate_kind: gate.kind,
-            },
+            readiness: Readiness::new(sql.probe, gate.probe, gate.kind),
             metrics: {
                 let prometheus = crate::metrics::recorder(config.reconcile_interval);
                 let app = app.clone();
@@ -251,12 +261,21 @@ impl Application {
                     prometheus.render()
                 })
             },
+            payment_secret: config
+                .payment_secret
+                .as_ref()
+                .map(|secret| api_actix::WebhookSecret::new(secret.expose_secret().as_bytes())),
         };
         let listener = TcpListener::bind(config.bind_addr)
             .with_context(|| format!("binding {}", config.bind_addr))?;
         let address = listener.local_addr()?;
-        // The first log line; scripts and tests read the chosen port from it.
+        let ops_listener = TcpListener::bind(config.ops_addr)
+            .with_context(|| format!("binding OPS_BIND_ADDR {}", config.ops_addr))?;
+        let ops_address = ops_listener.local_addr()?;
+        // The first two log lines; scripts and tests read the chosen ports from them.
         tracing::info!("listening on {address}");
+        tracing::info!("ops listening on {ops_address}");
+        let ops = api_actix::ops_server(ops_listener, state.clone())?;
         let server = api_actix::server(listener, state, config.http_workers)?;
         if let Auth::TrustedHeader { proxies } = &config.auth {
             let proxies: Vec<String> = proxies.iter().map(ToString::to_string).collect();
@@ -268,6 +287,8 @@ impl Application {
         Ok(Self {
             server,
             address,
+            ops,
+            ops_address,
             app,
             reconcile_interval: config.reconcile_interval,
             drop_refresh: config.drop_refresh,
@@ -279,6 +300,11 @@ impl Application {
     /// The bound address (the real port when configured with port 0).
     pub fn address(&self) -> SocketAddr {
         self.address
+    }
+
+    /// The ops listener's bound address (`/metrics`, the probes).
+    pub fn ops_address(&self) -> SocketAddr {
+        self.ops_address
     }
 
     /// A handle to stop the server gracefully.
@@ -337,7 +363,11 @@ impl Application {
                 }
             })
         };
+        let ops = self.ops.handle();
+        let ops_task = tokio::spawn(self.ops);
         let result = self.server.await;
+        ops.stop(true).await;
+        let _ = ops_task.await;
         if let Some(task) = reconciler {
             task.abort();
         }

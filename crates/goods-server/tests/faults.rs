@@ -285,20 +285,13 @@ async fn mariadb_killed_and_restarted_mid_sale_loses_no_order_and_the_pool_recov
             "with the database down a purchase is 503, never a 202 nor a hang: {a:?}"
         );
     }
-    let ready = client
-        .http
-        .get(format!("{}/health/ready", server.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ready.status(), 503, "not ready while the database is down");
+    until_ready_status(&client.http, &server.base, 503).await;
     // Any route that needs the database answers 503 too, not 500.
     let (buyer, answer) = answers.iter().next().unwrap();
     let order = client
         .http
         .get(format!("{}/orders/{}", server.base, answer.order.unwrap()))
-        .header("X-User-Id", buyer.to_string())
-        .header("X-User-Role", "buyer")
+        .header("Authorization", harness::bearer(*buyer, "buyer"))
         .send()
         .await
         .unwrap();
@@ -325,13 +318,8 @@ async fn mariadb_killed_and_restarted_mid_sale_loses_no_order_and_the_pool_recov
     }
     eprintln!("sold out {:?} after MariaDB came back", back.elapsed());
     client.until_healed(&server.base, drop, HEAL_WITHIN).await;
-    let ready = client
-        .http
-        .get(format!("{}/health/ready", server.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ready.status(), 200, "ready again without a restart");
+    // Ready again without a restart.
+    until_ready_status(&client.http, &server.base, 200).await;
     assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
     let orders = mariadb.sql(&format!(
         "SELECT COUNT(*) FROM faults.orders WHERE drop_id = {drop}"
@@ -483,4 +471,26 @@ async fn a_change_notice_lost_in_a_redis_stall_reaches_the_other_instance_by_the
     eprintln!(
         "pause answered in {answered:?}; the other instance refused {learned:?} after it, with Redis stalled"
     );
+}
+
+/// Polls `/health/ready` until it answers `status`: a readiness answer is reused for up to
+/// `READY_CACHE`, so a change shows within that and one check of the database.
+async fn until_ready_status(http: &reqwest::Client, base: &str, status: u16) {
+    let start = Instant::now();
+    loop {
+        let res = http
+            .get(format!("{base}/health/ready"))
+            .send()
+            .await
+            .unwrap();
+        if res.status() == status {
+            return;
+        }
+        assert!(
+            start.elapsed() < api_actix::READY_CACHE + Duration::from_secs(4),
+            "/health/ready still answers {} rather than {status}",
+            res.status()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

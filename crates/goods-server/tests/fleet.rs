@@ -31,6 +31,7 @@ async fn fleet_env_with(extra: &[(&'static str, &str)]) -> Vec<(&'static str, St
     let database = test_support::mysql::fresh_database().await;
     goods_server::startup::migrate(
         &goods_server::config::Database::Mysql(database.clone().into()),
+        &goods_server::config::MysqlTls::default(),
         None,
     )
     .await
@@ -319,8 +320,7 @@ async fn a_cancel_on_one_instance_lets_another_sell_the_unit_within_a_second() {
             fleet.servers[0].base,
             winner.order.unwrap()
         ))
-        .header("X-User-Id", "1")
-        .header("X-User-Role", "buyer")
+        .header("Authorization", harness::bearer(1, "buyer"))
         .send()
         .await
         .unwrap();
@@ -347,5 +347,69 @@ async fn a_cancel_on_one_instance_lets_another_sell_the_unit_within_a_second() {
     eprintln!(
         "the returned unit was sold through another instance {:?} after the cancel",
         at.elapsed()
+    );
+}
+
+/// The edge as deployed: in trusted-header mode, identity headers a client forges through the
+/// balancer are dropped there (the same headers sent to an instance directly would count),
+/// `/metrics` is not served through it, and a client that sends its request head slowly is cut
+/// after HAProxy's `timeout http-request` (5 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_edge_drops_forged_identity_hides_metrics_and_cuts_slow_requests() {
+    use std::io::{Read as _, Write as _};
+    let vars = fleet_env_with(&[("AUTH_MODE", "trusted-header")]).await;
+    let fleet = Fleet::start(&env(&vars)).await;
+    let http = reqwest::Client::new();
+    let forged = |base: &str| {
+        http.get(format!("{base}/admin/flags"))
+            .header("X-User-Id", "1")
+            .header("X-User-Role", "admin")
+            .send()
+    };
+    let through = forged(&fleet.base).await.unwrap();
+    assert_eq!(through.status(), 401, "a forged admin through the balancer");
+    let body: serde_json::Value = through.json().await.unwrap();
+    assert_eq!(body["code"], "UNAUTHENTICATED");
+    let direct = forged(&fleet.servers[0].base).await.unwrap();
+    assert_eq!(
+        direct.status(),
+        200,
+        "the same headers from a trusted peer count"
+    );
+
+    let metrics = http
+        .get(format!("{}/metrics", fleet.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), 404);
+    assert_eq!(
+        metrics.headers()["content-type"],
+        "application/problem+json"
+    );
+    assert!(
+        fleet
+            .metrics(&http, 0)
+            .await
+            .contains("http_requests_total"),
+        "the instance's ops listener has them"
+    );
+
+    let mut slow = std::net::TcpStream::connect(fleet.base.trim_start_matches("http://")).unwrap();
+    slow.write_all(b"GET /health/live HTTP/1.1\r\nHost: goods\r\n")
+        .unwrap();
+    let sent = Instant::now();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = slow.read_to_string(&mut answer);
+    let after = sent.elapsed();
+    assert!(
+        answer.starts_with("HTTP/1.1 408"),
+        "{answer:?} after {after:?}"
+    );
+    assert!(
+        after >= Duration::from_millis(4500) && after < Duration::from_secs(8),
+        "cut after {after:?}"
     );
 }

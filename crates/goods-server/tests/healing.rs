@@ -85,6 +85,7 @@ fn app_at(
             products: store.clone(),
             drops: store.clone(),
             orders: store.clone(),
+            payments: store.clone(),
             ledger: store.clone(),
             outbox: store.clone(),
             flags: store.clone(),
@@ -113,6 +114,7 @@ async fn fixture_of(units: u32) -> (Arc<MysqlStore>, RedisGate, DropId) {
         prefix: test_support::redis::fresh_prefix(),
         pool_size: 2,
         command_timeout: Duration::from_millis(500),
+        tls_ca_file: None,
     };
     let conn = RedisConnection::connect(&redis, Duration::from_secs(2))
         .await
@@ -131,8 +133,10 @@ async fn fixture_of(units: u32) -> (Arc<MysqlStore>, RedisGate, DropId) {
         close_at: now + time::Duration::hours(1),
         limited_quantity: units.into(),
         per_user_limit: 1,
+        price_minor: 0,
+        currency: "XXX".into(),
     };
-    let drop = DropRepository::create(&*store, &NewLimitedDrop::parse(input, now).unwrap(), now)
+    let drop = DropRepository::create(&*store, &NewLimitedDrop::parse(&input, now).unwrap(), now)
         .await
         .unwrap();
     (store, gate, drop.id)

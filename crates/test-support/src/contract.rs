@@ -4,13 +4,14 @@
 
 use futures::future::join_all;
 use goods_domain::ports::{
-    CancelOrderError, Cancelled, CreateDropError, DomainEvent, DropRepository, OrderQuery,
-    OrderRepository, Paid, PayOrder, PayOrderError, PlaceOrder, PlaceOrderError, Placed, Placement,
-    ProductRepository, PurchaseLedger, StaleResolution, UnitsByStatus,
+    AppliedPayment, CancelOrderError, Cancelled, CreateDropError, DomainEvent, DropRepository,
+    OrderQuery, OrderRepository, PaymentEventError, PaymentQuery, PlaceOrder, PlaceOrderError,
+    Placed, Placement, ProductRepository, PurchaseLedger, StaleResolution, UnitsByStatus,
 };
 use goods_domain::{
-    DropInput, GoodsOrder, IdempotencyKey, LimitedDrop, NewLimitedDrop, NewProduct, OrderId,
-    OrderStatus, PaymentReference, Product, ProductId, Quantity, UserId,
+    Currency, DropInput, GoodsOrder, IdempotencyKey, LimitedDrop, Money, NewLimitedDrop,
+    NewProduct, OrderId, OrderStatus, PaymentEvent, PaymentEventId, PaymentEventKind,
+    PaymentOutcome, PaymentReference, PaymentWindow, Price, Product, ProductId, Quantity, UserId,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -48,7 +49,8 @@ macro_rules! sql_contract_tests {
             pausing_and_closing_are_stored_and_a_closed_drop_sells_nothing_more,
             purchases_racing_a_close_commit_before_it_or_not_at_all,
             flags_are_stored_with_who_set_them_and_when,
-            paying_moves_a_pending_order_to_paid_once_and_replays_the_same_payment,
+            payment_events_pay_a_pending_order_once_and_every_other_outcome_is_recorded,
+            deliveries_of_one_event_racing_apply_it_once,
             an_overdue_order_expires_once_and_its_units_go_back,
             racing_payments_and_expiries_at_the_deadline_have_one_outcome,
             a_buyers_orders_are_listed_newest_first_a_page_at_a_time,
@@ -91,12 +93,14 @@ async fn product<S: SqlStore>(store: &S, stock: i64) -> Product {
 
 fn new_drop(product: ProductId, limited: i64, per_user: i64, at: OffsetDateTime) -> NewLimitedDrop {
     NewLimitedDrop::parse(
-        DropInput {
+        &DropInput {
             product_id: product.get(),
             open_at: at - Duration::seconds(1),
             close_at: at + Duration::hours(1),
             limited_quantity: limited,
             per_user_limit: per_user,
+            price_minor: 0,
+            currency: "XXX".into(),
         },
         at,
     )
@@ -117,6 +121,7 @@ fn order(drop: &LimitedDrop, buyer: i64, k: &str, quantity: i64) -> PlaceOrder {
         product_id: drop.product_id,
         limited_quantity: drop.limited_quantity,
         per_user_limit: drop.per_user_limit,
+        price: drop.price,
         user_id: user(buyer),
         quantity: qty(quantity),
         key: key(k),
@@ -937,21 +942,36 @@ pub async fn flags_are_stored_with_who_set_them_and_when<S: SqlStore>(store: S) 
     );
 }
 
-fn payment(
-    order: &GoodsOrder,
-    by: i64,
-    k: &str,
-    reference: &str,
-    cutoff: OffsetDateTime,
-) -> PayOrder {
-    PayOrder {
-        id: order.id,
-        by: user(by),
-        key: key(k),
+fn eur(minor: i64) -> Money {
+    Money::parse(
+        "amountMinor",
+        minor,
+        Currency::parse("currency", "EUR").unwrap(),
+    )
+    .unwrap()
+}
+
+/// A provider's event for `order`: `id` names it, `minor` EUR paid by `reference`.
+fn event(order: &GoodsOrder, id: &str, minor: i64, reference: &str) -> PaymentEvent {
+    PaymentEvent {
+        id: PaymentEventId::parse(id).unwrap(),
+        kind: PaymentEventKind::Succeeded,
+        order_id: order.id,
+        amount: eur(minor),
         reference: PaymentReference::parse(reference).unwrap(),
-        now: now(),
-        cutoff,
     }
+}
+
+const WINDOW: PaymentWindow = PaymentWindow::seconds(600);
+
+/// Within the order's payment window (its last second).
+fn within(order: &GoodsOrder) -> OffsetDateTime {
+    order.created_at + Duration::seconds(599)
+}
+
+/// The first instant past the order's payment window.
+fn past(order: &GoodsOrder) -> OffsetDateTime {
+    order.created_at + Duration::seconds(600)
 }
 
 /// A cutoff before every order of these tests: none is overdue.
@@ -959,62 +979,134 @@ fn long_ago() -> OffsetDateTime {
     now() - Duration::days(1)
 }
 
-pub async fn paying_moves_a_pending_order_to_paid_once_and_replays_the_same_payment<S: SqlStore>(
+async fn apply<S: SqlStore>(store: &S, e: &PaymentEvent, at: OffsetDateTime) -> AppliedPayment {
+    store.apply_payment(e, at, WINDOW).await.unwrap()
+}
+
+async fn priced_drop<S: SqlStore>(
+    store: &S,
+    stock: i64,
+    limited: i64,
+    per_user: i64,
+) -> LimitedDrop {
+    let product = product(store, stock).await;
+    let at = now();
+    let mut new = new_drop(product.id, limited, per_user, at);
+    new.price = Price::parse(1999, Currency::parse("currency", "EUR").unwrap()).unwrap();
+    DropRepository::create(store, &new, at).await.unwrap()
+}
+
+pub async fn payment_events_pay_a_pending_order_once_and_every_other_outcome_is_recorded<
+    S: SqlStore,
+>(
     store: S,
 ) {
-    let drop = open_drop(&store, 5, 3, 2).await;
+    use PaymentOutcome as O;
+    let drop = priced_drop(&store, 5, 3, 2).await;
+    assert_eq!(
+        (drop.price.minor(), drop.price.currency().as_str()),
+        (1999, "EUR")
+    );
     let o = created(&store, &order(&drop, 7, "buy", 2)).await;
-    assert!(matches!(
-        store
-            .pay_order(&payment(&o, 8, "pay", "ref-1", long_ago()))
-            .await,
-        Err(PayOrderError::NotOwner)
-    ));
-    let paid = match store
-        .pay_order(&payment(&o, 7, "pay", "ref-1", long_ago()))
-        .await
-    {
-        Ok(Paid::Now(paid)) => paid,
-        other => panic!("expected a payment, got {other:?}"),
-    };
-    assert_eq!(paid.status, OrderStatus::Paid);
+    assert_eq!(o.amount, eur(3998), "the amount is fixed at purchase");
+    let at = within(&o);
+    // Amount or currency not the order's: recorded, the order unchanged.
+    assert_eq!(
+        apply(&store, &event(&o, "e1", 3997, "pi_1"), at)
+            .await
+            .record
+            .outcome,
+        O::AmountMismatch
+    );
+    let mut krw = event(&o, "e2", 3998, "pi_1");
+    krw.amount = Money::parse(
+        "amountMinor",
+        3998,
+        Currency::parse("currency", "KRW").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        apply(&store, &krw, at).await.record.outcome,
+        O::AmountMismatch
+    );
+    let mut failed = event(&o, "e3", 3998, "pi_1");
+    failed.kind = PaymentEventKind::Failed;
+    assert_eq!(
+        apply(&store, &failed, at).await.record.outcome,
+        O::FailedRecorded
+    );
+    let still = OrderRepository::get(&store, o.id).await.unwrap().unwrap();
+    assert_eq!(still, o, "nothing changed the order");
+    // The right amount pays it, once.
+    let paid = apply(&store, &event(&o, "e4", 3998, "pi_1"), at).await;
+    assert_eq!(
+        (paid.record.outcome, paid.repeated, paid.expired),
+        (O::Paid, false, None)
+    );
     let stored = OrderRepository::get(&store, o.id).await.unwrap().unwrap();
-    assert_eq!(stored, paid, "what was answered is what was stored");
+    assert_eq!(stored.status, OrderStatus::Paid);
     let payment_of = stored.payment.clone().expect("the payment is recorded");
     assert_eq!(
-        (payment_of.key.as_str(), payment_of.reference.as_str()),
-        ("pay", "ref-1")
+        (
+            payment_of.event_id.as_str(),
+            payment_of.reference.as_str(),
+            payment_of.at
+        ),
+        ("e4", "pi_1", at)
     );
-    assert!(matches!(
-        store.pay_order(&payment(&o, 7, "pay", "ref-1", long_ago())).await,
-        Ok(Paid::Replayed(replayed)) if replayed == stored
-    ));
-    assert!(matches!(
-        store
-            .pay_order(&payment(&o, 7, "pay", "ref-2", long_ago()))
-            .await,
-        Err(PayOrderError::KeyReused)
-    ));
+    // The same event again is a repeat; the same id with another body is refused.
+    let again = apply(
+        &store,
+        &event(&o, "e4", 3998, "pi_1"),
+        at + Duration::seconds(5),
+    )
+    .await;
+    assert_eq!((again.record, again.repeated), (paid.record.clone(), true));
     assert!(matches!(
         store
-            .pay_order(&payment(&o, 7, "other", "ref-1", long_ago()))
+            .apply_payment(&event(&o, "e4", 3998, "pi_2"), at, WINDOW)
             .await,
-        Err(PayOrderError::AlreadyPaid)
+        Err(PaymentEventError::EventIdReused)
     ));
+    // Another event by the same reference changes nothing; another reference is money to return.
+    assert_eq!(
+        apply(&store, &event(&o, "e5", 3998, "pi_1"), at)
+            .await
+            .record
+            .outcome,
+        O::AlreadyPaid
+    );
+    assert_eq!(
+        apply(&store, &event(&o, "e6", 3998, "pi_2"), at)
+            .await
+            .record
+            .outcome,
+        O::RefundRequired
+    );
+    assert_eq!(
+        OrderRepository::get(&store, o.id).await.unwrap().unwrap(),
+        stored
+    );
     assert!(matches!(
         store.cancel_order(o.id, user(7), long_ago()).await,
         Err(CancelOrderError::NotCancellable(OrderStatus::Paid))
     ));
-    // A paid order's units stay sold; a cancelled one cannot be paid.
-    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 2);
+    // A cancelled order's payment goes back; an unknown order's event is recorded.
     let c = created(&store, &order(&drop, 8, "buy", 1)).await;
     store.cancel_order(c.id, user(8), long_ago()).await.unwrap();
-    assert!(matches!(
-        store
-            .pay_order(&payment(&c, 8, "pay", "ref-3", long_ago()))
-            .await,
-        Err(PayOrderError::NotPayable(OrderStatus::Cancelled))
-    ));
+    assert_eq!(
+        apply(&store, &event(&c, "e7", 1999, "pi_3"), within(&c))
+            .await
+            .record
+            .outcome,
+        O::RefundRequired
+    );
+    let mut unknown = event(&o, "e8", 1, "pi_4");
+    unknown.order_id = OrderId::parse(o.id.get() + 1000).unwrap();
+    assert_eq!(
+        apply(&store, &unknown, at).await.record.outcome,
+        O::OrderNotFound
+    );
     assert_eq!(
         store.units_by_status(drop.id).await.unwrap(),
         UnitsByStatus {
@@ -1023,13 +1115,83 @@ pub async fn paying_moves_a_pending_order_to_paid_once_and_replays_the_same_paym
             ..UnitsByStatus::default()
         }
     );
-    let missing = OrderId::parse(o.id.get() + 1000).unwrap();
-    let mut unknown = payment(&o, 7, "pay", "ref-1", long_ago());
-    unknown.id = missing;
-    assert!(matches!(
-        store.pay_order(&unknown).await,
-        Err(PayOrderError::NotFound)
-    ));
+    // Every event is listed once, newest first, by outcome and a page at a time.
+    let all = store
+        .list_payments(&PaymentQuery {
+            outcome: None,
+            before: None,
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    let ids: Vec<&str> = all.iter().map(|r| r.event.id.as_str()).collect();
+    assert_eq!(ids, ["e8", "e7", "e6", "e5", "e4", "e3", "e2", "e1"]);
+    let refunds = store
+        .list_payments(&PaymentQuery {
+            outcome: Some(O::RefundRequired),
+            before: None,
+            limit: 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        refunds
+            .iter()
+            .map(|r| r.event.id.as_str())
+            .collect::<Vec<_>>(),
+        ["e7"]
+    );
+    let older = store
+        .list_payments(&PaymentQuery {
+            outcome: Some(O::RefundRequired),
+            before: Some(refunds[0].seq),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        older
+            .iter()
+            .map(|r| r.event.id.as_str())
+            .collect::<Vec<_>>(),
+        ["e6"]
+    );
+    assert_eq!(older[0], all[2], "a listed event is the event as applied");
+}
+
+pub async fn deliveries_of_one_event_racing_apply_it_once<S: SqlStore>(store: S) {
+    let drop = priced_drop(&store, 5, 3, 1).await;
+    let o = created(&store, &order(&drop, 7, "buy", 1)).await;
+    let e = event(&o, "evt_once", 1999, "pi_1");
+    let at = within(&o);
+    let tasks = (0..32).map(|_| {
+        let (store, e) = (store.clone(), e.clone());
+        tokio::spawn(async move { store.apply_payment(&e, at, WINDOW).await.unwrap() })
+    });
+    let answers: Vec<AppliedPayment> = join_all(tasks)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        answers.iter().filter(|a| !a.repeated).count(),
+        1,
+        "applied once"
+    );
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.record.outcome == PaymentOutcome::Paid && a.record == answers[0].record)
+    );
+    let recorded = store
+        .list_payments(&PaymentQuery {
+            outcome: None,
+            before: None,
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(recorded.len(), 1);
 }
 
 pub async fn an_overdue_order_expires_once_and_its_units_go_back<S: SqlStore>(store: S) {
@@ -1058,13 +1220,14 @@ pub async fn an_overdue_order_expires_once_and_its_units_go_back<S: SqlStore>(st
     created(&store, &order(&drop, 8, "late", 1)).await;
     created(&store, &order(&drop, 7, "again", 1)).await;
     assert_eq!(stock(&store, &drop).await, 3);
-    // Paying an expired order is refused; paying past the deadline expires instead.
-    assert!(matches!(
-        store
-            .pay_order(&payment(&old, 7, "pay", "r", long_ago()))
-            .await,
-        Err(PayOrderError::NotPayable(OrderStatus::Expired))
-    ));
+    // Money for an expired order goes back; a payment past the deadline expires instead.
+    assert_eq!(
+        apply(&store, &event(&old, "e1", 0, "r"), within(&old))
+            .await
+            .record
+            .outcome,
+        PaymentOutcome::RefundRequired
+    );
     assert!(matches!(
         store.cancel_order(old.id, user(7), long_ago()).await,
         Err(CancelOrderError::NotCancellable(OrderStatus::Expired))
@@ -1073,12 +1236,11 @@ pub async fn an_overdue_order_expires_once_and_its_units_go_back<S: SqlStore>(st
         .await
         .unwrap()
         .unwrap();
-    match store
-        .pay_order(&payment(&late, 8, "pay", "r", late.created_at))
-        .await
-    {
-        Ok(Paid::Expired(o)) => assert_eq!((o.id, o.status), (late.id, OrderStatus::Expired)),
-        other => panic!("a payment after the deadline expires the order: {other:?}"),
+    let lost = apply(&store, &event(&late, "e2", 0, "r"), past(&late)).await;
+    assert_eq!(lost.record.outcome, PaymentOutcome::RefundRequired);
+    match lost.expired {
+        Some(o) => assert_eq!((o.id, o.status), (late.id, OrderStatus::Expired)),
+        None => panic!("a payment after the deadline expires the order: {lost:?}"),
     }
     assert_eq!(
         store.units_by_status(drop.id).await.unwrap(),
@@ -1109,32 +1271,31 @@ pub async fn an_overdue_order_expires_once_and_its_units_go_back<S: SqlStore>(st
 pub async fn racing_payments_and_expiries_at_the_deadline_have_one_outcome<S: SqlStore>(store: S) {
     let drop = open_drop(&store, 10, 5, 3).await;
     let o = created(&store, &order(&drop, 7, "big", 3)).await;
-    // At the deadline: each payment carries a cutoff the order is just past or just within,
+    // At the deadline: each payment arrives by a clock just within the window or just past it,
     // alternately, as payments around the deadline would; expiries race them.
-    let within = o.created_at - Duration::milliseconds(1);
-    let past = o.created_at;
     let tasks = (0..32).map(|i| {
         let store = store.clone();
         let o = o.clone();
         tokio::spawn(async move {
+            let e = event(&o, &format!("evt_{i}"), 0, "pi_1");
             match i % 3 {
-                0 => Err(store.expire_order(o.id, past).await.unwrap()),
-                1 => Ok(store
-                    .pay_order(&payment(&o, 7, &format!("k{i}"), "r", within))
-                    .await),
-                _ => Ok(store
-                    .pay_order(&payment(&o, 7, &format!("k{i}"), "r", past))
-                    .await),
+                0 => Err(store.expire_order(o.id, o.created_at).await.unwrap()),
+                1 => Ok(apply(&store, &e, within(&o)).await),
+                _ => Ok(apply(&store, &e, past(&o)).await),
             }
         })
     });
-    let mut paid = 0;
-    let mut expired = 0;
+    let (mut paid, mut expired, mut refunds) = (0, 0, 0);
     for outcome in join_all(tasks).await {
         match outcome.unwrap() {
-            Ok(Ok(Paid::Now(_))) => paid += 1,
-            Ok(Ok(Paid::Expired(_))) | Err(Some(_)) => expired += 1,
-            Ok(Err(PayOrderError::AlreadyPaid | PayOrderError::NotPayable(_))) | Err(None) => {}
+            Ok(a) if a.record.outcome == PaymentOutcome::Paid => paid += 1,
+            Ok(a) if a.record.outcome == PaymentOutcome::RefundRequired => {
+                refunds += 1;
+                expired += usize::from(a.expired.is_some());
+            }
+            Ok(a) if a.record.outcome == PaymentOutcome::AlreadyPaid => {}
+            Err(Some(_)) => expired += 1,
+            Err(None) => {}
             Ok(other) => panic!("unexpected {other:?}"),
         }
     }
@@ -1142,10 +1303,15 @@ pub async fn racing_payments_and_expiries_at_the_deadline_have_one_outcome<S: Sq
     let units = store.units_by_status(drop.id).await.unwrap();
     if paid == 1 {
         assert_eq!(
+            refunds, 0,
+            "after the payment, the others are the same payment again"
+        );
+        assert_eq!(
             (units.paid, units.expired, stock(&store, &drop).await),
             (3, 0, 7)
         );
     } else {
+        assert_eq!(refunds, 21, "every payment lost to the expiry, and says so");
         assert_eq!(
             (units.paid, units.expired, stock(&store, &drop).await),
             (0, 3, 10)

@@ -9,6 +9,7 @@
 //!   that kill, pause and restart their database.
 //! - [`redis`]: the same for Redis 7 (`TEST_REDIS_URL`), a key prefix per test, and private
 //!   `redis-server` processes for tests that flush or kill their server.
+//! - [`tls`]: a test CA and server certificates, for the TLS tests of Redis and MariaDB.
 //! - [`contract`]: the SQL source-of-truth contract, one suite run against every backend through
 //!   [`sql_contract_tests!`].
 
@@ -20,6 +21,7 @@ pub mod gate_contract;
 pub mod mariadb;
 pub mod mysql;
 pub mod redis;
+pub mod tls;
 
 /// The label every container of a test run carries, so the run can remove them at its end.
 pub const RUN_LABEL: &str = "goods-test-run";

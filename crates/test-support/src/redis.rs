@@ -1,6 +1,7 @@
 //! Real Redis servers for tests.
 
 use std::net::TcpListener;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -162,6 +163,8 @@ fn start_container() -> String {
 pub struct PrivateRedis {
     child: Child,
     port: u16,
+    /// The CA, certificate and key of a TLS-only server.
+    tls: Option<[PathBuf; 3]>,
 }
 
 impl PrivateRedis {
@@ -173,8 +176,27 @@ impl PrivateRedis {
             .unwrap()
             .port();
         let server = Self {
-            child: Self::spawn(port),
+            child: Self::spawn(port, None),
             port,
+            tls: None,
+        };
+        server.wait_until_up();
+        server
+    }
+
+    /// Starts one that speaks TLS only (no plaintext port), with `cert` and `key` (signed by
+    /// `ca`), and waits until it answers over TLS.
+    pub fn start_tls(ca: &Path, cert: &Path, key: &Path) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let tls = [ca.to_owned(), cert.to_owned(), key.to_owned()];
+        let server = Self {
+            child: Self::spawn(port, Some(&tls)),
+            port,
+            tls: Some(tls),
         };
         server.wait_until_up();
         server
@@ -184,7 +206,7 @@ impl PrivateRedis {
     /// restarted after a crash looks like.
     pub fn restart(&mut self) {
         self.kill();
-        self.child = Self::spawn(self.port);
+        self.child = Self::spawn(self.port, self.tls.as_ref());
         self.wait_until_up();
     }
 
@@ -208,11 +230,22 @@ impl PrivateRedis {
         panic!("private redis-server on port {} did not start", self.port);
     }
 
-    fn spawn(port: u16) -> Child {
-        Command::new("redis-server")
+    fn spawn(port: u16, tls: Option<&[PathBuf; 3]>) -> Child {
+        let mut command = Command::new("redis-server");
+        match tls {
+            None => command.args(["--port", &port.to_string()]),
+            Some([ca, cert, key]) => command
+                .args(["--port", "0", "--tls-port", &port.to_string()])
+                .arg("--tls-ca-cert-file")
+                .arg(ca)
+                .arg("--tls-cert-file")
+                .arg(cert)
+                .arg("--tls-key-file")
+                .arg(key)
+                .args(["--tls-auth-clients", "no"]),
+        };
+        command
             .args([
-                "--port",
-                &port.to_string(),
                 "--bind",
                 "127.0.0.1",
                 "--save",
@@ -225,18 +258,24 @@ impl PrivateRedis {
             .expect("redis-server must be installed for fault-injection tests (apt-get install redis-server)")
     }
 
-    /// Its URL.
+    /// Its URL: `rediss://` for a TLS-only server.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// Runs `redis-cli` against it; the output, or `None` when it did not answer.
     pub fn cli(&self, args: &[&str]) -> Option<String> {
-        let out = Command::new("redis-cli")
-            .args(["-p", &self.port.to_string()])
-            .args(args)
-            .output()
-            .ok()?;
+        let mut command = Command::new("redis-cli");
+        command.args(["-p", &self.port.to_string()]);
+        if let Some([ca, _, _]) = &self.tls {
+            command.arg("--tls").arg("--cacert").arg(ca);
+        }
+        let out = command.args(args).output().ok()?;
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())

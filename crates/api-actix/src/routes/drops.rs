@@ -8,7 +8,7 @@ use crate::problem::Problem;
 use actix_web::http::header::{HeaderName, LOCATION};
 use actix_web::{HttpRequest, HttpResponse, ResponseError as _, web};
 use goods_app::PurchaseCommand;
-use goods_domain::{DropId, DropInput, IdempotencyKey, Quantity};
+use goods_domain::{Currency, DropId, DropInput, IdempotencyKey, Quantity};
 
 fn drop_id(raw: &str) -> Result<DropId, Problem> {
     path_id(raw, DropId::parse, "DROP_NOT_FOUND")
@@ -52,6 +52,10 @@ pub async fn create(
                 close_at: input.close_at,
                 limited_quantity: input.limited_quantity,
                 per_user_limit: input.per_user_limit.unwrap_or(1),
+                price_minor: input.price_minor.unwrap_or(0),
+                currency: input
+                    .currency
+                    .unwrap_or_else(|| Currency::NONE.as_str().to_owned()),
             },
             seller,
         )

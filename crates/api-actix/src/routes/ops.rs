@@ -9,16 +9,57 @@ use std::sync::Arc;
 /// A readiness check: `Ok` when the dependency answers, else why not.
 pub type Probe = Arc<dyn Fn() -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
-/// What `/health/ready` checks.
+/// How long one readiness check answers every probe: a flood of `/health/ready` costs the
+/// database at most one check per this interval.
+pub const READY_CACHE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What a readiness check found.
+#[derive(Clone)]
+struct Checked {
+    database: Result<(), String>,
+    gate: Option<Result<(), String>>,
+}
+
+/// What `/health/ready` checks, and its last answer (reused for [`READY_CACHE`]).
 #[derive(Clone)]
 pub struct Readiness {
-    /// The source of truth; down means not ready.
-    pub database: Probe,
-    /// The admission gate, if one is configured; down means degraded (still ready, since the
-    /// database-only path serves).
-    pub gate: Option<Probe>,
-    /// The gate's name for the report (`redis`, `memory`, `off`).
-    pub gate_kind: &'static str,
+    database: Probe,
+    gate: Option<Probe>,
+    gate_kind: &'static str,
+    last: Arc<tokio::sync::Mutex<Option<(std::time::Instant, Checked)>>>,
+}
+
+impl Readiness {
+    /// Checks `database` (down means not ready) and `gate`, if one is configured (down means
+    /// degraded: still ready, since the database-only path serves); `gate_kind` names the gate
+    /// in the report (`redis`, `memory`, `off`).
+    pub fn new(database: Probe, gate: Option<Probe>, gate_kind: &'static str) -> Self {
+        Self {
+            database,
+            gate,
+            gate_kind,
+            last: Arc::default(),
+        }
+    }
+
+    /// The last check if it is fresh, else a new one. Probes arriving during a check wait for
+    /// it: one check at a time, whatever the rate.
+    async fn check(&self) -> Checked {
+        let mut last = self.last.lock().await;
+        if let Some((at, checked)) = last.as_ref()
+            && at.elapsed() < READY_CACHE
+        {
+            return checked.clone();
+        }
+        let database = (self.database)().await;
+        let gate = match &self.gate {
+            Some(probe) => Some(probe().await),
+            None => None,
+        };
+        let checked = Checked { database, gate };
+        *last = Some((std::time::Instant::now(), checked.clone()));
+        checked
+    }
 }
 
 /// `GET /health/live`.
@@ -29,11 +70,7 @@ pub async fn live() -> HttpResponse {
 /// `GET /health/ready`: 503 when the database is down; 200 `degraded` when only the gate is.
 pub async fn ready(state: web::Data<ApiState>) -> HttpResponse {
     let readiness = &state.readiness;
-    let database = (readiness.database)().await;
-    let gate = match &readiness.gate {
-        Some(probe) => Some(probe().await),
-        None => None,
-    };
+    let Checked { database, gate } = readiness.check().await;
     let gate_status = match &gate {
         None => "off",
         Some(Ok(())) => "up",

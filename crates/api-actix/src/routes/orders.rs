@@ -1,18 +1,17 @@
 //! `/orders`.
 
-use super::drops::idempotency_key;
 use super::path_id;
 use crate::ApiState;
 use crate::auth::Identity;
-use crate::dto::{self, OrderBody, OrderPageBody, Pay};
+use crate::dto::{OrderBody, OrderPageBody};
 use crate::problem::Problem;
 use actix_web::{HttpRequest, HttpResponse, web};
 use goods_app::ListOrders;
-use goods_domain::{DropId, OrderId, OrderStatus, PaymentReference};
+use goods_domain::{DropId, OrderId, OrderStatus};
 use serde::Deserialize;
 
 /// The largest integer a JSON number carries exactly (2^53 - 1).
-const MAX_JSON_INTEGER: i64 = 9_007_199_254_740_991;
+pub(crate) const MAX_JSON_INTEGER: i64 = 9_007_199_254_740_991;
 
 fn order_id(raw: &str) -> Result<OrderId, Problem> {
     path_id(raw, OrderId::parse, "ORDER_NOT_FOUND")
@@ -36,27 +35,6 @@ pub async fn cancel(
 ) -> Result<HttpResponse, Problem> {
     let order = state.app.cancel_order(order_id(&id)?, who.0).await?;
     Ok(HttpResponse::Ok().json(OrderBody::new(order, state.app.payment_window())))
-}
-
-/// `POST /orders/{orderId}/pay` (its buyer): identity, body and key, then the use case.
-pub async fn pay(
-    state: web::Data<ApiState>,
-    who: Identity,
-    req: HttpRequest,
-    body: web::Bytes,
-) -> Result<HttpResponse, Problem> {
-    let buyer = who.buyer()?;
-    let input: Pay = dto::parse(&body)?;
-    let reference = PaymentReference::parse(&input.payment_reference)
-        .map_err(|e| Problem::malformed(e.to_string()))?;
-    let key = idempotency_key(&req)?;
-    let id = order_id(req.match_info().get("orderId").unwrap_or_default())?;
-    let paid = state.app.pay_order(id, buyer, key, reference).await?;
-    let mut response = HttpResponse::Ok();
-    if paid.replayed {
-        response.insert_header(("Idempotent-Replayed", "true"));
-    }
-    Ok(response.json(OrderBody::new(paid.order, state.app.payment_window())))
 }
 
 /// `GET /orders` query parameters, as sent.

@@ -1,8 +1,8 @@
 //! The unit of work of a purchase: what must happen atomically in the source of truth.
 
 use crate::{
-    DropId, GoodsOrder, IdempotencyKey, InfraError, OrderId, OrderStatus, PaymentReference,
-    ProductId, Quantity, UserId,
+    DropId, GoodsOrder, IdempotencyKey, InfraError, Money, OrderId, OrderStatus, PaymentEvent,
+    PaymentRecord, PaymentWindow, Price, ProductId, Quantity, UserId,
 };
 use async_trait::async_trait;
 use time::OffsetDateTime;
@@ -18,6 +18,8 @@ pub struct PlaceOrder {
     pub limited_quantity: Quantity,
     /// The drop's per-buyer limit.
     pub per_user_limit: Quantity,
+    /// The drop's unit price: the order's amount is fixed from it.
+    pub price: Price,
     /// The buyer.
     pub user_id: UserId,
     /// Units.
@@ -40,6 +42,14 @@ impl PlaceOrder {
             && self.product_id == other.product_id
             && self.limited_quantity == other.limited_quantity
             && self.per_user_limit == other.per_user_limit
+            && self.price == other.price
+    }
+
+    /// What the order costs; `None` past 2^53 - 1, which only a quantity over the per-buyer
+    /// limit can reach (a drop's price is validated against that limit), and such an order is
+    /// refused.
+    pub fn amount(&self) -> Option<Money> {
+        self.price.amount_for(self.quantity)
     }
 }
 
@@ -132,54 +142,24 @@ pub enum CancelOrderError {
     Infra(#[from] InfraError),
 }
 
-/// A payment to record.
+/// A payment event applied to its order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PayOrder {
-    /// The order.
-    pub id: OrderId,
-    /// Who pays (its buyer only).
-    pub by: UserId,
-    /// The payment request's idempotency key.
-    pub key: IdempotencyKey,
-    /// The payment provider's reference.
-    pub reference: PaymentReference,
-    /// Now: the payment's time.
-    pub now: OffsetDateTime,
-    /// An order PENDING and created at or before this is past its payment window: it expires
-    /// instead of being paid.
-    pub cutoff: OffsetDateTime,
+pub struct AppliedPayment {
+    /// The event as recorded, with its outcome: the first application's, for a repeat.
+    pub record: PaymentRecord,
+    /// The event had been applied before: this call changed nothing.
+    pub repeated: bool,
+    /// The order, when this call expired it (a payment past the window: the units went back).
+    pub expired: Option<GoodsOrder>,
 }
 
-/// A payment's result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Paid {
-    /// This call paid the order.
-    Now(GoodsOrder),
-    /// The same key and reference paid it before: nothing changed.
-    Replayed(GoodsOrder),
-    /// It was past its window: this call expired it and gave its units back (and paid nothing).
-    Expired(GoodsOrder),
-}
-
-/// Why an order was not paid. Nothing changed.
+/// Why a payment event was not applied. Nothing was recorded.
 #[derive(Debug, thiserror::Error)]
-pub enum PayOrderError {
-    /// No such order.
-    #[error("order not found")]
-    NotFound,
-    /// The order belongs to someone else.
-    #[error("not the owner of the order")]
-    NotOwner,
-    /// Paid before under another key.
-    #[error("the order is paid already")]
-    AlreadyPaid,
-    /// The key paid this order with another reference.
-    #[error("idempotency key reused for a different payment")]
-    KeyReused,
-    /// Cancelled or expired.
-    #[error("an order in state {} cannot be paid", .0.as_str())]
-    NotPayable(OrderStatus),
-    /// The store failed; nothing changed.
+pub enum PaymentEventError {
+    /// The event id was applied before with other contents.
+    #[error("event id reused with another body")]
+    EventIdReused,
+    /// The store failed; nothing was recorded.
     #[error(transparent)]
     Infra(#[from] InfraError),
 }
@@ -233,14 +213,24 @@ pub trait PurchaseLedger: Send + Sync + 'static {
         cutoff: OffsetDateTime,
     ) -> Result<Cancelled, CancelOrderError>;
 
-    /// In one transaction: pay the order if `pay.by` owns it and it is PENDING within its
-    /// window; expire it instead (giving its units back, as a cancel does) when it is PENDING
-    /// past its window; replay when the same key and reference paid it. Exactly one of a
-    /// payment and an expiry of the same order wins.
+    /// In one transaction: records `event` once by its id, with the outcome
+    /// [`GoodsOrder::apply_payment`] decides on the order as last committed (locked), and writes
+    /// the order's change it names: PAID, or EXPIRED with its units given back as a cancel
+    /// gives them. An unknown order is recorded as [`PaymentOutcome::OrderNotFound`]. A repeat
+    /// of a recorded event (same id, same contents) answers the recorded outcome and changes
+    /// nothing. Exactly one of a payment and an expiry of the same order wins.
+    ///
+    /// [`PaymentOutcome::OrderNotFound`]: crate::PaymentOutcome::OrderNotFound
     ///
     /// # Errors
-    /// [`PayOrderError`] naming the refused condition, or the store's failure.
-    async fn pay_order(&self, pay: &PayOrder) -> Result<Paid, PayOrderError>;
+    /// [`PaymentEventError::EventIdReused`] for the same id with other contents, or the store's
+    /// failure.
+    async fn apply_payment(
+        &self,
+        event: &PaymentEvent,
+        now: OffsetDateTime,
+        window: PaymentWindow,
+    ) -> Result<AppliedPayment, PaymentEventError>;
 
     /// In one transaction: expire the order if it is still PENDING and was created at or
     /// before `cutoff`, giving its units back to the product's stock, the drop's and the

@@ -3,7 +3,7 @@ use jsonwebtoken::{EncodingKey, Header, encode};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-const SECRET: &str = "a-test-secret-of-32-bytes-length";
+const SECRET: &str = "jwt_5Hq8vR2nX7cK4mT9wB3zL6pD1fG0sJyE";
 
 fn token(claims: &Value, secret: &str) -> String {
     encode(

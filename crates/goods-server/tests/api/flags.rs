@@ -71,7 +71,7 @@ async fn admins_read_and_set_flags_and_nobody_else_does() {
     assert_eq!(flag["enabled"], false);
     assert_eq!(flag["updatedBy"], ADMIN.0);
     assert!(flag["updatedAt"].is_string());
-    let metrics = app.get("/metrics", None).await.text().await.unwrap();
+    let metrics = app.metrics().await;
     assert_eq!(
         series_value(
             &metrics,
@@ -156,7 +156,7 @@ async fn with_the_gate_flag_off_the_database_sells_and_the_gate_returns_resynced
         );
     }
     if gate_on() {
-        let metrics = app.get("/metrics", None).await.text().await.unwrap();
+        let metrics = app.metrics().await;
         assert_eq!(
             series_value(&metrics, r#"gate_fallbacks_total{reason="flag_off"}"#),
             Some(2.0),

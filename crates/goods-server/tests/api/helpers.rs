@@ -18,6 +18,9 @@ use time::format_description::well_known::Rfc3339;
 /// The seller every helper acts as.
 pub const SELLER: i64 = 900_000;
 
+/// The payment provider's signing secret every test server has (`PAYMENT_WEBHOOK_SECRET`).
+pub const WEBHOOK_SECRET: &str = "whsec_9Vq3xT7mK2pL8nR4cW6yB1fH5jD0gZsA3eU7iO2kQ9tX";
+
 /// Which source of truth this run uses.
 #[derive(Clone)]
 pub enum Backend {
@@ -76,6 +79,8 @@ fn gate() -> String {
 pub struct TestApp {
     /// `http://127.0.0.1:port`.
     pub address: String,
+    /// The ops listener, `http://127.0.0.1:port`: `/metrics` and the probes.
+    pub ops: String,
     /// The HTTP client.
     pub client: reqwest::Client,
     /// The backend, to restart on it.
@@ -121,6 +126,8 @@ impl TestApp {
     ) -> Self {
         let mut env: HashMap<String, String> = HashMap::from([
             ("BIND_ADDR".into(), "127.0.0.1:0".into()),
+            ("OPS_BIND_ADDR".into(), "127.0.0.1:0".into()),
+            ("PAYMENT_WEBHOOK_SECRET".into(), WEBHOOK_SECRET.into()),
             ("DATABASE_URL".into(), backend.url()),
             ("GATE".into(), gate()),
             ("HTTP_WORKERS".into(), "2".into()),
@@ -134,15 +141,18 @@ impl TestApp {
             ("DATABASE_MIGRATE".into(), "true".into()),
         ]);
         env.extend(vars.iter().cloned());
-        let config = Config::from_lookup(|name| env.get(name).cloned()).unwrap();
+        let config =
+            Config::from_lookup(|name| env.get(name).cloned().filter(|v| !v.is_empty())).unwrap();
         let app = Application::build_with_clock(config, clock.clone())
             .await
             .unwrap();
         let address = format!("http://{}", app.address());
+        let ops = format!("http://{}", app.ops_address());
         let handle = app.handle();
         tokio::spawn(app.run_until_stopped());
         Self {
             address,
+            ops,
             client: reqwest::Client::builder()
                 .pool_max_idle_per_host(0)
                 .build()
@@ -329,10 +339,56 @@ impl TestApp {
             .unwrap()
     }
 
+    /// Polls `/health/ready` until `wanted` holds for its status and body: a readiness answer
+    /// is reused for up to `READY_CACHE` (1 s), so a change shows within that and one check.
+    pub async fn until_ready(&self, wanted: impl Fn(StatusCode, &Value) -> bool) -> Value {
+        let start = std::time::Instant::now();
+        loop {
+            let res = self.get("/health/ready", None).await;
+            let status = res.status();
+            let answer = body(res).await;
+            if wanted(status, &answer) {
+                return answer;
+            }
+            assert!(
+                start.elapsed() < api_actix::READY_CACHE + Duration::from_secs(1),
+                "/health/ready still answers {status} {answer}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The ops listener's `/metrics` page.
+    pub async fn metrics(&self) -> String {
+        let res = self
+            .client
+            .get(format!("{}/metrics", self.ops))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        res.text().await.unwrap()
+    }
+
     /// `db_statements_total` from `/metrics`.
     pub async fn db_statements(&self) -> u64 {
-        let text = self.get("/metrics", None).await.text().await.unwrap();
+        let text = self.metrics().await;
         series_value(&text, "db_statements_total").expect("db_statements_total in /metrics") as u64
+    }
+
+    /// The payment provider, sending signed events to this server.
+    pub fn provider(&self) -> Provider {
+        Provider {
+            client: self.client.clone(),
+            address: self.address.clone(),
+            clock: Arc::clone(&self.clock),
+        }
+    }
+
+    /// The provider's `payment.succeeded` event `event_id` for `order` (an order view), for
+    /// its amount, by `reference`.
+    pub async fn pay(&self, order: &Value, event_id: &str, reference: &str) -> Response {
+        self.provider().pay(order, event_id, reference).await
     }
 
     /// Polls `/metrics` until the buffer has exactly `free` write slots left (purchases hold
@@ -340,7 +396,7 @@ impl TestApp {
     pub async fn until_write_slots_available(&self, free: usize) {
         let line = format!("db_write_slots_available {free}");
         for _ in 0..500 {
-            let text = self.get("/metrics", None).await.text().await.unwrap();
+            let text = self.metrics().await;
             if text.lines().any(|l| l == line) {
                 return;
             }
@@ -375,6 +431,49 @@ impl TestApp {
     /// row) until the returned guard's `release`, so a purchase can be caught mid-flight.
     pub async fn lock_drop(&self, drop: i64) -> DbLock {
         DbLock::take(&self.backend, drop).await
+    }
+}
+
+/// The payment provider of a [`TestApp`]: signs its events with [`WEBHOOK_SECRET`] at the
+/// server's clock.
+#[derive(Clone)]
+pub struct Provider {
+    client: reqwest::Client,
+    address: String,
+    clock: Arc<ManualClock>,
+}
+
+impl Provider {
+    /// POST /payments/events with `event`, signed.
+    pub async fn send(&self, event: &Value) -> Response {
+        let body = serde_json::to_vec(event).unwrap();
+        let signature = api_actix::signature::sign(
+            WEBHOOK_SECRET.as_bytes(),
+            self.clock.now().unix_timestamp(),
+            &body,
+        );
+        self.client
+            .post(format!("{}/payments/events", self.address))
+            .header("Content-Type", "application/json")
+            .header("Payment-Signature", signature)
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// The `payment.succeeded` event `event_id` for `order` (an order view), for its amount,
+    /// by `reference`.
+    pub async fn pay(&self, order: &Value, event_id: &str, reference: &str) -> Response {
+        self.send(&json!({
+            "eventId": event_id,
+            "type": "payment.succeeded",
+            "orderId": order["orderId"],
+            "amountMinor": order["amountMinor"],
+            "currency": order["currency"],
+            "paymentReference": reference,
+        }))
+        .await
     }
 }
 

@@ -4,26 +4,13 @@
 
 use crate::helpers::{SELLER, TestApp, body, problem};
 use futures::future::join_all;
-use reqwest::{Method, Response, StatusCode};
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 /// The default payment window (`PAYMENT_WINDOW_S`).
 const WINDOW: time::Duration = time::Duration::seconds(600);
-
-async fn pay(app: &TestApp, order: i64, user: i64, key: &str, reference: &str) -> Response {
-    app.request(
-        Method::POST,
-        &format!("/orders/{order}/pay"),
-        Some((user, "buyer")),
-    )
-    .header("Idempotency-Key", key)
-    .json(&json!({ "paymentReference": reference }))
-    .send()
-    .await
-    .unwrap()
-}
 
 async fn bought(app: &TestApp, drop: i64, user: i64, key: &str) -> Value {
     let res = app.purchase(drop, user, key, 1).await;
@@ -36,166 +23,54 @@ async fn stats(app: &TestApp, drop: i64) -> Value {
         .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paying_an_order_once_and_replaying_the_payment() {
-    let app = TestApp::spawn().await;
-    let (_, drop) = app.open_drop(10, 5, 1).await;
-    let order = bought(&app, drop, 7, "buy").await;
-    let id = order["orderId"].as_i64().unwrap();
-    let created = time::OffsetDateTime::parse(
-        order["createdAt"].as_str().unwrap(),
-        &time::format_description::well_known::Rfc3339,
-    )
-    .unwrap();
-    assert_eq!(
-        order["expiresAt"].as_str().unwrap(),
-        crate::helpers::at(created + WINDOW)
-    );
-    assert!(order.get("paidAt").is_none(), "{order}");
-
-    // Refusals first, each changing nothing.
-    let res = app
-        .request(
-            Method::POST,
-            &format!("/orders/{id}/pay"),
-            Some((7, "buyer")),
-        )
-        .json(&json!({ "paymentReference": "pi_1" }))
-        .send()
-        .await
-        .unwrap();
-    problem(res, 400, "IDEMPOTENCY_KEY_REQUIRED").await;
-    problem(pay(&app, id, 7, "p1", "").await, 400, "MALFORMED_REQUEST").await;
-    problem(
-        pay(&app, id, 7, "p1", &"r".repeat(129)).await,
-        400,
-        "MALFORMED_REQUEST",
-    )
-    .await;
-    problem(pay(&app, id, 8, "p1", "pi_1").await, 403, "FORBIDDEN").await;
-    let res = app
-        .request(
-            Method::POST,
-            &format!("/orders/{id}/pay"),
-            Some((SELLER, "seller")),
-        )
-        .header("Idempotency-Key", "p1")
-        .json(&json!({ "paymentReference": "pi_1" }))
-        .send()
-        .await
-        .unwrap();
-    problem(res, 403, "FORBIDDEN").await;
-    problem(
-        pay(&app, 999_999, 7, "p1", "pi_1").await,
-        404,
-        "ORDER_NOT_FOUND",
-    )
-    .await;
-
-    let res = pay(&app, id, 7, "p1", "pi_1").await;
-    assert_eq!(res.status(), StatusCode::OK);
-    assert!(res.headers().get("Idempotent-Replayed").is_none());
-    let paid = body(res).await;
-    assert_eq!(
-        (paid["orderId"].as_i64(), paid["status"].as_str()),
-        (Some(id), Some("PAID"))
-    );
-    assert!(paid["paidAt"].is_string(), "{paid}");
-
-    let replay = pay(&app, id, 7, "p1", "pi_1").await;
-    assert_eq!(replay.status(), StatusCode::OK);
-    assert_eq!(replay.headers()["Idempotent-Replayed"], "true");
-    assert_eq!(body(replay).await, paid);
-    problem(
-        pay(&app, id, 7, "p1", "pi_2").await,
-        422,
-        "IDEMPOTENCY_KEY_REUSED",
-    )
-    .await;
-    problem(
-        pay(&app, id, 7, "p2", "pi_1").await,
-        409,
-        "ORDER_ALREADY_PAID",
-    )
-    .await;
-    let res = app
-        .request(
-            Method::POST,
-            &format!("/orders/{id}/cancel"),
-            Some((7, "buyer")),
-        )
-        .send()
-        .await
-        .unwrap();
-    problem(res, 409, "ORDER_NOT_CANCELLABLE").await;
-
-    // A paid order never expires.
-    app.clock.advance(WINDOW * 2);
-    let read = body(app.get(&format!("/orders/{id}"), Some((7, "buyer"))).await).await;
-    assert_eq!(read, paid);
-    let stats = stats(&app, drop).await;
-    assert_eq!(
-        (
-            stats["paidQuantity"].as_i64(),
-            stats["pendingQuantity"].as_i64(),
-            stats["soldQuantity"].as_i64()
-        ),
-        (Some(1), Some(0), Some(1))
-    );
-}
-
-/// 32 payments of one order race its deadline (the clock crosses it while they run, and a
-/// healing pass races them): one outcome, paid or expired, never both.
+/// 32 payment events for one order race its deadline (the clock crosses it while they run,
+/// and a healing pass races them): one outcome, paid or expired, never both; every event that
+/// lost to the expiry says so (`REFUND_REQUIRED`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_payments_at_the_deadline_have_one_outcome() {
     let app = TestApp::spawn_with(&[("RECONCILE_INTERVAL_MS", "10")]).await;
     let (product, drop) = app.open_drop(10, 5, 3).await;
     let res = app.purchase(drop, 7, "big", 3).await;
     assert_eq!(res.status(), StatusCode::ACCEPTED);
-    let id = body(res).await["orderId"].as_i64().unwrap();
+    let order = body(res).await;
+    let id = order["orderId"].as_i64().unwrap();
     app.clock.advance(WINDOW - time::Duration::milliseconds(5));
     let payments: Vec<_> = (0..32)
         .map(|i| {
-            let request = app
-                .request(
-                    Method::POST,
-                    &format!("/orders/{id}/pay"),
-                    Some((7, "buyer")),
-                )
-                .header("Idempotency-Key", format!("pay-{i}"))
-                .json(&json!({ "paymentReference": format!("pi_{i}") }));
-            tokio::spawn(async move { request.send().await.unwrap() })
+            let provider = app.provider();
+            let order = order.clone();
+            tokio::spawn(async move { provider.pay(&order, &format!("evt_{i}"), "pi_1").await })
         })
         .collect();
     for _ in 0..10 {
         app.clock.advance(time::Duration::milliseconds(1));
         tokio::task::yield_now().await;
     }
-    let mut paid = 0;
+    let mut outcomes: Vec<String> = Vec::new();
     for res in join_all(payments).await {
         let res = res.unwrap();
-        match res.status() {
-            StatusCode::OK => paid += 1,
-            StatusCode::CONFLICT => {
-                let code = body(res).await["code"].as_str().unwrap().to_owned();
-                assert!(
-                    code == "ORDER_ALREADY_PAID" || code == "ORDER_NOT_PAYABLE",
-                    "{code}"
-                );
-            }
-            other => panic!("unexpected {other}"),
-        }
+        assert_eq!(res.status(), StatusCode::OK);
+        outcomes.push(body(res).await["outcome"].as_str().unwrap().to_owned());
     }
+    let count = |o: &str| outcomes.iter().filter(|x| *x == o).count();
     let order = body(app.get(&format!("/orders/{id}"), Some((7, "buyer"))).await).await;
     let stats = stats(&app, drop).await;
     match order["status"].as_str().unwrap() {
         "PAID" => {
-            assert_eq!(paid, 1, "exactly one payment won");
+            assert_eq!(count("PAID"), 1, "exactly one payment won: {outcomes:?}");
+            assert_eq!(
+                count("PAID") + count("ALREADY_PAID") + count("REFUND_REQUIRED"),
+                32
+            );
             assert_eq!(stats["paidQuantity"], 3);
             assert_eq!(app.stock(product).await, 7);
         }
         "EXPIRED" => {
-            assert_eq!(paid, 0, "no payment after the expiry");
+            assert_eq!(
+                count("REFUND_REQUIRED"),
+                32,
+                "no payment after the expiry: {outcomes:?}"
+            );
             assert_eq!(stats["expiredQuantity"], 3);
             assert_eq!(app.stock(product).await, 10);
         }
@@ -239,12 +114,9 @@ async fn an_expired_unit_is_bought_by_another_buyer_within_one_heal_interval() {
     let id = order["orderId"].as_i64().unwrap();
     let first = body(app.get(&format!("/orders/{id}"), Some((7, "buyer"))).await).await;
     assert_eq!(first["status"], "EXPIRED");
-    problem(
-        pay(&app, id, 7, "late", "pi_late").await,
-        409,
-        "ORDER_NOT_PAYABLE",
-    )
-    .await;
+    let late = app.pay(&first, "evt_late", "pi_late").await;
+    assert_eq!(late.status(), StatusCode::OK);
+    assert_eq!(body(late).await["outcome"], "REFUND_REQUIRED");
     problem(app.purchase(drop, 9, "third", 1).await, 409, "SOLD_OUT").await;
 }
 
@@ -254,21 +126,21 @@ async fn an_expired_unit_is_bought_by_another_buyer_within_one_heal_interval() {
 async fn a_sold_out_drop_with_five_expired_orders_sells_exactly_five_more() {
     let app = TestApp::spawn().await;
     let (product, drop) = app.open_drop(40, 20, 1).await;
-    let mut orders = Vec::new();
+    let mut views = Vec::new();
     for user in 1..=20 {
-        orders.push(
-            bought(&app, drop, user, "a").await["orderId"]
-                .as_i64()
-                .unwrap(),
-        );
+        views.push(bought(&app, drop, user, "a").await);
     }
+    let orders: Vec<i64> = views
+        .iter()
+        .map(|o| o["orderId"].as_i64().unwrap())
+        .collect();
     problem(app.purchase(drop, 21, "a", 1).await, 409, "SOLD_OUT").await;
-    for (i, id) in orders.iter().enumerate().take(15) {
-        let user = i64::try_from(i).unwrap() + 1;
-        assert_eq!(
-            pay(&app, *id, user, "p", "pi").await.status(),
-            StatusCode::OK
-        );
+    for (i, order) in views.iter().enumerate().take(15) {
+        let res = app
+            .pay(order, &format!("evt_{i}"), &format!("pi_{i}"))
+            .await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(body(res).await["outcome"], "PAID");
     }
     app.clock.advance(WINDOW);
     // The healing pass is off here: reading each unpaid order expires it (lazily), and its

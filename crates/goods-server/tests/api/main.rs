@@ -19,6 +19,7 @@ mod operations;
 mod ops;
 mod orders;
 mod ownership;
+mod payments;
 mod products;
 mod purchase;
 mod restart;

@@ -76,7 +76,7 @@ async fn closing_ends_the_sale_keeps_replays_and_frees_the_product_for_a_new_dro
     // Closing again answers the same, and is not counted again.
     let again = body(operate(&app, drop, "close", (ADMIN, "admin")).await).await;
     assert_eq!(again, closed);
-    let metrics = app.get("/metrics", None).await.text().await.unwrap();
+    let metrics = app.metrics().await;
     assert_eq!(
         series_value(&metrics, r#"drop_operations_total{operation="closed"}"#),
         Some(1.0)

@@ -15,9 +15,25 @@ async fn health_and_metrics_answer() {
         ready["gate"]["status"],
         if gate_on() { "up" } else { "off" }
     );
-    let metrics = app.get("/metrics", None).await;
-    assert_eq!(metrics.status(), StatusCode::OK);
-    let text = metrics.text().await.unwrap();
+    // The probes answer on both listeners; /metrics only on the ops listener.
+    for path in ["/health/live", "/health/ready"] {
+        let res = app
+            .client
+            .get(format!("{}{path}", app.ops))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path} on the ops listener");
+    }
+    problem(app.get("/metrics", None).await, 404, "NOT_FOUND").await;
+    let nothing_else = app
+        .client
+        .get(format!("{}/limited-drops/1", app.ops))
+        .send()
+        .await
+        .unwrap();
+    problem(nothing_else, 404, "NOT_FOUND").await;
+    let text = app.metrics().await;
     assert!(
         text.contains(
             "http_requests_total{method=\"GET\",route=\"/health/live\",status=\"200\"} 1"
@@ -127,17 +143,17 @@ async fn made_up_http_methods_add_no_metric_series() {
         .send()
     };
     send("FOO1").await.unwrap();
-    let after_one = series(app.get("/metrics", None).await.text().await.unwrap());
+    let after_one = series(app.metrics().await);
     send("FOO2").await.unwrap();
     send("FOO3").await.unwrap();
-    let text = app.get("/metrics", None).await.text().await.unwrap();
+    let text = app.metrics().await;
     assert!(!text.contains("FOO"), "{text}");
     assert!(
         text.contains("http_requests_total{method=\"OTHER\",route=\"/products\",status=\"405\"} 3"),
         "{text}"
     );
-    // The only new series is the first /metrics read's own.
-    assert_eq!(series(text), after_one + 1);
+    // Reading /metrics on the ops listener adds no series of the API's.
+    assert_eq!(series(text), after_one);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,12 +163,20 @@ async fn a_405_names_the_methods_the_resource_allows() {
         (reqwest::Method::DELETE, "/products", "POST"),
         (reqwest::Method::GET, "/limited-drops/1/orders", "POST"),
         (reqwest::Method::PUT, "/health/live", "GET"),
-        (reqwest::Method::POST, "/metrics", "GET"),
+        (reqwest::Method::GET, "/payments/events", "POST"),
     ] {
         let res = app.request(method, path, None).send().await.unwrap();
         assert_eq!(res.headers()["allow"], allow, "{path}");
         problem(res, 405, "METHOD_NOT_ALLOWED").await;
     }
+    let res = app
+        .client
+        .post(format!("{}/metrics", app.ops))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["allow"], "GET");
+    problem(res, 405, "METHOD_NOT_ALLOWED").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,7 +199,7 @@ async fn a_small_drop_shows_in_the_outcome_series_and_the_histograms() {
     assert_eq!(app.purchase(drop, 4, "d", 1).await.status(), 202);
     problem(app.purchase(drop, 5, "e", 1).await, 409, "SOLD_OUT").await;
 
-    let text = app.get("/metrics", None).await.text().await.unwrap();
+    let text = app.metrics().await;
     let outcome = |code: &str| {
         series_value(
             &text,

@@ -17,6 +17,9 @@ pub mod process;
 pub const LEASE_MS: u64 = 2500;
 pub const HEAL_MS: u64 = 250;
 pub const SELLER: i64 = 900_000;
+/// The JWT secret every harness server has: clients identify with signed tokens, which pass a
+/// balancer that strips identity headers.
+pub const JWT_SECRET: &str = "hjwt_4Rk9sV2xM7pQ1nT8cZ5bL3wF6hJ0gYdE";
 /// How long healing may take after a fault: a reservation's lease, two passes, and slack for
 /// a loaded machine.
 pub const HEAL_WITHIN: Duration = Duration::from_millis(LEASE_MS + 2 * HEAL_MS + 3000);
@@ -32,7 +35,8 @@ impl Server {
     pub fn start(env: &[(&str, &str)]) -> Self {
         let mut vars: Vec<(String, String)> = vec![
             ("BIND_ADDR".into(), "127.0.0.1:0".into()),
-            ("AUTH_MODE".into(), "trusted-header".into()),
+            ("AUTH_MODE".into(), "jwt".into()),
+            ("AUTH_JWT_SECRET".into(), JWT_SECRET.into()),
             ("DATABASE_MIGRATE".into(), "true".into()),
             ("DATABASE_POOL_SIZE".into(), "16".into()),
             ("HTTP_WORKERS".into(), "2".into()),
@@ -83,6 +87,31 @@ impl Drop for Server {
     }
 }
 
+/// `Bearer <JWT>` for `user` in `role`, signed with [`JWT_SECRET`], valid for an hour.
+pub fn bearer(user: i64, role: &str) -> String {
+    let claims = json!({
+        "sub": user.to_string(),
+        "role": role,
+        "exp": OffsetDateTime::now_utc().unix_timestamp() + 3600,
+    });
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()),
+    )
+    .unwrap();
+    format!("Bearer {token}")
+}
+
+/// `req` as `user` in `role`, both ways a server may take it: a signed token (JWT mode, the
+/// harness's default) and the gateway's headers (trusted-header mode, the embedded default);
+/// each mode ignores the other's.
+pub fn as_user(req: reqwest::RequestBuilder, user: i64, role: &str) -> reqwest::RequestBuilder {
+    req.header("Authorization", bearer(user, role))
+        .header("X-User-Id", user.to_string())
+        .header("X-User-Role", role)
+}
+
 /// One purchase's answer.
 #[derive(Debug, Clone)]
 pub struct Answer {
@@ -113,8 +142,7 @@ impl Client {
     }
 
     pub fn as_seller(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        req.header("X-User-Id", SELLER.to_string())
-            .header("X-User-Role", "seller")
+        as_user(req, SELLER, "seller")
     }
 
     /// A product and a drop of `limited` units, one per buyer, open since a second ago.
@@ -158,16 +186,17 @@ impl Client {
 
     /// A purchase; `None` when the connection failed (the server died under it).
     pub async fn buy(&self, base: &str, drop: i64, user: i64) -> Option<Answer> {
-        let res = self
-            .http
-            .post(format!("{base}/limited-drops/{drop}/orders"))
-            .header("X-User-Id", user.to_string())
-            .header("X-User-Role", "buyer")
-            .header("Idempotency-Key", format!("key-{user}"))
-            .json(&json!({"quantity": 1}))
-            .send()
-            .await
-            .ok()?;
+        let res = as_user(
+            self.http
+                .post(format!("{base}/limited-drops/{drop}/orders")),
+            user,
+            "buyer",
+        )
+        .header("Idempotency-Key", format!("key-{user}"))
+        .json(&json!({"quantity": 1}))
+        .send()
+        .await
+        .ok()?;
         let status = res.status().as_u16();
         let body: Value = res.json().await.ok()?;
         Some(Answer {
@@ -210,14 +239,15 @@ impl Client {
     }
 
     pub async fn order_exists(&self, base: &str, user: i64, order: i64) -> bool {
-        self.http
-            .get(format!("{base}/orders/{order}"))
-            .header("X-User-Id", user.to_string())
-            .header("X-User-Role", "buyer")
-            .send()
-            .await
-            .unwrap()
-            .status()
+        as_user(
+            self.http.get(format!("{base}/orders/{order}")),
+            user,
+            "buyer",
+        )
+        .send()
+        .await
+        .unwrap()
+        .status()
             == 200
     }
 

@@ -4,9 +4,13 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-/// Starts the binary in `dir` with only `vars` in its environment (and `BIND_ADDR` on a free
-/// loopback port unless `vars` names one); returns it and its base URL, read from the first log
-/// line. The rest of its log goes to the test's stderr, so the pipe never fills.
+/// The ops listener (`/metrics`) of every server started here, by its API base URL.
+static OPS: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Starts the binary in `dir` with only `vars` in its environment (and `BIND_ADDR` and
+/// `OPS_BIND_ADDR` on free loopback ports unless `vars` names them); returns it and its base
+/// URL, read from the first log line (the ops listener's, from the second, is what [`exposition`]
+/// reads). The rest of its log goes to the test's stderr, so the pipe never fills.
 pub fn spawn<'a>(
     dir: &Path,
     vars: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -15,6 +19,7 @@ pub fn spawn<'a>(
         .current_dir(dir)
         .env_clear()
         .env("BIND_ADDR", "127.0.0.1:0")
+        .env("OPS_BIND_ADDR", "127.0.0.1:0")
         .envs(vars)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -28,12 +33,35 @@ pub fn spawn<'a>(
         .unwrap_or_else(|| panic!("first log line was {first:?}"))
         .trim()
         .to_owned();
+    let second = lines.next().unwrap().unwrap();
+    let ops = second
+        .split("ops listening on ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("second log line was {second:?}"))
+        .trim()
+        .to_owned();
+    let base = format!("http://{addr}");
+    {
+        let mut known = OPS.lock().unwrap();
+        known.retain(|(b, _)| *b != base);
+        known.push((base.clone(), format!("http://{ops}")));
+    }
     std::thread::spawn(move || {
         for line in lines.map_while(Result::ok) {
             eprintln!("[server] {line}");
         }
     });
-    (child, format!("http://{addr}"))
+    (child, base)
+}
+
+/// The ops listener of the server at `base`.
+pub fn ops_of(base: &str) -> String {
+    OPS.lock()
+        .unwrap()
+        .iter()
+        .find(|(b, _)| b == base)
+        .map(|(_, ops)| ops.clone())
+        .unwrap_or_else(|| panic!("no server started at {base}"))
 }
 
 /// A value from the server's `/metrics`, by metric name (an unlabelled series).
@@ -60,9 +88,9 @@ pub async fn metric_sum(http: &reqwest::Client, base: &str, name: &str) -> f64 {
         .sum()
 }
 
-/// The server's `/metrics` page.
+/// The `/metrics` page of the server at `base`, from its ops listener.
 pub async fn exposition(http: &reqwest::Client, base: &str) -> String {
-    http.get(format!("{base}/metrics"))
+    http.get(format!("{}/metrics", ops_of(base)))
         .send()
         .await
         .unwrap()

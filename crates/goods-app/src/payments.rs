@@ -1,0 +1,249 @@
+//! Payments: the payment provider's verified events are the only way an order becomes PAID.
+//! The signature is the edge's to check; this use case applies an event once and counts its
+//! outcome, and lists recorded events for admins.
+
+use crate::{Actor, GoodsApp, Role, telemetry};
+use goods_domain::ports::{PaymentEventError, PaymentQuery};
+use goods_domain::{PaymentEvent, PaymentOutcome, PaymentRecord};
+
+/// Why an event was not applied. Nothing was recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum PaymentError {
+    /// The event id was applied before with other contents.
+    #[error("event id reused with another body")]
+    EventIdReused,
+    /// The store failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+/// Why recorded events were not listed.
+#[derive(Debug, thiserror::Error)]
+pub enum ListPaymentsError {
+    /// Only admins settle payments.
+    #[error("payments are for admins")]
+    Forbidden,
+    /// The store failed.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
+}
+
+/// Which recorded events to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListPayments {
+    /// Only this outcome.
+    pub outcome: Option<PaymentOutcome>,
+    /// The `nextCursor` of the previous page.
+    pub after: Option<i64>,
+    /// Page size, 1 to 100.
+    pub limit: u32,
+}
+
+/// A page of recorded events, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentPage {
+    /// The events.
+    pub items: Vec<PaymentRecord>,
+    /// Where the next page starts; `None` on the last page.
+    pub next_cursor: Option<i64>,
+}
+
+impl GoodsApp {
+    /// Applies a verified provider event to its order, once per event id: a repeat answers the
+    /// first outcome and changes nothing. A payment that arrives after the order's window
+    /// expires the order (its units go back to the gate too) and is answered
+    /// `REFUND_REQUIRED`.
+    ///
+    /// # Errors
+    /// [`PaymentError::EventIdReused`] for a known id with other contents; `Unexpected` when
+    /// the store fails.
+    #[tracing::instrument(skip_all, fields(order.id = %event.order_id, payment.event_id = event.id.as_str()))]
+    pub async fn apply_payment_event(
+        &self,
+        event: PaymentEvent,
+    ) -> Result<PaymentRecord, PaymentError> {
+        let now = self.ports.clock.now();
+        let applied = self
+            .ports
+            .ledger
+            .apply_payment(&event, now, self.payment_window)
+            .await
+            .map_err(|e| match e {
+                PaymentEventError::EventIdReused => PaymentError::EventIdReused,
+                PaymentEventError::Infra(e) => PaymentError::Unexpected(e.into()),
+            })?;
+        if applied.repeated {
+            return Ok(applied.record);
+        }
+        let outcome = applied.record.outcome;
+        metrics::counter!(telemetry::PAYMENT_EVENTS, "outcome" => outcome.as_str()).increment(1);
+        if outcome == PaymentOutcome::Paid {
+            metrics::counter!(telemetry::ORDER_TRANSITIONS, "to" => "PAID").increment(1);
+        }
+        if outcome.needs_attention() {
+            tracing::warn!(
+                payment.outcome = outcome.as_str(),
+                payment.reference = applied.record.event.reference.as_str(),
+                "payment needs an operator: money to return or an amount to check"
+            );
+        }
+        if let Some(order) = &applied.expired {
+            self.expired(order).await;
+        }
+        Ok(applied.record)
+    }
+
+    /// Recorded payment events, newest first, a page at a time (admins).
+    ///
+    /// # Errors
+    /// [`ListPaymentsError::Forbidden`] unless `actor` is an admin; `Unexpected` when the store
+    /// fails.
+    #[tracing::instrument(skip_all, fields(user.id = %actor.user_id))]
+    pub async fn list_payments(
+        &self,
+        actor: Actor,
+        list: ListPayments,
+    ) -> Result<PaymentPage, ListPaymentsError> {
+        if actor.role != Role::Admin {
+            return Err(ListPaymentsError::Forbidden);
+        }
+        let limit = list.limit.clamp(1, 100);
+        let mut items = self
+            .ports
+            .payments
+            .list_payments(&PaymentQuery {
+                outcome: list.outcome,
+                before: list.after,
+                // One more than asked tells whether a next page exists.
+                limit: limit + 1,
+            })
+            .await
+            .map_err(anyhow::Error::new)?;
+        let next_cursor = if items.len() > limit as usize {
+            items.truncate(limit as usize);
+            items.last().map(|r| r.seq)
+        } else {
+            None
+        };
+        Ok(PaymentPage { items, next_cursor })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use goods_domain::ports::{AppliedPayment, MockAdmissionGate};
+    use goods_domain::{
+        Currency, Money, OrderStatus, PaymentEventId, PaymentEventKind, PaymentReference,
+        PaymentWindow,
+    };
+
+    fn event() -> PaymentEvent {
+        PaymentEvent {
+            id: PaymentEventId::parse("evt_1").unwrap(),
+            kind: PaymentEventKind::Succeeded,
+            order_id: order_id(),
+            amount: Money::parse("amountMinor", 0, Currency::NONE).unwrap(),
+            reference: PaymentReference::parse("pi_1").unwrap(),
+        }
+    }
+
+    fn applied(outcome: PaymentOutcome, repeated: bool, expired: bool) -> AppliedPayment {
+        AppliedPayment {
+            record: PaymentRecord {
+                seq: 1,
+                event: event(),
+                outcome,
+                received_at: OPEN,
+            },
+            repeated,
+            expired: expired.then(|| sample_order(OrderStatus::Expired)),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_payment_that_expired_its_order_gives_the_units_back_to_the_gate_once() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_apply_payment()
+            .withf(|e, now, w| e == &event() && *now == OPEN && *w == PaymentWindow::default())
+            .times(1)
+            .returning(|_, _, _| Ok(applied(PaymentOutcome::RefundRequired, false, true)));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_release().times(1).returning(|_, _, _| Ok(()));
+        let (snapshotter, _guard) = local_metrics();
+        let record = m
+            .app(Some(gate))
+            .apply_payment_event(event())
+            .await
+            .unwrap();
+        assert_eq!(record.outcome, PaymentOutcome::RefundRequired);
+        let counted = counters(&snapshotter);
+        assert_eq!(
+            counted.get("payment_events_total{outcome=REFUND_REQUIRED}"),
+            Some(&1),
+            "{counted:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_repeated_event_is_answered_with_its_first_outcome_and_counted_once() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_apply_payment()
+            .returning(|_, _, _| Ok(applied(PaymentOutcome::Paid, true, false)));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_release().never();
+        let (snapshotter, _guard) = local_metrics();
+        let record = m
+            .app(Some(gate))
+            .apply_payment_event(event())
+            .await
+            .unwrap();
+        assert_eq!(record.outcome, PaymentOutcome::Paid);
+        assert!(counters(&snapshotter).is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_event_id_reused_with_another_body_is_refused() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_apply_payment()
+            .returning(|_, _, _| Err(PaymentEventError::EventIdReused));
+        let err = m.app(None).apply_payment_event(event()).await.unwrap_err();
+        assert!(matches!(err, PaymentError::EventIdReused), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn only_admins_list_payments_and_a_page_ends_where_the_next_begins() {
+        let mut m = Mocks::at(OPEN);
+        m.payments
+            .expect_list_payments()
+            .withf(|q| q.limit == 3 && q.before == Some(10) && q.outcome.is_none())
+            .times(1)
+            .returning(|_| {
+                Ok((0..3)
+                    .map(|i| PaymentRecord {
+                        seq: 9 - i,
+                        event: event(),
+                        outcome: PaymentOutcome::Paid,
+                        received_at: OPEN,
+                    })
+                    .collect())
+            });
+        let app = m.app(None);
+        let list = ListPayments {
+            outcome: None,
+            after: Some(10),
+            limit: 2,
+        };
+        assert!(matches!(
+            app.list_payments(seller(5), list).await,
+            Err(ListPaymentsError::Forbidden)
+        ));
+        let page = app.list_payments(admin(), list).await.unwrap();
+        assert_eq!(page.items.iter().map(|r| r.seq).collect::<Vec<_>>(), [9, 8]);
+        assert_eq!(page.next_cursor, Some(8));
+    }
+}

@@ -1,0 +1,1 @@
+ALTER TABLE orders DROP COLUMN amount_minor, DROP COLUMN currency;

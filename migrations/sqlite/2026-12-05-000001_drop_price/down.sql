@@ -1,0 +1,2 @@
+ALTER TABLE limited_drops DROP COLUMN price_minor;
+ALTER TABLE limited_drops DROP COLUMN currency;

@@ -1,0 +1,2 @@
+ALTER TABLE orders DROP COLUMN amount_minor;
+ALTER TABLE orders DROP COLUMN currency;
