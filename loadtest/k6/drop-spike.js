@@ -13,13 +13,15 @@
 // exactly, and the client's count of 202s equals what the database sold and what stats count.
 //
 // Optional paying step: PAY_SHARE (0 to 1, default 0) of the winners pay their order right after
-// the 202; with EXPIRE_WAIT seconds (run the server with a PAYMENT_WINDOW_S shorter than that) the
+// the 202, as the payment provider confirms it: a signed event to POST /payments/events (the
+// server's PAYMENT_WEBHOOK_SECRET, given here as WEBHOOK_SECRET); with EXPIRE_WAIT seconds (run the server with a PAYMENT_WINDOW_S shorter than that) the
 // teardown waits for the others to expire, and checks paid + pending + expired = what was bought,
 // sold = paid + pending, and that the units of the expired orders went back to the stock.
 //
 // The server must trust identity headers (AUTH_MODE=trusted-header, the loopback default).
 // Every request carries X-Load-Test-Run-Id so server traces and logs can be matched to the run.
 import http from 'k6/http';
+import crypto from 'k6/crypto';
 import { check, sleep } from 'k6';
 import { Counter, Rate, Trend } from 'k6/metrics';
 
@@ -34,6 +36,10 @@ const OPEN_IN_SECONDS = Number(__ENV.OPEN_IN || 2);
 const RUN_ID = __ENV.RUN_ID || `drop-spike-${Date.now()}`;
 const PAY_SHARE = Number(__ENV.PAY_SHARE || 0);
 const EXPIRE_WAIT = Number(__ENV.EXPIRE_WAIT || 0);
+const WEBHOOK_SECRET = __ENV.WEBHOOK_SECRET || '';
+if (PAY_SHARE > 0 && !WEBHOOK_SECRET) {
+  throw new Error('PAY_SHARE needs WEBHOOK_SECRET: the server\'s PAYMENT_WEBHOOK_SECRET');
+}
 
 // Classification by the body's `code`, not the status alone (409 is both SOLD_OUT and busy).
 // Every buyer and key is new, so IDEMPOTENCY_KEY_IN_PROGRESS, IDEMPOTENCY_KEY_REUSED and
@@ -118,16 +124,25 @@ export default function (data) {
     validEvents.add(1);
     // A deterministic share of the winners pays (spread over VUs and iterations by two primes).
     if (PAY_SHARE > 0 && ((__VU * 7919) + (__ITER * 104729)) % 1000 < PAY_SHARE * 1000) {
-      const pay = http.post(`${BASE}/orders/${res.json('orderId')}/pay`, JSON.stringify({ paymentReference: `pi-${user}` }), {
+      const event = JSON.stringify({
+        eventId: `evt-${RUN_ID}-${user}`,
+        type: 'payment.succeeded',
+        orderId: res.json('orderId'),
+        amountMinor: res.json('amountMinor'),
+        currency: res.json('currency'),
+        paymentReference: `pi-${user}`,
+      });
+      const t = Math.floor(Date.now() / 1000);
+      const signature = crypto.hmac('sha256', WEBHOOK_SECRET, `${t}.${event}`, 'hex');
+      const pay = http.post(`${BASE}/payments/events`, event, {
         headers: {
-          'X-User-Id': String(user),
-          'Idempotency-Key': `k6-pay-${RUN_ID}-${user}`,
+          'Payment-Signature': `t=${t},v1=${signature}`,
           'Content-Type': 'application/json',
           'X-Load-Test-Run-Id': RUN_ID,
         },
-        tags: { name: '/orders/{orderId}/pay' },
+        tags: { name: '/payments/events' },
       });
-      const ok = pay.status === 200;
+      const ok = pay.status === 200 && safeField(pay, 'outcome') === 'PAID';
       availability.add(ok);
       apiDuration.add(pay.timings.duration);
       validEvents.add(1);
@@ -152,8 +167,12 @@ export default function (data) {
 }
 
 function safeCode(res) {
+  return safeField(res, 'code');
+}
+
+function safeField(res, name) {
   try {
-    return res.json('code');
+    return res.json(name);
   } catch (_) {
     return null;
   }

@@ -3,7 +3,8 @@
 use anyhow::Context as _;
 use fred::clients::SubscriberClient;
 use fred::prelude::*;
-use fred::types::config::{Config as FredConfig, ReconnectPolicy};
+use fred::types::config::{Config as FredConfig, ReconnectPolicy, TlsConnector};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How to reach Redis.
@@ -44,16 +45,33 @@ impl RedisConnection {
     /// When the URL or the CA file is invalid, or the TLS handshake with the server fails.
     pub async fn connect(config: &RedisConfig, wait: Duration) -> anyhow::Result<Self> {
         let mut fred_config = FredConfig::from_url(&config.url).context("REDIS_URL")?;
-        match (&fred_config.tls, &config.tls_ca_file) {
-            (Some(_), Some(ca)) => fred_config.tls = Some(tls_with_ca(ca)?.into()),
-            (None, Some(_)) => {
-                anyhow::bail!(
-                    "REDIS_TLS_CA_FILE is set but REDIS_URL is not rediss://: refusing to connect in plaintext"
-                )
+        let tls = match (&fred_config.tls, &config.tls_ca_file) {
+            (Some(_), ca) => Some(Arc::new(tls_client(ca.as_deref())?)),
+            (None, Some(_)) => anyhow::bail!(
+                "REDIS_TLS_CA_FILE is set but REDIS_URL is not rediss://: refusing to connect in plaintext"
+            ),
+            (None, None) => None,
+        };
+        if let Some(client) = &tls {
+            fred_config.tls = Some(TlsConnector::from((**client).clone()).into());
+            // A server that answers but fails the handshake is misconfigured (or not the
+            // server meant), which waiting will not cure: the start fails, naming it. One that
+            // does not answer at all is down: the gate starts degraded, as without TLS.
+            if let Some(server) = fred_config.server.hosts().into_iter().next() {
+                handshake(&server.host, server.port, Arc::clone(client))
+                    .await
+                    .map_err(|reason| {
+                        anyhow::anyhow!(
+                            "REDIS_URL {}: the TLS handshake with Redis failed ({reason}); rediss:// never falls back to plaintext: check that the server speaks TLS on this port and that its certificate verifies against {}",
+                            redacted(&config.url),
+                            config.tls_ca_file.as_ref().map_or_else(
+                                || "the system's roots (or set REDIS_TLS_CA_FILE)".to_owned(),
+                                |ca| format!("REDIS_TLS_CA_FILE={}", ca.display())
+                            )
+                        )
+                    })?;
             }
-            _ => {}
         }
-        let tls = fred_config.tls.is_some();
         let mut builder = Builder::from_config(fred_config);
         builder
             .with_performance_config(|p| p.default_command_timeout = config.command_timeout)
@@ -75,25 +93,11 @@ impl RedisConnection {
         drop(pool.connect());
         drop(subscriber.connect());
         drop(subscriber.manage_subscriptions());
-        match tokio::time::timeout(wait, pool.wait_for_connect()).await {
-            Ok(Ok(())) => {}
-            // A server that answers but fails the handshake is misconfigured (or not the server
-            // meant), which waiting will not cure: the start fails, naming it.
-            Ok(Err(error)) if tls && handshake_failed(&error) => {
-                drop(pool.quit());
-                drop(subscriber.quit());
-                anyhow::bail!(
-                    "REDIS_URL {}: the TLS handshake with Redis failed ({error}); rediss:// never falls back to plaintext: check that the server speaks TLS on this port and that its certificate verifies against {}",
-                    redacted(&config.url),
-                    config.tls_ca_file.as_ref().map_or_else(
-                        || "the system's roots (or set REDIS_TLS_CA_FILE)".to_owned(),
-                        |ca| format!("REDIS_TLS_CA_FILE={}", ca.display())
-                    )
-                );
-            }
-            Ok(Err(_)) | Err(_) => {
-                tracing::warn!(url = %redacted(&config.url), "gate_degraded: Redis does not answer yet; purchases use the database until it does");
-            }
+        if !matches!(
+            tokio::time::timeout(wait, pool.wait_for_connect()).await,
+            Ok(Ok(()))
+        ) {
+            tracing::warn!(url = %redacted(&config.url), "gate_degraded: Redis does not answer yet; purchases use the database until it does");
         }
         Ok(Self {
             pool,
@@ -144,46 +148,70 @@ impl RedisConnection {
     }
 }
 
-/// A rustls client that trusts the CA certificates in the PEM file at `path` only.
-fn tls_with_ca(path: &std::path::Path) -> anyhow::Result<fred::types::config::TlsConnector> {
+/// The rustls client every connection uses: it trusts the CA certificates in the PEM file at
+/// `ca` only, or the system's roots.
+fn tls_client(ca: Option<&std::path::Path>) -> anyhow::Result<rustls::ClientConfig> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject as _;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(path)
-        .with_context(|| format!("REDIS_TLS_CA_FILE {}: not readable", path.display()))?
-    {
-        let cert =
-            cert.with_context(|| format!("REDIS_TLS_CA_FILE {}: not PEM", path.display()))?;
-        roots.add(cert).with_context(|| {
-            format!("REDIS_TLS_CA_FILE {}: not a CA certificate", path.display())
-        })?;
+    match ca {
+        Some(path) => {
+            let certs = CertificateDer::pem_file_iter(path)
+                .with_context(|| format!("REDIS_TLS_CA_FILE {}: not readable", path.display()))?;
+            for cert in certs {
+                let cert =
+                    cert.with_context(|| format!("REDIS_TLS_CA_FILE {}: not PEM", path.display()))?;
+                roots.add(cert).with_context(|| {
+                    format!("REDIS_TLS_CA_FILE {}: not a CA certificate", path.display())
+                })?;
+            }
+        }
+        None => {
+            for cert in rustls_native_certs::load_native_certs().certs {
+                // A system root rustls cannot use is skipped, as every TLS client does.
+                let _ = roots.add(cert);
+            }
+        }
     }
     anyhow::ensure!(
         !roots.is_empty(),
-        "REDIS_TLS_CA_FILE {}: no certificate in it",
-        path.display()
+        "rediss:// needs CA certificates to verify Redis with: none in {}",
+        ca.map_or_else(
+            || "the system's store (set REDIS_TLS_CA_FILE)".to_owned(),
+            |p| p.display().to_string()
+        )
     );
-    let config = rustls::ClientConfig::builder()
+    Ok(rustls::ClientConfig::builder()
         .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(config.into())
+        .with_no_client_auth())
 }
 
-/// Whether a failed first connection failed in TLS (a handshake, a certificate, a server that
-/// answered in plaintext) rather than by not answering at all.
-fn handshake_failed(error: &fred::error::Error) -> bool {
-    let text = error.details().to_ascii_lowercase();
-    *error.kind() == fred::error::ErrorKind::Tls
-        || [
-            "tls",
-            "certificate",
-            "handshake",
-            "corrupt message",
-            "invalidcontenttype",
-            "received",
-        ]
-        .iter()
-        .any(|sign| text.contains(sign))
+/// One TLS handshake with `host:port`, as the clients will make it. `Ok` also when nothing
+/// answers at all (Redis is down: the gate starts degraded); `Err` with the reason when
+/// something answers and the handshake fails or stalls (a plaintext server, a certificate that
+/// does not verify).
+async fn handshake(host: &str, port: u16, client: Arc<rustls::ClientConfig>) -> Result<(), String> {
+    const BOUND: Duration = Duration::from_secs(2);
+    let Ok(Ok(tcp)) =
+        tokio::time::timeout(BOUND, tokio::net::TcpStream::connect((host, port))).await
+    else {
+        return Ok(());
+    };
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|e| format!("{host} is not a server name: {e}"))?;
+    match tokio::time::timeout(
+        BOUND,
+        tokio_rustls::TlsConnector::from(client).connect(name, tcp),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err(format!(
+            "no TLS answer within {} s: is it a plaintext server?",
+            BOUND.as_secs()
+        )),
+    }
 }
 
 /// `url` without its credentials, for logs: `redis://user:***@host:port`.

@@ -780,6 +780,20 @@ impl ports::DropRepository for Store {
             .transpose()
     }
 
+    async fn ids_after(&self, after: Option<DropId>) -> Result<Vec<DropId>, InfraError> {
+        let mut conn = self.conn().await?;
+        limited_drops::table
+            .filter(limited_drops::id.gt(after.map_or(0, DropId::get)))
+            .order(limited_drops::id.asc())
+            .select(limited_drops::id)
+            .load::<i64>(&mut *conn)
+            .await
+            .map_err(infra("drop ids"))?
+            .into_iter()
+            .map(|id| DropId::parse(id).map_err(|e| InfraError::new("corrupt drop id", e)))
+            .collect()
+    }
+
     async fn get_many(&self, ids: &[DropId]) -> Result<Vec<LimitedDrop>, InfraError> {
         if ids.is_empty() {
             return Ok(Vec::new());

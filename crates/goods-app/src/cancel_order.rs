@@ -52,6 +52,7 @@ impl GoodsApp {
             })?;
         match cancelled {
             Cancelled::Now(order) => {
+                self.units_changed(order.drop_id);
                 metrics::counter!(crate::telemetry::ORDER_TRANSITIONS, "to" => "CANCELLED")
                     .increment(1);
                 if let Some(gate) = &self.ports.gate

@@ -65,6 +65,9 @@ impl GoodsApp {
                 }
                 ports::CreateDropError::Infra(e) => CreateDropError::Unexpected(e.into()),
             })?;
+        self.index.add(drop.id);
+        // The other instances learn of it by the notice at once (or their next scan).
+        self.announce_change();
         if let Some(gate) = &self.ports.gate {
             let seed = GateSeed {
                 drop_id: drop.id,

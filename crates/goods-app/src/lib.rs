@@ -12,6 +12,7 @@ mod buffer;
 mod cancel_order;
 mod catalog;
 mod create_drop;
+mod drop_index;
 mod flags;
 mod get_drop;
 mod get_order;
@@ -32,6 +33,7 @@ pub use buffer::WriteBuffer;
 pub use cancel_order::CancelOrderError;
 pub use catalog::{CreateProductError, GetProductError};
 pub use create_drop::CreateDropError;
+pub use drop_index::MIN_SCAN_INTERVAL as DROP_SCAN_INTERVAL;
 pub use flags::FlagError;
 pub use get_drop::{DropView, GetDropError};
 pub use get_order::GetOrderError;
@@ -85,6 +87,11 @@ pub struct Ports {
 /// database, unless configured (`RESERVATION_LEASE_MS`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(8);
 
+/// How long a drop's units left, counted in the database because no gate answers, serve views
+/// before they are counted again (purchases and cancels through this instance count again at
+/// once; through another, the view lags this much at most).
+pub const REMAINING_TTL: Duration = Duration::from_millis(500);
+
 /// The application: ports, the write buffer and a cache of drop definitions.
 #[derive(Clone)]
 pub struct GoodsApp {
@@ -99,6 +106,14 @@ pub struct GoodsApp {
     drops: Arc<RwLock<HashMap<DropId, LimitedDrop>>>,
     /// Cache misses in flight: the buyers missing one drop at once share one read.
     drop_loads: Arc<single_flight::SingleFlight<DropId, Shared<Option<LimitedDrop>>>>,
+    /// Which drop ids exist: a request for one that does not costs no database read.
+    index: Arc<drop_index::DropIndex>,
+    /// Units left of drops counted in the database (no gate to ask), reused for
+    /// [`REMAINING_TTL`] unless this instance changed them, so views of a drop cost the
+    /// database at most one count per interval.
+    remaining_counts: Arc<RwLock<HashMap<DropId, (std::time::Instant, u32)>>>,
+    /// Counts in flight: views missing one drop at once share one count.
+    remaining_loads: Arc<single_flight::SingleFlight<DropId, Shared<u32>>>,
     /// Gate seedings in flight: purchases finding a drop's gate empty share one seeding.
     seedings: Arc<single_flight::SingleFlight<DropId, Shared<()>>>,
     /// The admission lease of every reservation.
@@ -130,6 +145,9 @@ impl GoodsApp {
             breaker: Arc::default(),
             drops: Arc::default(),
             drop_loads: Arc::default(),
+            index: Arc::default(),
+            remaining_counts: Arc::default(),
+            remaining_loads: Arc::default(),
             seedings: Arc::default(),
             lease: lease_of(DEFAULT_LEASE),
             healing: Arc::default(),
@@ -221,11 +239,16 @@ impl GoodsApp {
         if let Ok(mut cache) = self.drops.write() {
             cache.retain(|_, drop| drop.ends_at().saturating_add(grace) > now);
         }
+        if let Ok(mut counts) = self.remaining_counts.write() {
+            counts.retain(|_, (at, _)| at.elapsed() < REMAINING_TTL);
+        }
     }
 
     /// Puts a drop's stored state in the cache, after an operation made through this
     /// instance.
     fn cache_drop(&self, drop: LimitedDrop) {
+        self.index.add(drop.id);
+        self.units_changed(drop.id);
         if let Ok(mut cache) = self.drops.write() {
             self.drops_epoch
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -233,13 +256,17 @@ impl GoodsApp {
         }
     }
 
-    /// Re-reads the flags and every cached drop (the binary runs it every `DROP_REFRESH_MS`).
+    /// Re-reads the flags and every cached drop, and scans for drops created through other
+    /// instances (the binary runs it every `DROP_REFRESH_MS`).
     ///
     /// # Errors
     /// [`InfraError`] when the database fails; what was cached is kept.
     pub async fn refresh(&self) -> Result<(), InfraError> {
         self.refresh_flags().await?;
-        self.refresh_drops().await.map(|_| ())
+        self.refresh_drops().await?;
+        self.index
+            .scan(&*self.ports.drops, tokio::time::Instant::now(), false)
+            .await
     }
 
     /// Whether the limited-drop feature is on (`limited-drop.enabled`); off, every drop route
@@ -287,10 +314,24 @@ impl GoodsApp {
         self.drops.read().map(|c| c.len()).unwrap_or(0)
     }
 
-    /// The drop with `id`, from the cache or the database.
+    /// The drop with `id`, from the cache or the database. An id the index of drop ids does
+    /// not hold is answered without reading the drop: below the highest id at once, above it
+    /// after a scan for new ids that many such requests share.
     async fn load_drop(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
         if let Some(drop) = self.drops.read().ok().and_then(|m| m.get(&id).copied()) {
             return Ok(Some(drop));
+        }
+        match self.index.knows(id) {
+            drop_index::Known::Exists => {}
+            drop_index::Known::Absent => return Ok(None),
+            drop_index::Known::Unknown => {
+                self.index
+                    .scan(&*self.ports.drops, tokio::time::Instant::now(), true)
+                    .await?;
+                if self.index.knows(id) != drop_index::Known::Exists {
+                    return Ok(None);
+                }
+            }
         }
         self.drop_loads
             .run(id, || async {
@@ -355,8 +396,42 @@ impl GoodsApp {
                 }
             }
         }
-        let sold = self.ports.drops.sold_quantity(drop.id).await?;
-        Ok(drop.limited_quantity.get().saturating_sub(sold))
+        let fresh = self.remaining_counts.read().ok().and_then(|counts| {
+            counts
+                .get(&drop.id)
+                .filter(|(at, _)| at.elapsed() < REMAINING_TTL)
+                .map(|(_, left)| *left)
+        });
+        if let Some(left) = fresh {
+            return Ok(left);
+        }
+        let limited = drop.limited_quantity.get();
+        let left = self
+            .remaining_loads
+            .run(drop.id, || async {
+                let sold = self
+                    .ports
+                    .drops
+                    .sold_quantity(drop.id)
+                    .await
+                    .map_err(Arc::new)?;
+                let left = limited.saturating_sub(sold);
+                if let Ok(mut counts) = self.remaining_counts.write() {
+                    counts.insert(drop.id, (std::time::Instant::now(), left));
+                }
+                Ok(left)
+            })
+            .await
+            .map_err(|error| unshared(&error))?;
+        Ok(left)
+    }
+
+    /// Forgets the counted units left of `drop` after this instance changed them (an order
+    /// committed, cancelled or expired), so its next view counts again.
+    pub(crate) fn units_changed(&self, drop: DropId) {
+        if let Ok(mut counts) = self.remaining_counts.write() {
+            counts.remove(&drop);
+        }
     }
 }
 

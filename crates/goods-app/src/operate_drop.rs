@@ -186,9 +186,8 @@ mod tests {
     async fn closing_a_closed_drop_answers_the_same_and_writes_nothing() {
         let mut m = Mocks::at(OPEN);
         // Not the default drop Mocks::at serves: this one is closed.
-        m.drops = goods_domain::ports::MockDropRepository::new();
         let drop = closed(sample_drop(10, 1), OPEN);
-        m.drops.expect_get().returning(move |_| Ok(Some(drop)));
+        m.drops = drops_serving(drop);
         m.drops.expect_close().never();
         m.drops.expect_sold_quantity().returning(|_| Ok(3));
         m.events.expect_publish().never();
@@ -201,9 +200,8 @@ mod tests {
     async fn a_closed_drop_cannot_be_paused_and_another_sellers_drop_is_not_found() {
         let mut m = Mocks::at(OPEN);
         // Not the default drop Mocks::at serves: this one is closed.
-        m.drops = goods_domain::ports::MockDropRepository::new();
         let drop = closed(sample_drop(10, 1), OPEN);
-        m.drops.expect_get().returning(move |_| Ok(Some(drop)));
+        m.drops = drops_serving(drop);
         m.drops.expect_set_paused().never();
         m.products.expect_get().returning(|_| Ok(None));
         let app = m.app(None);

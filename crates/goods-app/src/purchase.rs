@@ -410,6 +410,7 @@ impl GoodsApp {
         };
         match self.committers.place(order.clone()).await? {
             Placed::Created(order) => {
+                self.units_changed(order.drop_id);
                 metrics::histogram!(telemetry::ADMISSION_TO_COMMIT)
                     .record(admitted.elapsed().as_secs_f64());
                 Ok(Purchased {

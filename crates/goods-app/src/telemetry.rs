@@ -104,9 +104,15 @@ pub const NAMES: &[&str] = &[
     BUDGET_BYPASSED,
 ];
 
-/// The help texts, for the exposition.
+/// The help texts, for the exposition; and the counters alerts watch, exported at zero from the
+/// start: a counter that first appears at 1 has no increase Prometheus can see, so the first
+/// oversell or refund would never alert.
 pub fn describe() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    metrics::counter!(OVERSELLS).increment(0);
+    for outcome in goods_domain::PaymentOutcome::ALL {
+        metrics::counter!(PAYMENT_EVENTS, "outcome" => outcome.as_str()).increment(0);
+    }
     describe_histogram!(
         ADMISSION_TO_COMMIT,
         Unit::Seconds,

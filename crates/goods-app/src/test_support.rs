@@ -82,6 +82,19 @@ pub fn sample_order(status: OrderStatus) -> GoodsOrder {
     }
 }
 
+/// A drop repository holding `drop` alone: `get` answers it, and so does the scan of drop ids.
+pub fn drops_serving(drop: LimitedDrop) -> MockDropRepository {
+    let mut drops = MockDropRepository::new();
+    drops.expect_get().returning(move |_| Ok(Some(drop)));
+    drops.expect_ids_after().returning(move |after| {
+        Ok(Some(drop.id)
+            .filter(|id| after < Some(*id))
+            .into_iter()
+            .collect())
+    });
+    drops
+}
+
 /// Every port mocked; the drop repository already answers `get` with a drop of 100, 2 per
 /// buyer, and stats accept any outcome.
 pub struct Mocks {
@@ -100,10 +113,7 @@ pub struct Mocks {
 
 impl Mocks {
     pub fn at(now: OffsetDateTime) -> Self {
-        let mut drops = MockDropRepository::new();
-        drops
-            .expect_get()
-            .returning(|_| Ok(Some(sample_drop(100, 2))));
+        let drops = drops_serving(sample_drop(100, 2));
         let mut clock = MockClock::new();
         clock.expect_now().return_const(now);
         let mut stats = MockStatsRecorder::new();
@@ -271,6 +281,9 @@ impl goods_domain::ports::DropRepository for HeldDrops {
     }
     async fn get_many(&self, ids: &[DropId]) -> Result<Vec<LimitedDrop>, InfraError> {
         self.inner.get_many(ids).await
+    }
+    async fn ids_after(&self, after: Option<DropId>) -> Result<Vec<DropId>, InfraError> {
+        self.inner.ids_after(after).await
     }
     async fn sold_quantity(&self, id: DropId) -> Result<u32, InfraError> {
         self.inner.sold_quantity(id).await

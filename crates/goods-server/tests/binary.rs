@@ -107,6 +107,11 @@ async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
     &[("AUTH_MODE", "jwt"), ("AUTH_JWT_SECRET", "change-me-to-at-least-32-random-bytes")],
     "AUTH_JWT_SECRET"
 )]
+#[case::placeholder_webhook_secret(&[("PAYMENT_WEBHOOK_SECRET", "change-me")], "PAYMENT_WEBHOOK_SECRET")]
+#[case::a_secret_and_its_file(
+    &[("AUTH_MODE", "jwt"), ("AUTH_JWT_SECRET", "x"), ("AUTH_JWT_SECRET_FILE", "/dev/null")],
+    "AUTH_JWT_SECRET_FILE"
+)]
 fn a_bad_variable_stops_the_server_with_one_line_naming_it(
     #[case] vars: &[(&str, &str)],
     #[case] named: &str,
@@ -317,4 +322,208 @@ async fn on_mysql_the_migrate_step_runs_once_and_an_instance_refuses_a_schema_be
     assert_eq!(live.status(), reqwest::StatusCode::OK);
     sigterm(&child);
     assert_eq!(exit_code(child).await, Some(0));
+}
+
+/// Runs the binary until it exits (it must, within 20 s); its exit code and standard error.
+fn run_to_exit(vars: &[(&str, &str)]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+        .current_dir(dir.path())
+        .env_clear()
+        .env("BIND_ADDR", "127.0.0.1:0")
+        .env("OPS_BIND_ADDR", "127.0.0.1:0")
+        .envs(vars.iter().copied())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the server did not stop within 20 s with {vars:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rediss_to_a_plaintext_redis_stops_the_start_and_a_tls_only_redis_serves() {
+    let pki = test_support::tls::TestPki::new();
+    let ca = pki.ca_pem().display().to_string();
+    let plain = test_support::redis::PrivateRedis::start();
+    let url = plain.url().replacen("redis://", "rediss://", 1);
+    let (code, stderr) = run_to_exit(&[("REDIS_URL", &url), ("REDIS_TLS_CA_FILE", &ca)]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one clear line: {stderr}");
+    assert!(
+        stderr.contains("TLS handshake with Redis failed") && stderr.contains("never falls back"),
+        "{stderr}"
+    );
+
+    let (cert, key) = pki.server();
+    let tls = test_support::redis::PrivateRedis::start_tls(&pki.ca_pem(), &cert, &key);
+    let dir = tempfile::tempdir().unwrap();
+    let tls_url = tls.url();
+    let (child, base) = start(
+        dir.path(),
+        &[
+            ("REDIS_URL", tls_url.as_str()),
+            ("REDIS_TLS_CA_FILE", ca.as_str()),
+        ],
+    );
+    let ready: serde_json::Value = reqwest::get(format!("{base}/health/ready"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        ready["gate"],
+        json!({"kind": "redis", "status": "up"}),
+        "{ready}"
+    );
+    let drop = harness::Client::new().open_drop(&base, 1).await;
+    let bought = harness::Client::new().buy(&base, drop, 7).await.unwrap();
+    assert_eq!(
+        bought.status, 202,
+        "a purchase through the TLS gate: {bought:?}"
+    );
+    sigterm(&child);
+    assert_eq!(exit_code(child).await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_tls_verify_identity_with_the_wrong_ca_stops_the_start_and_the_right_one_serves() {
+    let pki = test_support::tls::TestPki::new();
+    let (cert, key) = pki.server();
+    let server = test_support::mariadb::PrivateMariadb::start_tls(&pki.ca_pem(), &cert, &key);
+    let url = server.database("binary_tls");
+    let other = pki.other_ca_pem().display().to_string();
+    let mysql = [
+        ("DATABASE_URL", url.as_str()),
+        ("DATABASE_MIGRATE", "true"),
+        ("AUTH_MODE", "trusted-header"),
+        ("DATABASE_TLS", "verify-identity"),
+    ];
+    let mut wrong = mysql.to_vec();
+    wrong.push(("DATABASE_TLS_CA_FILE", &other));
+    let (code, stderr) = run_to_exit(&wrong);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one clear line: {stderr}");
+    assert!(
+        stderr.contains("VerifyIdentity") && stderr.contains("certificate"),
+        "{stderr}"
+    );
+    // Plaintext to the TLS-only server is refused by the server.
+    let plaintext: Vec<_> = mysql
+        .iter()
+        .copied()
+        .filter(|(k, _)| *k != "DATABASE_TLS")
+        .collect();
+    let (code, stderr) = run_to_exit(&plaintext);
+    assert_eq!(code, Some(1), "{stderr}");
+
+    let ca = pki.ca_pem().display().to_string();
+    let mut right = mysql.to_vec();
+    right.push(("DATABASE_TLS_CA_FILE", &ca));
+    let dir = tempfile::tempdir().unwrap();
+    let (child, base) = start(dir.path(), &right);
+    let drop = harness::Client::new().open_drop(&base, 1).await;
+    let bought = harness::Client::new().buy(&base, drop, 7).await.unwrap();
+    assert_eq!(bought.status, 202, "{bought:?}");
+    let sessions = server.sql("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'root' AND COMMAND <> 'Daemon'");
+    let encrypted = server.sql("SHOW GLOBAL STATUS LIKE 'Ssl_accepts'");
+    assert!(sessions.trim().parse::<u32>().unwrap() >= 1);
+    let accepts: u32 = encrypted
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        accepts >= 1,
+        "the server accepted TLS connections: {encrypted}"
+    );
+    sigterm(&child);
+    assert_eq!(exit_code(child).await, Some(0));
+}
+
+/// The value the Kubernetes example shows is refused, with a line saying how to make one: an
+/// operator who applies the example unchanged gets a server that does not start, not one signing
+/// with a publicly known key.
+#[test]
+fn the_k8s_examples_secret_values_are_refused_with_how_to_generate_one() {
+    let example = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/k8s-examples/secret.example.yaml"
+    ))
+    .unwrap();
+    let value = |key: &str| {
+        example
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{key}: ")))
+            .unwrap_or_else(|| panic!("no {key} in the example"))
+            .to_owned()
+    };
+    for (var, key, extra) in [
+        ("AUTH_JWT_SECRET", "auth-jwt-secret", ("AUTH_MODE", "jwt")),
+        (
+            "PAYMENT_WEBHOOK_SECRET",
+            "payment-webhook-secret",
+            ("RUST_LOG", "info"),
+        ),
+    ] {
+        let secret = value(key);
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+            .current_dir(dir.path())
+            .env_clear()
+            .env(var, &secret)
+            .env(extra.0, extra.1)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{var}={secret}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("invalid configuration: {var}:"))
+                && stderr.contains("openssl rand -base64 48"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn sign_payment_prints_the_signature_the_provider_would_send() {
+    use std::io::Write as _;
+    let secret = "whsec_7Jk2mQ9vX4nR8cT1pW6zL3bF5hD0gYsA2eU9iO";
+    let body = br#"{"eventId":"evt_1","type":"payment.succeeded","orderId":1,"amountMinor":0,"currency":"XXX","paymentReference":"pi_1"}"#;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+        .arg("sign-payment")
+        .env_clear()
+        .env("PAYMENT_WEBHOOK_SECRET", secret)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(body).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let header = String::from_utf8(out.stdout).unwrap();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    assert_eq!(
+        api_actix::signature::verify(secret.as_bytes(), Some(header.trim()), body, now),
+        Ok(())
+    );
+    let unset = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+        .arg("sign-payment")
+        .env_clear()
+        .output()
+        .unwrap();
+    assert_eq!(unset.status.code(), Some(2));
 }

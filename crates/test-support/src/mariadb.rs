@@ -3,7 +3,7 @@
 //! the same data. Killed and removed on drop.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,8 @@ pub struct PrivateMariadb {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
+    /// CA, certificate and key of a server that accepts TLS connections only.
+    tls: Option<[PathBuf; 3]>,
 }
 
 fn missing(what: &str) -> String {
@@ -23,6 +25,16 @@ fn missing(what: &str) -> String {
 impl PrivateMariadb {
     /// Initialises a data directory, starts the server and waits until it answers.
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// [`start`](Self::start) for a server that accepts TLS connections only
+    /// (`--require-secure-transport=ON`), with `cert` and `key` signed by `ca`.
+    pub fn start_tls(ca: &Path, cert: &Path, key: &Path) -> Self {
+        Self::start_with(Some([ca.to_owned(), cert.to_owned(), key.to_owned()]))
+    }
+
+    fn start_with(tls: Option<[PathBuf; 3]>) -> Self {
         let dir = std::env::temp_dir().join(format!("mariadb-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         let out = Command::new("mariadb-install-db")
@@ -49,6 +61,7 @@ impl PrivateMariadb {
             child: None,
             port,
             dir,
+            tls,
         };
         server.launch();
         server
@@ -72,7 +85,13 @@ impl PrivateMariadb {
     }
 
     fn client(&self, statement: &str) -> Result<String, String> {
-        let out = Command::new("mariadb")
+        let mut command = Command::new("mariadb");
+        if let Some([ca, _, _]) = &self.tls {
+            command
+                .arg("--ssl")
+                .arg(format!("--ssl-ca={}", ca.display()));
+        }
+        let out = command
             .args([
                 "-h",
                 "127.0.0.1",
@@ -124,8 +143,16 @@ impl PrivateMariadb {
 
     fn launch(&mut self) {
         let log = std::fs::File::create(self.dir.join("server.log")).unwrap();
-        let child = Command::new("mariadbd")
-            .arg("--no-defaults")
+        let mut command = Command::new("mariadbd");
+        command.arg("--no-defaults");
+        if let Some([ca, cert, key]) = &self.tls {
+            command
+                .arg(format!("--ssl-ca={}", ca.display()))
+                .arg(format!("--ssl-cert={}", cert.display()))
+                .arg(format!("--ssl-key={}", key.display()))
+                .arg("--require-secure-transport=ON");
+        }
+        let child = command
             .arg(format!("--datadir={}", self.dir.join("data").display()))
             .arg(format!("--socket={}", self.dir.join("sock").display()))
             .arg(format!("--port={}", self.port))

@@ -42,10 +42,21 @@ pub fn cluster_url() -> String {
     .clone()
 }
 
+fn start_cluster() -> String {
+    start_cluster_with(None)
+}
+
+/// A Redis Cluster of three masters of this test process's own that speaks TLS only, clients
+/// and cluster bus alike, with `pki`'s server certificate; in fred's form
+/// (`rediss-cluster://host:port?node=...`).
+pub fn private_tls_cluster(pki: &crate::tls::TestPki) -> String {
+    start_cluster_with(Some(pki))
+}
+
 /// Starts three `redis-server --cluster-enabled yes` nodes on free ports and joins them. Each
 /// node runs under a shell that kills it once this process's end closes the shell's stdin, so
 /// a cluster never outlives the test process that started it (nothing to stop by hand).
-fn start_cluster() -> String {
+fn start_cluster_with(tls: Option<&crate::tls::TestPki>) -> String {
     let dir = std::env::temp_dir().join(format!("goods-cluster-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     // Redis puts a node's cluster bus 10,000 ports above it, at most 65,535: take ports from a
@@ -68,9 +79,34 @@ fn start_cluster() -> String {
             ports.push(candidate);
         }
     }
+    let (listen, client_tls) = match tls {
+        None => (String::new(), Vec::new()),
+        Some(pki) => {
+            let (cert, key) = pki.server();
+            (
+                format!(
+                    "--tls-cluster yes --tls-cert-file {} --tls-key-file {} --tls-ca-cert-file {} \
+                     --tls-auth-clients no",
+                    cert.display(),
+                    key.display(),
+                    pki.ca_pem().display()
+                ),
+                vec![
+                    "--tls".to_owned(),
+                    "--cacert".to_owned(),
+                    pki.ca_pem().display().to_string(),
+                ],
+            )
+        }
+    };
     for port in &ports {
+        let listen = if tls.is_some() {
+            format!("--port 0 --tls-port {port} {listen}")
+        } else {
+            format!("--port {port}")
+        };
         let node = format!(
-            "redis-server --port {port} --bind 127.0.0.1 --cluster-enabled yes \
+            "redis-server {listen} --bind 127.0.0.1 --cluster-enabled yes \
              --cluster-config-file {dir}/nodes-{port}.conf --cluster-node-timeout 2000 \
              --save '' --appendonly no --dir {dir} >/dev/null 2>&1 & node=$!; \
              cat >/dev/null; kill $node; rm -rf {dir}",
@@ -87,6 +123,7 @@ fn start_cluster() -> String {
     let cli = |port: u16, args: &[&str]| {
         Command::new("redis-cli")
             .args(["-p", &port.to_string()])
+            .args(&client_tls)
             .args(args)
             .output()
             .ok()
@@ -102,6 +139,7 @@ fn start_cluster() -> String {
     }
     let nodes: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let created = Command::new("redis-cli")
+        .args(&client_tls)
         .args(["--cluster", "create"])
         .args(&nodes)
         .args(["--cluster-replicas", "0", "--cluster-yes"])
@@ -119,8 +157,13 @@ fn start_cluster() -> String {
         })
     });
     assert!(ok, "the Redis Cluster did not reach cluster_state:ok");
+    let scheme = if tls.is_some() {
+        "rediss-cluster"
+    } else {
+        "redis-cluster"
+    };
     format!(
-        "redis-cluster://{}?node={}&node={}",
+        "{scheme}://{}?node={}&node={}",
         nodes[0], nodes[1], nodes[2]
     )
 }

@@ -67,6 +67,12 @@ pub trait DropRepository: Send + Sync + 'static {
     /// [`InfraError`] when the store fails.
     async fn get(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError>;
 
+    /// The ids of the drops whose id is above `after` (all of them for `None`), ascending.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn ids_after(&self, after: Option<DropId>) -> Result<Vec<DropId>, InfraError>;
+
     /// The drops among `ids` that exist, in one read.
     ///
     /// # Errors

@@ -10,6 +10,7 @@
 mod helpers;
 mod lifecycle;
 
+mod anonymous;
 mod auth;
 mod concurrency;
 mod degraded;

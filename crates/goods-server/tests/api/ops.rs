@@ -41,6 +41,14 @@ async fn health_and_metrics_answer() {
         "{text}"
     );
     assert!(text.contains("db_write_slots_available 8"), "{text}");
+    // The counters alerts watch exist at zero from the start, so their first increase shows.
+    for series in [
+        "oversell_events_total 0",
+        "payment_events_total{outcome=\"REFUND_REQUIRED\"} 0",
+        "payment_events_total{outcome=\"AMOUNT_MISMATCH\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == series), "{series}: {text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
