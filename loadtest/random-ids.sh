@@ -36,6 +36,8 @@ AUTH_MODE=trusted-header BIND_ADDR="127.0.0.1:$PORT" OPS_BIND_ADDR="127.0.0.1:$O
   RUST_LOG=warn "${SERVER_BIN:-target/release/goods-server}" &
 SERVER=$!
 for _ in $(seq 1 100); do curl -sf "$OPS/health/ready" >/dev/null && break; sleep 0.1; done
+# Measure this server, not another one left on the same ports.
+kill -0 "$SERVER" 2>/dev/null || { echo "FAIL: the server did not start (ports $PORT/$OPS_PORT in use?)"; exit 1; }
 
 product=$(curl -sf -X POST "$BASE/products" "${SELLER[@]}" -d '{"name":"load","stockQuantity":10}' | sed 's/.*"productId":\([0-9]*\).*/\1/')
 open=$(date -u -d '-1 sec' +%Y-%m-%dT%H:%M:%SZ); close=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
