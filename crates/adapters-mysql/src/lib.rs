@@ -1,8 +1,8 @@
 //! The production source of truth: MySQL 8 or MariaDB, through diesel-async's pure-Rust
-//! driver. The queries and transactions are adapters-sql's; this crate adds the pool, the
-//! migrations and the classification of server errors.
+//! driver. The store is adapters-sql's [`SqlStore`] over this crate's [`Mysql`] backend: the
+//! pool (TLS included), the migrations, the dialect and the reading of server errors.
 
-use adapters_sql::{Bounds, PooledConn, count_statements};
+use adapters_sql::{Backend, Bounds, Dialect, PooledConn, SqlStore, count_statements};
 use anyhow::Context as _;
 use diesel::result::{DatabaseErrorKind, Error as DbError};
 use diesel_async::pooled_connection::deadpool::Pool;
@@ -81,21 +81,23 @@ async fn establish(url: &str, tls: &MysqlTls) -> diesel::ConnectionResult<AsyncM
     AsyncMysqlConnection::try_from(conn).await
 }
 
-/// The MySQL store; implements every SQL-backed port.
-#[derive(Clone)]
-pub struct MysqlStore {
+/// The MySQL store: every SQL-backed port.
+pub type MysqlStore = SqlStore<Mysql>;
+
+/// The MySQL backend: its pool and bounds.
+pub struct Mysql {
     pool: Pool<AsyncMysqlConnection>,
     statements: Arc<AtomicU64>,
     bounds: Bounds,
 }
 
-impl MysqlStore {
+impl Mysql {
     /// Connects a pool of `pool_size` connections to `url` (`mysql://...`), applying pending
     /// migrations first when `migrate` is set. Must run on a multi-threaded runtime.
     ///
     /// # Errors
     /// When the server cannot be reached or a migration fails.
-    pub async fn connect(url: &str, pool_size: usize, migrate: bool) -> anyhow::Result<Self> {
+    pub async fn connect(url: &str, pool_size: usize, migrate: bool) -> anyhow::Result<MysqlStore> {
         Self::connect_with(
             url,
             pool_size,
@@ -119,7 +121,7 @@ impl MysqlStore {
         migrate: bool,
         bounds: Bounds,
         tls: &MysqlTls,
-    ) -> anyhow::Result<Self> {
+    ) -> anyhow::Result<MysqlStore> {
         if migrate {
             migrate_database(url, None, tls).await?;
         } else {
@@ -171,13 +173,14 @@ impl MysqlStore {
             .max_size(pool_size)
             .build()
             .context("building the MySQL pool")?;
-        let store = Self {
+        let backend = Self {
             pool,
             statements,
             bounds,
         };
+        let store = SqlStore::new(backend);
         store.ping().await.context("connecting to MySQL")?;
-        store.warm().await;
+        store.backend().warm().await;
         Ok(store)
     }
 
@@ -189,7 +192,7 @@ impl MysqlStore {
         let size = self.pool.status().max_size;
         let mut held = Vec::with_capacity(size);
         while held.len() < size {
-            match self.conn().await {
+            match Backend::conn(self).await {
                 Ok(conn) => held.push(conn),
                 Err(error) => {
                     tracing::warn!(opened = held.len(), size, error = %error, "the connection pool could not be filled at start");
@@ -203,15 +206,34 @@ impl MysqlStore {
     pub fn open_connections(&self) -> usize {
         self.pool.status().size
     }
+}
 
-    async fn conn(
-        &self,
-    ) -> Result<PooledConn<AsyncDieselConnectionManager<AsyncMysqlConnection>>, InfraError> {
+/// MySQL's and MariaDB's SQL where the dialects differ.
+static DIALECT: Dialect = Dialect {
+    last_insert_id: "LAST_INSERT_ID()",
+    locking_read: " LOCK IN SHARE MODE",
+    exclusive_read: " FOR UPDATE",
+    ensure_holdings_head: "INSERT INTO drop_holdings (drop_id, user_id, quantity) VALUES",
+    ensure_holdings_tail: " ON DUPLICATE KEY UPDATE quantity = quantity",
+    begin_write: "",
+    db_now_ms: "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)",
+};
+
+impl Backend for Mysql {
+    type Conn = AsyncMysqlConnection;
+    type Pooled = PooledConn<AsyncDieselConnectionManager<AsyncMysqlConnection>>;
+    const DIALECT: &'static Dialect = &DIALECT;
+
+    async fn conn(&self) -> Result<Self::Pooled, InfraError> {
         PooledConn::get(&self.pool, self.bounds.acquire, "mysql connection").await
     }
 
-    fn tx_timeout(&self) -> std::time::Duration {
-        self.bounds.transaction
+    fn bounds(&self) -> Bounds {
+        self.bounds
+    }
+
+    fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
     }
 
     /// Deadlocks (1213) and lock wait timeouts (1205) roll the transaction back; a fresh one may
@@ -250,25 +272,6 @@ impl MysqlStore {
             DbError::BrokenTransactionManager => true,
             _ => false,
         }
-    }
-
-    /// Statements sent since the store was connected.
-    pub fn statements(&self) -> u64 {
-        self.statements.load(Ordering::Relaxed)
-    }
-
-    /// Whether the server answers, within the transaction limit.
-    ///
-    /// # Errors
-    /// [`InfraError`] when it does not.
-    pub async fn ping(&self) -> Result<(), InfraError> {
-        adapters_sql::bounded(self.bounds.transaction, "mysql ping", async {
-            let mut conn = self.conn().await?;
-            conn.batch_execute("SELECT 1")
-                .await
-                .map_err(|e| InfraError::new("mysql ping", e))
-        })
-        .await
     }
 }
 
@@ -337,32 +340,6 @@ pub async fn pending_migrations(url: &str, tls: &MysqlTls) -> anyhow::Result<Vec
         .context("reading the applied migrations")?;
     Ok(pending.iter().map(|m| m.name().to_string()).collect())
 }
-
-/// The SQL this backend speaks where the dialects differ.
-mod dialect {
-    /// The id the connection's last INSERT generated.
-    pub const LAST_INSERT_ID: &str = "LAST_INSERT_ID()";
-    /// Makes a SELECT read the latest committed row, with a shared lock (empty where transactions run one at a time).
-    pub const LOCKING_READ: &str = " LOCK IN SHARE MODE";
-    /// Makes a SELECT read the latest committed row and lock it exclusively until the transaction ends (empty where transactions run one at a time).
-    pub const EXCLUSIVE_READ: &str = " FOR UPDATE";
-    /// With `(?, ?, 0)` rows and [`ENSURE_HOLDINGS_TAIL`] after it: creates the buyers' holding rows that do not exist, locking every row exclusively where the backend has row locks (a shared lock here would deadlock two purchases of one buyer upgrading it).
-    pub const ENSURE_HOLDINGS_HEAD: &str =
-        "INSERT INTO drop_holdings (drop_id, user_id, quantity) VALUES";
-    /// See [`ENSURE_HOLDINGS_HEAD`].
-    pub const ENSURE_HOLDINGS_TAIL: &str = " ON DUPLICATE KEY UPDATE quantity = quantity";
-    /// Takes the database's write lock before a write transaction reads anything (empty where row locks make it unnecessary).
-    pub const BEGIN_WRITE: &str = "";
-    /// The database's clock in unix milliseconds: the one clock admission leases are checked against.
-    pub const DB_NOW_MS: &str = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)";
-}
-
-type Store = MysqlStore;
-type Conn = AsyncMysqlConnection;
-
-/// The queries and transactions, written once for every backend (see `adapters-sql`).
-#[path = "../../adapters-sql/src/store.rs"]
-mod store;
 
 #[cfg(test)]
 mod migration_tests {

@@ -11,7 +11,7 @@ use adapters_mysql::{MysqlStore, MysqlTls};
 const POOL: usize = 16;
 
 async fn store() -> MysqlStore {
-    MysqlStore::connect(&test_support::mysql::fresh_database().await, POOL, true)
+    adapters_mysql::Mysql::connect(&test_support::mysql::fresh_database().await, POOL, true)
         .await
         .unwrap()
 }
@@ -27,7 +27,9 @@ async fn migrations_are_idempotent_and_create_the_documented_indexes() {
     adapters_mysql::migrate_database(&url, None, &MysqlTls::default())
         .await
         .unwrap();
-    let store = MysqlStore::connect(&url, 2, false).await.unwrap();
+    let store = adapters_mysql::Mysql::connect(&url, 2, false)
+        .await
+        .unwrap();
     store.ping().await.unwrap();
     let indexes = test_support::mysql::index_names(&url, "limited_drops").await;
     for index in ["limited_drops_product_id", "limited_drops_open_at"] {
@@ -43,15 +45,15 @@ async fn migrations_are_idempotent_and_create_the_documented_indexes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_connection_of_the_pool_is_open_before_the_first_request() {
     let url = test_support::mysql::fresh_database().await;
-    let store = MysqlStore::connect(&url, 5, true).await.unwrap();
-    assert_eq!(store.open_connections(), 5);
+    let store = adapters_mysql::Mysql::connect(&url, 5, true).await.unwrap();
+    assert_eq!(store.backend().open_connections(), 5);
     let processes = test_support::mysql::connections_to(&url).await;
     assert_eq!(processes, 5, "the server sees the five connections");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_server_is_a_clear_error_not_a_hang() {
-    let err = MysqlStore::connect("mysql://root@127.0.0.1:1/none", 1, false)
+    let err = adapters_mysql::Mysql::connect("mysql://root@127.0.0.1:1/none", 1, false)
         .await
         .err()
         .unwrap();
@@ -82,7 +84,7 @@ async fn a_purchase_past_its_time_limit_releases_its_row_locks_at_once() {
         acquire: std::time::Duration::from_secs(1),
         transaction: std::time::Duration::from_millis(300),
     };
-    let store = MysqlStore::connect_with(&url, 2, true, bounds, &MysqlTls::default())
+    let store = adapters_mysql::Mysql::connect_with(&url, 2, true, bounds, &MysqlTls::default())
         .await
         .unwrap();
     let now = time::OffsetDateTime::now_utc();

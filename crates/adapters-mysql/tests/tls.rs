@@ -11,7 +11,7 @@ use test_support::tls::TestPki;
 
 async fn open(url: &str, mode: TlsMode, ca: Option<PathBuf>) -> anyhow::Result<MysqlStore> {
     let tls = MysqlTls { mode, ca_file: ca };
-    MysqlStore::connect_with(url, 2, true, adapters_sql::Bounds::default(), &tls).await
+    adapters_mysql::Mysql::connect_with(url, 2, true, adapters_sql::Bounds::default(), &tls).await
 }
 
 fn refused(result: anyhow::Result<MysqlStore>, what: &str) -> String {

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures panic on purpose
 
-use adapters_mysql::{MysqlStore, MysqlTls};
+use adapters_mysql::MysqlTls;
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
 use goods_domain::ports::ProductRepository;
 use goods_domain::{NewProduct, ProductId, UserId};
@@ -83,7 +83,9 @@ async fn the_owner_column_is_added_backfilled_and_required_without_losing_a_row(
         "a version this release lacks is refused"
     );
 
-    let store = MysqlStore::connect(&url, 2, false).await.unwrap();
+    let store = adapters_mysql::Mysql::connect(&url, 2, false)
+        .await
+        .unwrap();
     for id in [1, 2] {
         let product = ProductRepository::get(&store, ProductId::parse(id).unwrap())
             .await

@@ -1,21 +1,23 @@
-//! The SQL source of truth, written once for every diesel backend.
-//!
-//! [`schema`] and [`rows`] are plain diesel code shared by the backends. The queries and the
-//! transactions are in `src/store.rs`, which is not a module of this crate: each backend crate
-//! compiles it as its own `store` module against its concrete connection type and its SQL
-//! dialect (diesel-async resolves queries per concrete connection, and spelling their bounds
-//! generically for every query would cost more than it clarifies). So each query exists once,
-//! as plain Rust that rustfmt formats and clippy lints; the backend crates add pools,
-//! migrations and the classification of their server errors.
+//! The SQL source of truth, written once for every diesel backend: [`SqlStore`] over a
+//! [`Backend`]. The backend crates (adapters-mysql, adapters-sqlite) add their pool, migrations,
+//! dialect and the reading of their server errors.
 
+mod backend;
 mod events;
+mod exec;
 mod instrument;
 mod migrations;
 mod pooled;
 pub mod raw;
 pub mod rows;
 pub mod schema;
+mod store;
 mod tx;
+
+pub use backend::{Backend, Dialect};
+pub use exec::{Exec, Row};
+pub use raw::{Bind, Sql};
+pub use store::SqlStore;
 
 pub use events::{decode_event, encode_event};
 pub use instrument::count_statements;

@@ -1,17 +1,18 @@
-//! SQL whose text depends on the size of a batch (one `(?, ?)` per order), as a query the
-//! connection may keep prepared.
+//! Every statement the store sends: SQL text with its binds, as a query the connection may keep
+//! prepared.
 //!
 //! diesel never keeps a `sql_query` prepared: every execution would cost the server a prepare and
-//! a close besides the execution. A batch statement's text depends only on how many orders the
-//! batch holds, so it is worth keeping: [`Sql`] builds the text and its binds and lets diesel
-//! cache the statement by its text, up to [`CACHED_ROWS`] rows (beyond that every size would be
-//! one more statement kept prepared on the server, per connection).
+//! a close besides the execution. [`Sql`] builds the text and its binds and lets diesel cache the
+//! statement by its text. A batch statement's text depends only on how many orders the batch
+//! holds, so it is kept up to [`CACHED_ROWS`] rows (beyond that every size would be one more
+//! statement kept prepared on the server, per connection). One type for every statement lets
+//! the store be written once for both backends (see [`crate::Exec`]).
 
 use diesel::QueryResult;
 use diesel::backend::Backend;
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
 use diesel::serialize::ToSql;
-use diesel::sql_types::{BigInt, HasSqlType, Integer, Text, Timestamp, Untyped};
+use diesel::sql_types::{BigInt, Bool, HasSqlType, Integer, Nullable, Text, Timestamp, Untyped};
 use time::PrimitiveDateTime;
 
 /// Batches of up to this many rows are kept prepared; larger ones are prepared each time.
@@ -28,6 +29,10 @@ pub enum Bind {
     Text(String),
     /// A timestamp.
     Timestamp(PrimitiveDateTime),
+    /// A timestamp or NULL.
+    OptTimestamp(Option<PrimitiveDateTime>),
+    /// A boolean.
+    Bool(bool),
 }
 
 #[derive(Debug, Clone)]
@@ -44,6 +49,11 @@ pub struct Sql {
 }
 
 impl Sql {
+    /// A statement of fixed text (kept prepared).
+    pub fn new(text: &str) -> Self {
+        Self::for_rows(1).sql(text)
+    }
+
     /// An empty statement for a batch of `rows` rows (which decides whether it is kept
     /// prepared).
     pub fn for_rows(rows: usize) -> Self {
@@ -99,11 +109,14 @@ where
         + HasSqlType<BigInt>
         + HasSqlType<Integer>
         + HasSqlType<Text>
-        + HasSqlType<Timestamp>,
+        + HasSqlType<Timestamp>
+        + HasSqlType<Bool>,
     i64: ToSql<BigInt, DB>,
     i32: ToSql<Integer, DB>,
     String: ToSql<Text, DB>,
+    bool: ToSql<Bool, DB>,
     PrimitiveDateTime: ToSql<Timestamp, DB>,
+    Option<PrimitiveDateTime>: ToSql<Nullable<Timestamp>, DB>,
 {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         if !self.cached {
@@ -116,6 +129,10 @@ where
                 Part::Bind(Bind::Integer(v)) => out.push_bind_param::<Integer, _>(v)?,
                 Part::Bind(Bind::Text(v)) => out.push_bind_param::<Text, _>(v)?,
                 Part::Bind(Bind::Timestamp(v)) => out.push_bind_param::<Timestamp, _>(v)?,
+                Part::Bind(Bind::OptTimestamp(v)) => {
+                    out.push_bind_param::<Nullable<Timestamp>, _>(v)?;
+                }
+                Part::Bind(Bind::Bool(v)) => out.push_bind_param::<Bool, _>(v)?,
             }
         }
         Ok(())

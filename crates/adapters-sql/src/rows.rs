@@ -45,7 +45,7 @@ pub fn units(raw: i32, what: &str) -> Result<u32, InfraError> {
 }
 
 /// A `limited_drops` row.
-#[derive(Debug, Clone, Queryable, Selectable)]
+#[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = limited_drops)]
 pub struct DropRow {
     /// Identity.
@@ -246,6 +246,94 @@ pub struct HoldingRow {
     /// Orders the buyer placed in the drop, cancelled ones included.
     #[diesel(sql_type = diesel::sql_types::Integer)]
     pub orders_placed: i32,
+}
+
+/// A product with its stock.
+#[derive(Debug, QueryableByName)]
+pub struct ProductRow {
+    /// Identity.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub id: i64,
+    /// Display name.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub name: String,
+    /// Units on hand.
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub quantity: i32,
+    /// Bumped by every change of the stock.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub version: i64,
+    /// The seller who created it; 0 for none.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub owner_id: i64,
+}
+
+/// A runtime flag as stored.
+#[derive(Debug, QueryableByName)]
+pub struct FlagRow {
+    /// Its name.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub name: String,
+    /// Its value.
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    pub enabled: bool,
+    /// When it was set.
+    #[diesel(sql_type = diesel::sql_types::Timestamp)]
+    pub updated_at: PrimitiveDateTime,
+    /// Who set it.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub updated_by: i64,
+}
+
+/// An outbox entry not relayed yet.
+#[derive(Debug, QueryableByName)]
+pub struct OutboxRow {
+    /// Identity.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub id: i64,
+    /// The event's kind.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub kind: String,
+    /// The event's fields.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub payload: String,
+}
+
+/// One number, as `n` (a count, a sum, a clock reading).
+#[derive(Debug, QueryableByName)]
+pub struct NumberRow {
+    /// The number.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub n: i64,
+}
+
+/// Units of a drop's orders in one state.
+#[derive(Debug, QueryableByName)]
+pub struct StatusUnitsRow {
+    /// The state's name.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub status: String,
+    /// Its units.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub units: i64,
+}
+
+/// What a batch transaction reads first: the drop's and the stock's hot rows, and the
+/// database's clock.
+#[derive(Debug, QueryableByName)]
+pub struct BatchHeadRow {
+    /// Units in the drop's live orders.
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub sold_quantity: i32,
+    /// Units of the product on hand.
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub stock: i32,
+    /// The database's clock in unix milliseconds.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub now_ms: i64,
+    /// When the drop was closed early.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamp>)]
+    pub closed_at: Option<PrimitiveDateTime>,
 }
 
 /// A row id, as read by a raw locking query.

@@ -6,7 +6,7 @@
 //! storms, the pool holds a single connection: every transaction runs alone, in arrival order,
 //! which is also exactly the serialisation SQLite would impose.
 
-use adapters_sql::{Bounds, PooledConn, count_statements};
+use adapters_sql::{Backend, Bounds, Dialect, PooledConn, SqlStore, count_statements};
 use anyhow::Context as _;
 use diesel::SqliteConnection;
 use diesel_async::AsyncConnection;
@@ -29,21 +29,35 @@ type Conn = SyncConnectionWrapper<SqliteConnection>;
 const PRAGMAS: &str = "PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL; \
                        PRAGMA synchronous = FULL;";
 
-/// The SQLite store; implements every SQL-backed port.
-#[derive(Clone)]
-pub struct SqliteStore {
+/// The SQLite store: every SQL-backed port.
+pub type SqliteStore = SqlStore<Sqlite>;
+
+/// The SQLite backend: its one connection and bounds.
+pub struct Sqlite {
     pool: Pool<Conn>,
     statements: Arc<AtomicU64>,
     bounds: Bounds,
 }
 
-impl SqliteStore {
+impl Sqlite {
     /// Opens (creating if needed) the database at `url` (`sqlite://path`), and applies pending
     /// migrations when `migrate` is set. Must run on a multi-threaded runtime.
     ///
     /// # Errors
     /// When the file cannot be created or opened, or a migration fails.
-    pub async fn open(url: &str, migrate: bool) -> anyhow::Result<Self> {
+    pub async fn open(url: &str, migrate: bool) -> anyhow::Result<SqliteStore> {
+        Self::open_with(url, migrate, Bounds::default()).await
+    }
+
+    /// [`open`](Self::open) with explicit bounds on every wait for the database.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub async fn open_with(
+        url: &str,
+        migrate: bool,
+        bounds: Bounds,
+    ) -> anyhow::Result<SqliteStore> {
         let path = file_of(url)?;
         if migrate {
             migrate_database(url, None).await?;
@@ -64,36 +78,40 @@ impl SqliteStore {
             .max_size(1)
             .build()
             .context("building the SQLite pool")?;
-        Ok(Self {
+        Ok(SqlStore::new(Self {
             pool,
             statements,
-            bounds: Bounds::default(),
-        })
+            bounds,
+        }))
     }
+}
 
-    /// Statements sent since the store was opened.
-    pub fn statements(&self) -> u64 {
-        self.statements.load(Ordering::Relaxed)
-    }
+/// SQLite's SQL where the dialects differ.
+static DIALECT: Dialect = Dialect {
+    last_insert_id: "last_insert_rowid()",
+    locking_read: "",
+    exclusive_read: "",
+    ensure_holdings_head: "INSERT OR IGNORE INTO drop_holdings (drop_id, user_id, quantity) VALUES",
+    ensure_holdings_tail: "",
+    begin_write: "UPDATE stocks SET version = version WHERE 0",
+    db_now_ms: "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+};
 
-    async fn conn(&self) -> Result<PooledConn<AsyncDieselConnectionManager<Conn>>, InfraError> {
+impl Backend for Sqlite {
+    type Conn = Conn;
+    type Pooled = PooledConn<AsyncDieselConnectionManager<Conn>>;
+    const DIALECT: &'static Dialect = &DIALECT;
+
+    async fn conn(&self) -> Result<Self::Pooled, InfraError> {
         PooledConn::get(&self.pool, self.bounds.acquire, "sqlite connection").await
     }
 
-    fn tx_timeout(&self) -> std::time::Duration {
-        self.bounds.transaction
+    fn bounds(&self) -> Bounds {
+        self.bounds
     }
 
-    /// Replaces the bounds on waits for the database (the defaults are [`Bounds::default`]).
-    #[must_use]
-    pub fn with_bounds(mut self, bounds: Bounds) -> Self {
-        self.bounds = bounds;
-        self
-    }
-
-    /// A database file that stays locked past `busy_timeout` (another process writing).
-    fn unavailable(error: &diesel::result::Error) -> bool {
-        matches!(error, diesel::result::Error::DatabaseError(_, info) if info.message().contains("database is locked"))
+    fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
     }
 
     /// With one connection there is no concurrent writer, so nothing is worth retrying.
@@ -101,15 +119,9 @@ impl SqliteStore {
         false
     }
 
-    /// Whether the database answers.
-    ///
-    /// # Errors
-    /// [`InfraError`] when it does not.
-    pub async fn ping(&self) -> Result<(), InfraError> {
-        let mut conn = self.conn().await?;
-        conn.batch_execute("SELECT 1")
-            .await
-            .map_err(|e| InfraError::new("sqlite ping", e))
+    /// A database file that stays locked past `busy_timeout` (another process writing).
+    fn unavailable(error: &diesel::result::Error) -> bool {
+        matches!(error, diesel::result::Error::DatabaseError(_, info) if info.message().contains("database is locked"))
     }
 }
 
@@ -151,28 +163,3 @@ pub async fn migrate_database(url: &str, to: Option<&str>) -> anyhow::Result<Vec
     adapters_sql::apply_migrations(&mut harness, &MIGRATIONS, to)
         .context("applying SQLite migrations")
 }
-
-/// The SQL this backend speaks where the dialects differ.
-mod dialect {
-    /// The id the connection's last INSERT generated.
-    pub const LAST_INSERT_ID: &str = "last_insert_rowid()";
-    /// Makes a SELECT read the latest committed row, with a shared lock (empty where transactions run one at a time).
-    pub const LOCKING_READ: &str = "";
-    /// Makes a SELECT read the latest committed row and lock it exclusively until the transaction ends (empty where transactions run one at a time).
-    pub const EXCLUSIVE_READ: &str = "";
-    /// With `(?, ?, 0)` rows and [`ENSURE_HOLDINGS_TAIL`] after it: creates the buyers' holding rows that do not exist, locking every row exclusively where the backend has row locks (a shared lock here would deadlock two purchases of one buyer upgrading it).
-    pub const ENSURE_HOLDINGS_HEAD: &str =
-        "INSERT OR IGNORE INTO drop_holdings (drop_id, user_id, quantity) VALUES";
-    /// See [`ENSURE_HOLDINGS_HEAD`].
-    pub const ENSURE_HOLDINGS_TAIL: &str = "";
-    /// Takes the database's write lock before a write transaction reads anything (empty where row locks make it unnecessary).
-    pub const BEGIN_WRITE: &str = "UPDATE stocks SET version = version WHERE 0";
-    /// The database's clock in unix milliseconds: the one clock admission leases are checked against.
-    pub const DB_NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
-}
-
-type Store = SqliteStore;
-
-/// The queries and transactions, written once for every backend (see `adapters-sql`).
-#[path = "../../adapters-sql/src/store.rs"]
-mod store;

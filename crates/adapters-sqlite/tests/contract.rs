@@ -7,7 +7,7 @@ use adapters_sqlite::SqliteStore;
 async fn store() -> SqliteStore {
     // The directory is leaked on purpose: it must outlive the store, and is tiny.
     let dir = tempfile::tempdir().unwrap().keep();
-    SqliteStore::open(&format!("sqlite://{}/goods.db", dir.display()), true)
+    adapters_sqlite::Sqlite::open(&format!("sqlite://{}/goods.db", dir.display()), true)
         .await
         .unwrap()
 }
@@ -31,7 +31,7 @@ async fn after_the_contract_step_a_product_needs_an_owner() {
     use diesel::{Connection as _, SqliteConnection};
     let dir = tempfile::tempdir().unwrap().keep();
     let path = format!("{}/goods.db", dir.display());
-    SqliteStore::open(&format!("sqlite://{path}"), true)
+    adapters_sqlite::Sqlite::open(&format!("sqlite://{path}"), true)
         .await
         .unwrap();
     let mut conn = SqliteConnection::establish(&path).unwrap();

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test fixtures panic on purpose
 
-use adapters_sqlite::{MIGRATIONS, SqliteStore};
+use adapters_sqlite::MIGRATIONS;
 use diesel::connection::SimpleConnection as _;
 use diesel::migration::{Migration, MigrationSource};
 use diesel::sqlite::Sqlite;
@@ -75,7 +75,7 @@ async fn the_owner_column_is_added_backfilled_and_required_without_losing_a_row(
     drop(conn);
 
     // Backfill, contract and the rest, as this release opens its file.
-    let store = SqliteStore::open(&format!("sqlite://{path}"), true)
+    let store = adapters_sqlite::Sqlite::open(&format!("sqlite://{path}"), true)
         .await
         .unwrap();
     for id in [1, 2] {

@@ -8,10 +8,12 @@ use actix_web::middleware::ErrorHandlerResponse;
 use actix_web::web::Bytes;
 use actix_web::{HttpResponse, ResponseError};
 use goods_app::{
-    CancelOrderError, CreateDropError, CreateProductError, FlagError, GetDropError, GetOrderError,
-    GetProductError, GetStatsError, OperateDropError, PurchaseError, ReconcileError,
+    CreateProductError, DropReadError, FlagError, GetOrderError, GetProductError, OperateDropError,
+    PurchaseError,
 };
 use goods_domain::ValidationError;
+use goods_domain::ports::PaymentEventError;
+use goods_domain::{CancelOrderError, CreateDropError};
 use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::fmt;
@@ -346,7 +348,7 @@ impl From<CreateDropError> for Problem {
                 "Drop already active",
                 "the product already has a drop that is not closed",
             ),
-            CreateDropError::Unexpected(e) => Self::internal(&e),
+            CreateDropError::Infra(e) => Self::internal(&anyhow::Error::new(e)),
         }
     }
 }
@@ -368,11 +370,11 @@ impl From<GetProductError> for Problem {
     }
 }
 
-impl From<GetDropError> for Problem {
-    fn from(error: GetDropError) -> Self {
+impl From<DropReadError> for Problem {
+    fn from(error: DropReadError) -> Self {
         match error {
-            GetDropError::NotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
-            GetDropError::Unexpected(e) => Self::internal(&e),
+            DropReadError::NotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
+            DropReadError::Unexpected(e) => Self::internal(&e),
         }
     }
 }
@@ -405,24 +407,6 @@ impl From<OperateDropError> for Problem {
     }
 }
 
-impl From<GetStatsError> for Problem {
-    fn from(error: GetStatsError) -> Self {
-        match error {
-            GetStatsError::NotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
-            GetStatsError::Unexpected(e) => Self::internal(&e),
-        }
-    }
-}
-
-impl From<ReconcileError> for Problem {
-    fn from(error: ReconcileError) -> Self {
-        match error {
-            ReconcileError::NotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
-            ReconcileError::Unexpected(e) => Self::internal(&e),
-        }
-    }
-}
-
 impl From<GetOrderError> for Problem {
     fn from(error: GetOrderError) -> Self {
         match error {
@@ -435,16 +419,16 @@ impl From<GetOrderError> for Problem {
     }
 }
 
-impl From<goods_app::PaymentError> for Problem {
-    fn from(error: goods_app::PaymentError) -> Self {
+impl From<PaymentEventError> for Problem {
+    fn from(error: PaymentEventError) -> Self {
         match error {
-            goods_app::PaymentError::EventIdReused => Self::new(
+            PaymentEventError::EventIdReused => Self::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "EVENT_ID_REUSED",
                 "Event id reused",
                 "this eventId was applied before with another body",
             ),
-            goods_app::PaymentError::Unexpected(e) => Self::internal(&e),
+            PaymentEventError::Infra(e) => Self::internal(&anyhow::Error::new(e)),
         }
     }
 }
@@ -462,14 +446,14 @@ impl From<CancelOrderError> for Problem {
     fn from(error: CancelOrderError) -> Self {
         match error {
             CancelOrderError::NotFound => Self::not_found("ORDER_NOT_FOUND", "no such order"),
-            CancelOrderError::Forbidden => Self::forbidden("only the buyer may cancel this order"),
+            CancelOrderError::NotOwner => Self::forbidden("only the buyer may cancel this order"),
             CancelOrderError::NotCancellable(status) => Self::new(
                 StatusCode::CONFLICT,
                 "ORDER_NOT_CANCELLABLE",
                 "Order not cancellable",
                 format!("an order in state {} cannot be cancelled", status.as_str()),
             ),
-            CancelOrderError::Unexpected(e) => Self::internal(&e),
+            CancelOrderError::Infra(e) => Self::internal(&anyhow::Error::new(e)),
         }
     }
 }

@@ -2,25 +2,8 @@
 //! buyer; then the gate gets them back too.
 
 use crate::{Actor, GoodsApp};
-use goods_domain::ports::{self, Cancelled};
-use goods_domain::{GoodsOrder, OrderId, OrderStatus};
-
-/// Why an order was not cancelled.
-#[derive(Debug, thiserror::Error)]
-pub enum CancelOrderError {
-    /// No such order.
-    #[error("order not found")]
-    NotFound,
-    /// Not the owner.
-    #[error("only the buyer may cancel an order")]
-    Forbidden,
-    /// The order's state does not allow it.
-    #[error("an order in state {} cannot be cancelled", .0.as_str())]
-    NotCancellable(OrderStatus),
-    /// The store failed.
-    #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
-}
+use goods_domain::ports::Cancelled;
+use goods_domain::{CancelOrderError, GoodsOrder, OrderId, OrderStatus};
 
 impl GoodsApp {
     /// Cancels the caller's order. Idempotent: cancelling again returns the cancelled order and
@@ -41,15 +24,7 @@ impl GoodsApp {
             .ports
             .ledger
             .cancel_order(id, actor.user_id, cutoff)
-            .await
-            .map_err(|e| match e {
-                ports::CancelOrderError::NotFound => CancelOrderError::NotFound,
-                ports::CancelOrderError::NotOwner => CancelOrderError::Forbidden,
-                ports::CancelOrderError::NotCancellable(status) => {
-                    CancelOrderError::NotCancellable(status)
-                }
-                ports::CancelOrderError::Infra(e) => CancelOrderError::Unexpected(e.into()),
-            })?;
+            .await?;
         match cancelled {
             Cancelled::Now(order) => {
                 self.units_changed(order.drop_id);
@@ -141,12 +116,12 @@ mod tests {
         let mut m = Mocks::at(OPEN);
         m.ledger
             .expect_cancel_order()
-            .returning(|_, _, _| Err(ports::CancelOrderError::NotOwner));
+            .returning(|_, _, _| Err(CancelOrderError::NotOwner));
         let err = m
             .app(None)
             .cancel_order(order_id(), buyer())
             .await
             .unwrap_err();
-        assert!(matches!(err, CancelOrderError::Forbidden));
+        assert!(matches!(err, CancelOrderError::NotOwner));
     }
 }

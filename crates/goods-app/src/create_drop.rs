@@ -1,28 +1,8 @@
 //! CreateLimitedDrop: store the drop, then seed the gate.
 
 use crate::{Actor, DropView, GoodsApp};
-use goods_domain::ports::{self, GateSeed};
-use goods_domain::{DropInput, NewLimitedDrop, ValidationError};
-
-/// Why a drop was not created.
-#[derive(Debug, thiserror::Error)]
-pub enum CreateDropError {
-    /// The input breaks creation rules; every failing field is listed.
-    #[error("invalid drop")]
-    Invalid(Vec<ValidationError>),
-    /// No such product.
-    #[error("product not found")]
-    ProductNotFound,
-    /// The limited-drop feature is off (`limited-drop.enabled`): drops do not exist.
-    #[error("limited drops are switched off")]
-    FeatureOff,
-    /// The product has a drop that is not closed.
-    #[error("the product already has an active drop")]
-    DropAlreadyActive,
-    /// The store failed.
-    #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
-}
+use goods_domain::ports::GateSeed;
+use goods_domain::{CreateDropError, DropInput, NewLimitedDrop};
 
 impl GoodsApp {
     /// Validates and stores a drop of a product `actor` manages, then seeds the admission gate
@@ -32,7 +12,7 @@ impl GoodsApp {
     /// the database on the first purchase, so a gate failure does not fail the creation.
     ///
     /// # Errors
-    /// [`CreateDropError`] naming the failed rule, or `Unexpected` when the store fails.
+    /// [`CreateDropError`] naming the failed rule, or `Infra` when the store fails.
     #[tracing::instrument(skip_all, fields(product.id = input.product_id))]
     pub async fn create_drop(
         &self,
@@ -45,26 +25,10 @@ impl GoodsApp {
         let now = self.ports.clock.now();
         let new = NewLimitedDrop::parse(&input, now).map_err(CreateDropError::Invalid)?;
         // Another seller's product does not exist for this caller.
-        if !self
-            .manages_product(new.product_id, actor)
-            .await
-            .map_err(anyhow::Error::new)?
-        {
+        if !self.manages_product(new.product_id, actor).await? {
             return Err(CreateDropError::ProductNotFound);
         }
-        let drop = self
-            .ports
-            .drops
-            .create(&new, now)
-            .await
-            .map_err(|e| match e {
-                ports::CreateDropError::ProductNotFound => CreateDropError::ProductNotFound,
-                ports::CreateDropError::DropAlreadyActive => CreateDropError::DropAlreadyActive,
-                ports::CreateDropError::InsufficientStock { stock } => {
-                    CreateDropError::Invalid(new.check_stock(stock).err().into_iter().collect())
-                }
-                ports::CreateDropError::Infra(e) => CreateDropError::Unexpected(e.into()),
-            })?;
+        let drop = self.ports.drops.create(&new, now).await?;
         self.index.add(drop.id);
         // The other instances learn of it by the notice at once (or their next scan).
         self.announce_change();
@@ -188,9 +152,12 @@ mod tests {
     #[tokio::test]
     async fn a_stock_below_the_limited_quantity_is_reported_on_that_field() {
         let mut m = Mocks::at(OPEN);
-        m.drops
-            .expect_create()
-            .returning(|_, _| Err(ports::CreateDropError::InsufficientStock { stock: 10 }));
+        // The store checks the stock with the drop's own rule, in its transaction.
+        m.drops.expect_create().returning(|drop, _| {
+            Err(CreateDropError::Invalid(
+                drop.check_stock(10).err().into_iter().collect(),
+            ))
+        });
         let err = m.app(None).create_drop(input(), admin()).await.unwrap_err();
         assert!(
             matches!(err, CreateDropError::Invalid(fields) if fields[0].field == "limitedQuantity")

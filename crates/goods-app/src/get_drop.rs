@@ -26,9 +26,9 @@ impl DropView {
     }
 }
 
-/// Why a drop could not be read.
+/// Why a drop, or what is known of it (its stats, its reconciliation), could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum GetDropError {
+pub enum DropReadError {
     /// No such drop.
     #[error("drop not found")]
     NotFound,
@@ -42,17 +42,17 @@ impl GoodsApp {
     /// off).
     ///
     /// # Errors
-    /// [`GetDropError::NotFound`], or `Unexpected` when the store fails.
+    /// [`DropReadError::NotFound`], or `Unexpected` when the store fails.
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
-    pub async fn get_drop(&self, id: DropId) -> Result<DropView, GetDropError> {
+    pub async fn get_drop(&self, id: DropId) -> Result<DropView, DropReadError> {
         if !self.drops_on() {
-            return Err(GetDropError::NotFound);
+            return Err(DropReadError::NotFound);
         }
         let drop = self
             .load_drop(id)
             .await
             .map_err(anyhow::Error::new)?
-            .ok_or(GetDropError::NotFound)?;
+            .ok_or(DropReadError::NotFound)?;
         let remaining = self.remaining(&drop).await.map_err(anyhow::Error::new)?;
         Ok(DropView::new(drop, self.ports.clock.now(), remaining))
     }

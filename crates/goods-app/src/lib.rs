@@ -30,21 +30,19 @@ pub mod telemetry;
 pub use actor::{Actor, Role};
 pub use budget::Budgeted;
 pub use buffer::WriteBuffer;
-pub use cancel_order::CancelOrderError;
 pub use catalog::{CreateProductError, GetProductError};
-pub use create_drop::CreateDropError;
 pub use drop_index::MIN_SCAN_INTERVAL as DROP_SCAN_INTERVAL;
 pub use flags::FlagError;
-pub use get_drop::{DropView, GetDropError};
+pub use get_drop::{DropReadError, DropView};
 pub use get_order::GetOrderError;
 pub use group_commit::GroupCommit;
 pub use heal::HealReport;
 pub use operate_drop::OperateDropError;
 pub use order_lifecycle::{ListOrders, OrderPage};
-pub use payments::{ListPayments, ListPaymentsError, PaymentError, PaymentPage};
+pub use payments::{ListPayments, ListPaymentsError, PaymentPage};
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
-pub use reconcile::{ReconcileError, Reconciliation};
-pub use stats::{DropStats, GetStatsError};
+pub use reconcile::Reconciliation;
+pub use stats::DropStats;
 
 use goods_domain::ports::{
     AdmissionGate, ChangeNotifier, Clock, DropRepository, EventOutbox, EventPublisher,

@@ -6,17 +6,6 @@ use crate::{Actor, GoodsApp, Role, telemetry};
 use goods_domain::ports::{PaymentEventError, PaymentQuery};
 use goods_domain::{PaymentEvent, PaymentOutcome, PaymentRecord};
 
-/// Why an event was not applied. Nothing was recorded.
-#[derive(Debug, thiserror::Error)]
-pub enum PaymentError {
-    /// The event id was applied before with other contents.
-    #[error("event id reused with another body")]
-    EventIdReused,
-    /// The store failed.
-    #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
-}
-
 /// Why recorded events were not listed.
 #[derive(Debug, thiserror::Error)]
 pub enum ListPaymentsError {
@@ -55,23 +44,19 @@ impl GoodsApp {
     /// `REFUND_REQUIRED`.
     ///
     /// # Errors
-    /// [`PaymentError::EventIdReused`] for a known id with other contents; `Unexpected` when
+    /// [`PaymentEventError::EventIdReused`] for a known id with other contents; `Infra` when
     /// the store fails.
     #[tracing::instrument(skip_all, fields(order.id = %event.order_id, payment.event_id = event.id.as_str()))]
     pub async fn apply_payment_event(
         &self,
         event: PaymentEvent,
-    ) -> Result<PaymentRecord, PaymentError> {
+    ) -> Result<PaymentRecord, PaymentEventError> {
         let now = self.ports.clock.now();
         let applied = self
             .ports
             .ledger
             .apply_payment(&event, now, self.payment_window)
-            .await
-            .map_err(|e| match e {
-                PaymentEventError::EventIdReused => PaymentError::EventIdReused,
-                PaymentEventError::Infra(e) => PaymentError::Unexpected(e.into()),
-            })?;
+            .await?;
         if applied.repeated {
             return Ok(applied.record);
         }
@@ -212,7 +197,7 @@ mod tests {
             .expect_apply_payment()
             .returning(|_, _, _| Err(PaymentEventError::EventIdReused));
         let err = m.app(None).apply_payment_event(event()).await.unwrap_err();
-        assert!(matches!(err, PaymentError::EventIdReused), "{err:?}");
+        assert!(matches!(err, PaymentEventError::EventIdReused), "{err:?}");
     }
 
     #[tokio::test]

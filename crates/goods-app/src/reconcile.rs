@@ -1,7 +1,7 @@
 //! ReconcileDrop: compare the gate with the database's truth and alert on oversell. The
 //! periodic healing pass (`heal`) acts on the same comparison.
 
-use crate::{Actor, GoodsApp};
+use crate::{Actor, DropReadError, GoodsApp};
 use goods_domain::{DropId, LimitedDrop};
 use time::OffsetDateTime;
 
@@ -28,39 +28,28 @@ pub struct Reconciliation {
     pub checked_at: OffsetDateTime,
 }
 
-/// Why a drop could not be reconciled.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// No such drop.
-    #[error("drop not found")]
-    NotFound,
-    /// The database failed.
-    #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
-}
-
 impl GoodsApp {
     /// Reconciles one drop, for the seller of its product or an admin; publishes an oversell
     /// alert when the database sold too much.
     ///
     /// # Errors
-    /// [`ReconcileError::NotFound`] (also for a drop `actor` does not manage), or `Unexpected` when the database fails (an unreachable
+    /// [`DropReadError::NotFound`] (also for a drop `actor` does not manage), or `Unexpected` when the database fails (an unreachable
     /// gate is reported as `gate_remaining: None`, not as an error).
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
     pub async fn reconcile_drop(
         &self,
         id: DropId,
         actor: Actor,
-    ) -> Result<Reconciliation, ReconcileError> {
+    ) -> Result<Reconciliation, DropReadError> {
         let drop = self
             .managed_drop(id, actor)
             .await
             .map_err(anyhow::Error::new)?
-            .ok_or(ReconcileError::NotFound)?;
+            .ok_or(DropReadError::NotFound)?;
         self.reconcile(&drop).await
     }
 
-    async fn reconcile(&self, drop: &LimitedDrop) -> Result<Reconciliation, ReconcileError> {
+    async fn reconcile(&self, drop: &LimitedDrop) -> Result<Reconciliation, DropReadError> {
         let sold = self
             .ports
             .drops

@@ -1,6 +1,6 @@
 //! GetDropStats (FR-9).
 
-use crate::{Actor, GoodsApp};
+use crate::{Actor, DropReadError, GoodsApp};
 use goods_domain::DropId;
 use goods_domain::ports::{OutcomeCounts, UnitsByStatus};
 
@@ -19,30 +19,19 @@ pub struct DropStats {
     pub units: UnitsByStatus,
 }
 
-/// Why stats could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum GetStatsError {
-    /// No such drop.
-    #[error("drop not found")]
-    NotFound,
-    /// A store failed.
-    #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
-}
-
 impl GoodsApp {
     /// Reads a drop's outcome counters and units, for the seller of its product or an admin.
     ///
     /// # Errors
-    /// [`GetStatsError::NotFound`] (also for a drop `actor` does not manage), or `Unexpected`
+    /// [`DropReadError::NotFound`] (also for a drop `actor` does not manage), or `Unexpected`
     /// when a store fails.
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
-    pub async fn drop_stats(&self, id: DropId, actor: Actor) -> Result<DropStats, GetStatsError> {
+    pub async fn drop_stats(&self, id: DropId, actor: Actor) -> Result<DropStats, DropReadError> {
         let drop = self
             .managed_drop(id, actor)
             .await
             .map_err(anyhow::Error::new)?
-            .ok_or(GetStatsError::NotFound)?;
+            .ok_or(DropReadError::NotFound)?;
         let counts = self
             .ports
             .stats

@@ -9,8 +9,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use adapters_mysql::MysqlStore;
-use adapters_sqlite::SqliteStore;
 use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
 use goods_app::GroupCommit;
 use goods_bench::{Run, app_with_drop, closed_loop};
@@ -67,8 +65,9 @@ async fn main() -> anyhow::Result<()> {
             admin
                 .batch_execute(&format!("CREATE DATABASE {name}"))
                 .await?;
-            let store =
-                Arc::new(MysqlStore::connect(&format!("{server}/{name}"), POOL, true).await?);
+            let store = Arc::new(
+                adapters_mysql::Mysql::connect(&format!("{server}/{name}"), POOL, true).await?,
+            );
             let (app, drop_id) = app_with_drop(store, None, buyers, batching, 100_000_000).await?;
             closed_loop(&app, drop_id, buyers, Duration::from_secs(1), &users).await?;
             let run = closed_loop(&app, drop_id, buyers, window, &users).await?;
@@ -83,8 +82,11 @@ async fn main() -> anyhow::Result<()> {
         for buyers in LEVELS {
             let dir = tempfile::tempdir()?;
             let store = Arc::new(
-                SqliteStore::open(&format!("sqlite://{}/bench.db", dir.path().display()), true)
-                    .await?,
+                adapters_sqlite::Sqlite::open(
+                    &format!("sqlite://{}/bench.db", dir.path().display()),
+                    true,
+                )
+                .await?,
             );
             let (app, drop_id) = app_with_drop(store, None, buyers, batching, 100_000_000).await?;
             closed_loop(&app, drop_id, buyers, Duration::from_secs(1), &users).await?;

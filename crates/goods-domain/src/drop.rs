@@ -100,6 +100,26 @@ pub enum DropTransitionError {
     Closed,
 }
 
+/// Why a drop was not created. Nothing was stored.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateDropError {
+    /// The input breaks creation rules; every failing field is listed.
+    #[error("invalid drop")]
+    Invalid(Vec<ValidationError>),
+    /// No such product (or another seller's).
+    #[error("product not found")]
+    ProductNotFound,
+    /// The limited-drop feature is off (`limited-drop.enabled`): drops do not exist.
+    #[error("limited drops are switched off")]
+    FeatureOff,
+    /// The product already has a drop that is not closed.
+    #[error("the product already has a drop that is not closed")]
+    DropAlreadyActive,
+    /// The store failed.
+    #[error(transparent)]
+    Infra(#[from] crate::InfraError),
+}
+
 /// What closing a drop at some instant does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Closing {

@@ -71,6 +71,12 @@ impl InfraError {
     }
 }
 
+impl From<std::convert::Infallible> for InfraError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
+    }
+}
+
 impl fmt::Display for InfraError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.context)

@@ -4,6 +4,7 @@
 //! the outside world is a trait in [`ports`], implemented by the adapter crates and mocked in
 //! tests through the `mock` feature.
 
+pub mod batch;
 pub mod drop;
 pub mod error;
 pub mod ids;
@@ -15,13 +16,16 @@ pub mod product;
 pub mod quantity;
 
 pub use drop::{
-    Closing, DropInput, DropStatus, DropTransitionError, LimitedDrop, MAX_WINDOW, NewLimitedDrop,
-    OPEN_AT_MAX_AHEAD, OPEN_AT_MAX_PAST, PurchaseRejection, SaleWindow,
+    Closing, CreateDropError, DropInput, DropStatus, DropTransitionError, LimitedDrop, MAX_WINDOW,
+    NewLimitedDrop, OPEN_AT_MAX_AHEAD, OPEN_AT_MAX_PAST, PurchaseRejection, SaleWindow,
 };
 pub use error::{InfraError, ValidationError};
 pub use ids::{DropId, IdempotencyKey, OrderId, ProductId, UserId};
 pub use money::{Currency, MAX_AMOUNT_MINOR, MAX_PRICE_MINOR, Money, Price};
-pub use order::{GoodsOrder, OrderStatus, Payment, PaymentReference, PaymentWindow};
+pub use order::{
+    CancelOrderError, CancelTransition, GoodsOrder, OrderStatus, Payment, PaymentReference,
+    PaymentWindow,
+};
 pub use payment::{
     PaymentDecision, PaymentEvent, PaymentEventId, PaymentEventKind, PaymentOutcome, PaymentRecord,
     PaymentTransition,

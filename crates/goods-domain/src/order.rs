@@ -148,7 +148,66 @@ impl Default for PaymentWindow {
     }
 }
 
+/// What a cancel does to an order, as decided by [`GoodsOrder::cancel_by`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelTransition {
+    /// PENDING within its window: CANCELLED, and its units go back.
+    Cancel,
+    /// PENDING past its window: EXPIRED instead (its units go back, as for a cancel), and the
+    /// cancel is refused.
+    Expire,
+    /// Cancelled before: nothing changes.
+    AlreadyCancelled,
+}
+
+/// Why an order was not cancelled. Nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum CancelOrderError {
+    /// No such order.
+    #[error("order not found")]
+    NotFound,
+    /// The caller is not the order's buyer.
+    #[error("only the buyer may cancel an order")]
+    NotOwner,
+    /// PAID or EXPIRED: too late to cancel.
+    #[error("an order in state {} cannot be cancelled", .0.as_str())]
+    NotCancellable(OrderStatus),
+    /// The store failed; nothing changed.
+    #[error(transparent)]
+    Infra(#[from] crate::InfraError),
+}
+
 impl GoodsOrder {
+    /// What `by`'s cancel does to this order (locked, as last committed), its window ending at
+    /// `cutoff` (an order created at or before it is past its window).
+    ///
+    /// # Errors
+    /// [`CancelOrderError::NotOwner`] for anyone but its buyer;
+    /// [`CancelOrderError::NotCancellable`] once it is PAID or EXPIRED.
+    pub fn cancel_by(
+        &self,
+        by: UserId,
+        cutoff: OffsetDateTime,
+    ) -> Result<CancelTransition, CancelOrderError> {
+        if self.user_id != by {
+            return Err(CancelOrderError::NotOwner);
+        }
+        match self.status {
+            OrderStatus::Cancelled => Ok(CancelTransition::AlreadyCancelled),
+            OrderStatus::Paid | OrderStatus::Expired => {
+                Err(CancelOrderError::NotCancellable(self.status))
+            }
+            OrderStatus::Pending if self.created_at <= cutoff => Ok(CancelTransition::Expire),
+            OrderStatus::Pending => Ok(CancelTransition::Cancel),
+        }
+    }
+
+    /// Whether the expiry pass may expire this order (locked, as last committed): PENDING and
+    /// created at or before `cutoff`. Exactly one of the transactions that lock it does.
+    pub fn expires_by(&self, cutoff: OffsetDateTime) -> bool {
+        self.status == OrderStatus::Pending && self.created_at <= cutoff
+    }
+
     /// Whether a request with this drop and quantity is the same request that created this
     /// order (an idempotent replay) rather than a reuse of the key for something else.
     pub fn matches_request(&self, drop_id: DropId, quantity: Quantity) -> bool {
@@ -207,6 +266,44 @@ mod tests {
             created_at: time::macros::datetime!(2026-12-01 09:00 UTC),
             payment: None,
         }
+    }
+
+    use CancelTransition::{AlreadyCancelled, Cancel, Expire};
+
+    const CUTOFF: OffsetDateTime = time::macros::datetime!(2026-12-01 09:00 UTC);
+
+    #[rstest]
+    #[case::pending_within_its_window(OrderStatus::Pending, CUTOFF - time::Duration::milliseconds(1), 1, Ok(Cancel))]
+    #[case::pending_past_its_window(OrderStatus::Pending, CUTOFF, 1, Ok(Expire))]
+    #[case::cancelled_before(OrderStatus::Cancelled, CUTOFF - time::Duration::hours(1), 1, Ok(AlreadyCancelled))]
+    #[case::paid(OrderStatus::Paid, CUTOFF - time::Duration::hours(1), 1, Err("NotCancellable(Paid)"))]
+    #[case::expired(OrderStatus::Expired, CUTOFF - time::Duration::hours(1), 1, Err("NotCancellable(Expired)"))]
+    #[case::someone_else(OrderStatus::Pending, CUTOFF - time::Duration::hours(1), 2, Err("NotOwner"))]
+    fn a_cancel_cancels_expires_or_is_refused_by_the_orders_state(
+        #[case] status: OrderStatus,
+        #[case] cutoff: OffsetDateTime,
+        #[case] by: i64,
+        #[case] expected: Result<CancelTransition, &str>,
+    ) {
+        // `order(..)` was created at 09:00; the window's cutoff decides whether it is overdue.
+        let decided = order(status)
+            .cancel_by(UserId::parse(by).unwrap(), cutoff)
+            .map_err(|e| format!("{e:?}"));
+        assert_eq!(decided, expected.map_err(str::to_owned));
+    }
+
+    #[rstest]
+    #[case(OrderStatus::Pending, CUTOFF, true)]
+    #[case(OrderStatus::Pending, CUTOFF - time::Duration::milliseconds(1), false)]
+    #[case(OrderStatus::Paid, CUTOFF, false)]
+    #[case(OrderStatus::Cancelled, CUTOFF, false)]
+    #[case(OrderStatus::Expired, CUTOFF, false)]
+    fn only_a_pending_order_past_its_window_expires(
+        #[case] status: OrderStatus,
+        #[case] cutoff: OffsetDateTime,
+        #[case] expires: bool,
+    ) {
+        assert_eq!(order(status).expires_by(cutoff), expires);
     }
 
     #[test]

@@ -3,11 +3,9 @@
 
 use crate::config::{Auth, Config, Database, Gate};
 use adapters_memory::{LogEventPublisher, MemoryGate, MemoryStats};
-use adapters_mysql::MysqlStore;
 use adapters_redis::{
     RedisChanges, RedisConfig, RedisConnection, RedisGate, RedisStats, RedisWriteBudget,
 };
-use adapters_sqlite::SqliteStore;
 use anyhow::Context as _;
 use api_actix::{ApiState, AuthMode, Probe, Readiness};
 use futures::FutureExt as _;
@@ -178,13 +176,11 @@ impl Application {
         };
         let sql = match &config.database {
             Database::Sqlite(url) => {
-                let store = SqliteStore::open(url, config.migrate)
-                    .await?
-                    .with_bounds(bounds);
+                let store = adapters_sqlite::Sqlite::open_with(url, config.migrate, bounds).await?;
                 sql_ports(store, |s| async move { s.ping().await })
             }
             Database::Mysql(url) => {
-                let store = MysqlStore::connect_with(
+                let store = adapters_mysql::Mysql::connect_with(
                     url.expose_secret(),
                     config.pool_size,
                     config.migrate,

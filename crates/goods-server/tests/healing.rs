@@ -108,7 +108,7 @@ async fn fixture() -> (Arc<MysqlStore>, RedisGate, DropId) {
 /// [`fixture`] with a drop (and a product stock) of `units`.
 async fn fixture_of(units: u32) -> (Arc<MysqlStore>, RedisGate, DropId) {
     let url = test_support::mysql::fresh_database().await;
-    let store = Arc::new(MysqlStore::connect(&url, 4, true).await.unwrap());
+    let store = Arc::new(adapters_mysql::Mysql::connect(&url, 4, true).await.unwrap());
     let redis = RedisConfig {
         url: test_support::redis::server_url(),
         prefix: test_support::redis::fresh_prefix(),

@@ -14,14 +14,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use adapters_memory::{LogEventPublisher, MemoryGate, MemoryStats};
-use adapters_sqlite::SqliteStore;
-use goods_app::{
-    Actor, CancelOrderError, GoodsApp, Ports, PurchaseCommand, PurchaseError, Role, WriteBuffer,
-};
+use goods_app::{Actor, GoodsApp, Ports, PurchaseCommand, PurchaseError, Role, WriteBuffer};
 use goods_domain::{
-    Currency, DropId, DropInput, IdempotencyKey, Money, NewProduct, OrderId, OrderStatus,
-    PaymentEvent, PaymentEventId, PaymentEventKind, PaymentOutcome, PaymentReference, ProductId,
-    Quantity, UserId,
+    CancelOrderError, Currency, DropId, DropInput, IdempotencyKey, Money, NewProduct, OrderId,
+    OrderStatus, PaymentEvent, PaymentEventId, PaymentEventKind, PaymentOutcome, PaymentReference,
+    ProductId, Quantity, UserId,
 };
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -79,7 +76,7 @@ impl World {
     async fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("goods.db").display());
-        let store = Arc::new(SqliteStore::open(&url, true).await.unwrap());
+        let store = Arc::new(adapters_sqlite::Sqlite::open(&url, true).await.unwrap());
         // Close to real time: the lease fence compares with the database's clock.
         let start = OffsetDateTime::now_utc();
         let clock = Arc::new(ManualClock::at(start));

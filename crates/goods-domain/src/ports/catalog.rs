@@ -25,36 +25,19 @@ pub trait ProductRepository: Send + Sync + 'static {
     async fn get(&self, id: ProductId) -> Result<Option<Product>, InfraError>;
 }
 
-/// Why a drop could not be stored.
-#[derive(Debug, thiserror::Error)]
-pub enum CreateDropError {
-    /// No product with that id.
-    #[error("product not found")]
-    ProductNotFound,
-    /// The product already has a drop whose `closeAt` is still ahead.
-    #[error("the product already has a drop that is not closed")]
-    DropAlreadyActive,
-    /// The product's stock is below `limitedQuantity`.
-    #[error("the product's stock is {stock}")]
-    InsufficientStock {
-        /// The stock found.
-        stock: u32,
-    },
-    /// The store failed.
-    #[error(transparent)]
-    Infra(#[from] InfraError),
-}
+pub use crate::drop::CreateDropError;
 
 /// Limited drops.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait DropRepository: Send + Sync + 'static {
     /// Stores `drop` atomically with its checks against the product: it exists, its stock covers
-    /// `limitedQuantity`, and it has no drop that is still open or scheduled at `now` (a drop
-    /// closed early does not count).
+    /// `limitedQuantity` ([`NewLimitedDrop::check_stock`]), and it has no drop that is still
+    /// open or scheduled at `now` (a drop closed early does not count).
     ///
     /// # Errors
-    /// [`CreateDropError`] naming the failed check, or the store's failure.
+    /// [`CreateDropError`] naming the failed check (`Invalid` for the stock), or the store's
+    /// failure.
     async fn create(
         &self,
         drop: &NewLimitedDrop,
@@ -189,6 +172,17 @@ pub struct UnitsByStatus {
 }
 
 impl UnitsByStatus {
+    /// Counts `units` of orders in `status`.
+    pub fn add(&mut self, status: OrderStatus, units: u32) {
+        let slot = match status {
+            OrderStatus::Pending => &mut self.pending,
+            OrderStatus::Paid => &mut self.paid,
+            OrderStatus::Cancelled => &mut self.cancelled,
+            OrderStatus::Expired => &mut self.expired,
+        };
+        *slot = slot.saturating_add(units);
+    }
+
     /// Units sold: PENDING or PAID.
     pub fn sold(self) -> u32 {
         self.pending.saturating_add(self.paid)

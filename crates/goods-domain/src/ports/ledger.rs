@@ -1,8 +1,9 @@
 //! The unit of work of a purchase: what must happen atomically in the source of truth.
 
+pub use crate::order::CancelOrderError;
 use crate::{
-    DropId, GoodsOrder, IdempotencyKey, InfraError, Money, OrderId, OrderStatus, PaymentEvent,
-    PaymentRecord, PaymentWindow, Price, ProductId, Quantity, UserId,
+    DropId, GoodsOrder, IdempotencyKey, InfraError, Money, OrderId, PaymentEvent, PaymentRecord,
+    PaymentWindow, Price, ProductId, Quantity, UserId,
 };
 use async_trait::async_trait;
 use time::OffsetDateTime;
@@ -123,23 +124,6 @@ pub enum Cancelled {
     /// It was past its window: this call expired it and gave its units back (and cancelled
     /// nothing).
     Expired(GoodsOrder),
-}
-
-/// Why an order was not cancelled.
-#[derive(Debug, thiserror::Error)]
-pub enum CancelOrderError {
-    /// No such order.
-    #[error("order not found")]
-    NotFound,
-    /// The order belongs to someone else.
-    #[error("not the owner of the order")]
-    NotOwner,
-    /// The order's state does not allow it (paid).
-    #[error("an order in state {} cannot be cancelled", .0.as_str())]
-    NotCancellable(OrderStatus),
-    /// The store failed; nothing changed.
-    #[error(transparent)]
-    Infra(#[from] InfraError),
 }
 
 /// A payment event applied to its order.

@@ -1,0 +1,354 @@
+//! The purchase transaction: a batch of orders of one drop committed in one transaction
+//! (group commit), each answered on its own by goods-domain's [`plan_batch`].
+
+use super::SqlStore;
+use super::duplicate_key;
+use super::queries::{ORDER_COLUMNS, begin_write};
+use crate::rows::{BatchHeadRow, HoldingRow, OrderRow, column, to_db, units};
+use crate::{Backend, Bind, Exec, Sql, TxError};
+use goods_domain::batch::{BatchFacts, BatchPlan, Holding, buyers_to_lock, free_units, plan_batch};
+use goods_domain::ports::{PlaceOrder, Placement, unix_ms};
+use goods_domain::{GoodsOrder, IdempotencyKey, InfraError, OrderStatus, UserId};
+use std::collections::{BTreeSet, HashMap};
+
+/// Why a batch's transaction rolls back to be tried again: a hot row's conditional update
+/// refused what the batch's read had found free (another writer took the units in between, or
+/// the database's clock passed the earliest lease of the batch). The retry reads afresh.
+#[derive(Debug)]
+pub(super) struct Contended(&'static str);
+
+impl From<Contended> for InfraError {
+    fn from(Contended(what): Contended) -> Self {
+        InfraError::unavailable(format!("place orders: {what}, on every attempt"))
+    }
+}
+
+impl<B: Backend> SqlStore<B> {
+    /// One transaction for a batch of orders of one drop; see
+    /// [`PurchaseLedger::place_orders`](goods_domain::ports::PurchaseLedger::place_orders).
+    pub(super) async fn place_batch(
+        &self,
+        batch: &[PlaceOrder],
+    ) -> Result<Vec<Placement>, InfraError> {
+        // A duplicate (buyer, key) insert means a concurrent transaction with the same key
+        // committed first; a refused hot-row update, that another writer took the units this
+        // transaction read as free. The retry re-reads both.
+        self.write_tx(
+            "place orders",
+            |e| {
+                matches!(e, TxError::Refused(Contended(_)))
+                    || matches!(e, TxError::Db(db) if duplicate_key(db))
+            },
+            |c, _| Box::pin(commit_batch::<B>(c, batch)),
+        )
+        .await
+    }
+}
+
+/// The transaction. All reads come first: the hot rows' state and the database's clock (one
+/// read), the buyers' holdings created if missing and locked (one write), the batch's existing
+/// orders by (buyer, key) (one read), the holdings (one read). The rule decides every order from
+/// those. The writes follow, each one statement for the whole batch: the orders, their ids read
+/// back, the holdings, then the two hot rows (stock, then drop) updated once by the units taken,
+/// last, since a hot row's lock is held from its update to COMMIT. Every write is conditional
+/// on the invariant it guards; if one refuses what the reads found free, the transaction rolls
+/// back as [`Contended`] and is tried again.
+async fn commit_batch<B: Backend>(
+    c: &mut B::Conn,
+    batch: &[PlaceOrder],
+) -> Result<Vec<Placement>, TxError<Contended>> {
+    let first = &batch[0];
+    let drop = first.drop_id.get();
+    begin_write::<B>(c).await?;
+    let heads: Vec<BatchHeadRow> = c
+        .rows(
+            Sql::new(&format!(
+                "SELECT limited_drops.sold_quantity, stocks.quantity AS stock, {} AS now_ms, \
+                 limited_drops.closed_at FROM limited_drops \
+                 INNER JOIN stocks ON stocks.product_id = limited_drops.product_id \
+                 WHERE limited_drops.id = ",
+                B::DIALECT.db_now_ms
+            ))
+            .bind(Bind::BigInt(drop)),
+        )
+        .await?;
+    let head = heads
+        .into_iter()
+        .next()
+        .ok_or(TxError::Db(diesel::result::Error::NotFound))?;
+    let closed = head.closed_at.is_some();
+    let free = free_units(
+        first.limited_quantity.get(),
+        units(head.sold_quantity, "sold")?,
+        units(head.stock, "stock")?,
+        closed,
+    );
+    // Every order of a buyer commits under the lock of the buyer's holding, so what is read
+    // after taking it (the orders by key, the holdings; each read sees what is committed when
+    // it runs, at READ COMMITTED) is current for these buyers: an earlier purchase of the same
+    // key is replayed, never mistaken for one more order past the limit.
+    let buyers = buyers_to_lock(batch, free, head.now_ms);
+    lock_holdings::<B>(c, drop, &buyers).await?;
+    let facts = BatchFacts {
+        free,
+        closed,
+        db_now_ms: head.now_ms,
+        existing: orders_by_key(c, batch.iter()).await?,
+        holdings: read_holdings(c, drop, &buyers).await?,
+    };
+    let plan = plan_batch(batch, &facts);
+    let accepted: Vec<&PlaceOrder> = plan.accepted(batch).collect();
+    if accepted.is_empty() {
+        return Ok(plan.answers(batch, |_| None));
+    }
+    insert_orders(c, &accepted).await?;
+    let created = orders_by_key(c, accepted.iter().copied()).await?;
+    add_holdings(c, drop, &plan, first).await?;
+    take_units::<B>(c, first, &plan, &accepted).await?;
+    Ok(plan.answers(batch, |o| created.get(&(o.user_id, o.key.clone())).cloned()))
+}
+
+/// One multi-row INSERT of the orders.
+async fn insert_orders(
+    c: &mut impl Exec,
+    orders: &[&PlaceOrder],
+) -> Result<(), TxError<Contended>> {
+    c.run(
+        Sql::for_rows(orders.len())
+            .sql(
+                "INSERT INTO orders (drop_id, product_id, user_id, quantity, status, \
+                 idempotency_key, created_at, amount_minor, currency) VALUES ",
+            )
+            .list(orders, |q, order| {
+                // Accepted orders are within the per-buyer limit, which the drop's price was
+                // validated against: their amount exists.
+                let amount = order
+                    .amount()
+                    .map_or(i64::MAX, |a| i64::try_from(a.minor()).unwrap_or(i64::MAX));
+                q.sql("(")
+                    .bind(Bind::BigInt(order.drop_id.get()))
+                    .sql(", ")
+                    .bind(Bind::BigInt(order.product_id.get()))
+                    .sql(", ")
+                    .bind(Bind::BigInt(order.user_id.get()))
+                    .sql(", ")
+                    .bind(Bind::Integer(column(order.quantity.get())))
+                    .sql(", ")
+                    .bind(Bind::Text(OrderStatus::Pending.as_str().to_owned()))
+                    .sql(", ")
+                    .bind(Bind::Text(order.key.as_str().to_owned()))
+                    .sql(", ")
+                    .bind(Bind::Timestamp(to_db(order.now)))
+                    .sql(", ")
+                    .bind(Bind::BigInt(amount))
+                    .sql(", ")
+                    .bind(Bind::Text(order.price.currency().as_str().to_owned()))
+                    .sql(")")
+            }),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The orders that exist for the (buyer, key) pairs of `orders`, by pair.
+async fn orders_by_key<'a>(
+    c: &mut impl Exec,
+    orders: impl ExactSizeIterator<Item = &'a PlaceOrder>,
+) -> Result<HashMap<(UserId, IdempotencyKey), GoodsOrder>, TxError<Contended>> {
+    // One range per pair on the unique (user_id, idempotency_key) index; two separate IN lists
+    // would make the server probe every buyer with every key.
+    let rows: Vec<OrderRow> = c
+        .rows(
+            Sql::for_rows(orders.len())
+                .sql(&format!(
+                    "SELECT {ORDER_COLUMNS} FROM orders WHERE (user_id, idempotency_key) IN ("
+                ))
+                .list(orders, |q, o| {
+                    q.sql("(")
+                        .bind(Bind::BigInt(o.user_id.get()))
+                        .sql(", ")
+                        .bind(Bind::Text(o.key.as_str().to_owned()))
+                        .sql(")")
+                })
+                .sql(")"),
+        )
+        .await?;
+    let mut found = HashMap::with_capacity(rows.len());
+    for row in rows {
+        let order = row.into_domain()?;
+        found.insert((order.user_id, order.idempotency_key.clone()), order);
+    }
+    Ok(found)
+}
+
+/// Creates the holdings of `buyers` in `drop` that do not exist, locking each exclusively where
+/// the backend has row locks. Rows are taken in buyer order, so two batches lock shared buyers
+/// in the same order.
+async fn lock_holdings<B: Backend>(
+    c: &mut B::Conn,
+    drop: i64,
+    buyers: &BTreeSet<UserId>,
+) -> Result<(), TxError<Contended>> {
+    if buyers.is_empty() {
+        return Ok(());
+    }
+    c.run(
+        Sql::for_rows(buyers.len())
+            .sql(B::DIALECT.ensure_holdings_head)
+            .sql(" ")
+            .list(buyers, |q, buyer| {
+                q.sql("(")
+                    .bind(Bind::BigInt(drop))
+                    .sql(", ")
+                    .bind(Bind::BigInt(buyer.get()))
+                    .sql(", 0)")
+            })
+            .sql(B::DIALECT.ensure_holdings_tail),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The holdings of `buyers` in `drop`, which [`lock_holdings`] locked: a plain read is current
+/// for them, since no other transaction can change them until this one ends (MySQL runs READ
+/// COMMITTED, so the read is not answered from an older snapshot; SQLite's transactions run one
+/// at a time). A locking read here would also lock other buyers' rows the server happens to
+/// scan, and deadlock with their batches.
+async fn read_holdings(
+    c: &mut impl Exec,
+    drop: i64,
+    buyers: &BTreeSet<UserId>,
+) -> Result<HashMap<UserId, Holding>, TxError<Contended>> {
+    if buyers.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let found: Vec<HoldingRow> = c
+        .rows(
+            Sql::for_rows(buyers.len())
+                .sql("SELECT user_id, quantity, orders_placed FROM drop_holdings WHERE drop_id = ")
+                .bind(Bind::BigInt(drop))
+                .sql(" AND user_id IN (")
+                .list(buyers, |q, buyer| q.bind(Bind::BigInt(buyer.get())))
+                .sql(")"),
+        )
+        .await?;
+    found
+        .into_iter()
+        .map(|row| {
+            let user = UserId::parse(row.user_id)
+                .map_err(|e| InfraError::new("corrupt holding row", e))?;
+            let holding = Holding {
+                units: units(row.quantity, "holding")?,
+                orders: units(row.orders_placed, "orders placed")?,
+            };
+            Ok((user, holding))
+        })
+        .collect()
+}
+
+/// Adds the batch's units and orders to every buyer's holding in one statement, conditional on
+/// each buyer staying within both limits; any row it refuses rolls the batch back.
+async fn add_holdings(
+    c: &mut impl Exec,
+    drop: i64,
+    plan: &BatchPlan,
+    terms: &PlaceOrder,
+) -> Result<(), TxError<Contended>> {
+    let per_user = column(terms.per_user_limit.get());
+    let max_orders = column(goods_domain::ports::max_orders_per_buyer(
+        terms.per_user_limit,
+    ));
+    let added: Vec<(&UserId, &Holding)> = plan.added.iter().collect();
+    // `CASE user_id WHEN ? THEN ? ... END`: each buyer's units, or orders, added by the batch.
+    let case = |q: Sql, units: bool| {
+        q.sql("CASE user_id")
+            .each(&added, |q, &(user, h)| {
+                let n = if units { h.units } else { h.orders };
+                q.sql(" WHEN ")
+                    .bind(Bind::BigInt(user.get()))
+                    .sql(" THEN ")
+                    .bind(Bind::Integer(column(n)))
+            })
+            .sql(" END")
+    };
+    let q = Sql::for_rows(added.len()).sql("UPDATE drop_holdings SET quantity = quantity + ");
+    let q = case(q, true).sql(", orders_placed = orders_placed + ");
+    let q = case(q, false)
+        .sql(" WHERE drop_id = ")
+        .bind(Bind::BigInt(drop))
+        .sql(" AND user_id IN (")
+        .list(&added, |q, &(user, _)| q.bind(Bind::BigInt(user.get())))
+        .sql(") AND quantity + ");
+    let q = case(q, true)
+        .sql(" <= ")
+        .bind(Bind::Integer(per_user))
+        .sql(" AND orders_placed + ");
+    let changed = c
+        .run(case(q, false).sql(" <= ").bind(Bind::Integer(max_orders)))
+        .await?;
+    if changed != added.len() {
+        return Err(TxError::Refused(Contended(
+            "a buyer's holding no longer allows the batch",
+        )));
+    }
+    Ok(())
+}
+
+/// Takes the units the batch accepted from the stock, then the drop: the two hot rows, last.
+async fn take_units<B: Backend>(
+    c: &mut B::Conn,
+    terms: &PlaceOrder,
+    plan: &BatchPlan,
+    accepted: &[&PlaceOrder],
+) -> Result<(), TxError<Contended>> {
+    let taken = column(plan.taken);
+    let deducted = c
+        .run(
+            Sql::new("UPDATE stocks SET quantity = quantity - ")
+                .bind(Bind::Integer(taken))
+                .sql(", version = version + 1 WHERE product_id = ")
+                .bind(Bind::BigInt(terms.product_id.get()))
+                .sql(" AND quantity >= ")
+                .bind(Bind::Integer(taken)),
+        )
+        .await?;
+    if deducted == 0 {
+        return Err(TxError::Refused(Contended(
+            "the stock no longer covers the batch",
+        )));
+    }
+    // The decisive conditional update: evaluated on the latest committed row under its
+    // exclusive lock, so the last unit goes to one buyer. It is also the lease fence: after the
+    // earliest admission lease of the batch, judged by the database's clock, it changes nothing
+    // and the batch rolls back. The order rows were inserted before it, so a resolution that
+    // reads such a row with a lock either waits for this transaction or runs after the
+    // deadline, when this update can no longer succeed.
+    let deadline = accepted
+        .iter()
+        .filter_map(|o| o.deadline.map(unix_ms))
+        .min()
+        .unwrap_or(i64::MAX);
+    let took = c
+        .run(
+            Sql::new("UPDATE limited_drops SET sold_quantity = sold_quantity + ")
+                .bind(Bind::Integer(taken))
+                .sql(" WHERE id = ")
+                .bind(Bind::BigInt(terms.drop_id.get()))
+                .sql(" AND sold_quantity + ")
+                .bind(Bind::Integer(taken))
+                .sql(" <= ")
+                .bind(Bind::Integer(column(terms.limited_quantity.get())))
+                .sql(&format!(
+                    " AND closed_at IS NULL AND {} <= ",
+                    B::DIALECT.db_now_ms
+                ))
+                .bind(Bind::BigInt(deadline)),
+        )
+        .await?;
+    if took == 0 {
+        return Err(TxError::Refused(Contended(
+            "the drop no longer covers the batch, was closed, or a lease ended",
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,257 @@
+//! Limited drops: creation with its checks against the product, reads, pause and close.
+
+use super::SqlStore;
+use super::queries::{DROP_COLUMNS, ORDER_COLUMNS, last_insert_id, number};
+use crate::rows::{DropRow, NumberRow, OrderRow, column, to_db};
+use crate::{Backend, Bind, Exec, Sql, TxError};
+use async_trait::async_trait;
+use goods_domain::ports::{DropRepository, GateSeed, HeldOrder};
+use goods_domain::{CreateDropError, DropId, InfraError, LimitedDrop, NewLimitedDrop, OrderStatus};
+use time::OffsetDateTime;
+
+impl<B: Backend> SqlStore<B> {
+    async fn drops_where(
+        &self,
+        what: &'static str,
+        q: Sql,
+    ) -> Result<Vec<LimitedDrop>, InfraError> {
+        self.read::<DropRow>(what, q)
+            .await?
+            .into_iter()
+            .map(DropRow::into_domain)
+            .collect()
+    }
+}
+
+fn select_drops() -> Sql {
+    Sql::new(&format!("SELECT {DROP_COLUMNS} FROM limited_drops"))
+}
+
+#[async_trait]
+impl<B: Backend> DropRepository for SqlStore<B> {
+    async fn create(
+        &self,
+        drop: &NewLimitedDrop,
+        now: OffsetDateTime,
+    ) -> Result<LimitedDrop, CreateDropError> {
+        let product = drop.product_id.get();
+        let now = to_db(now);
+        let drop = *drop;
+        let id = self
+            .write_tx::<_, _, CreateDropError, _>("create drop", |_| false, move |c, _| {
+                Box::pin(async move {
+                    // A no-op update of the stock row takes its row lock (MySQL) or the write
+                    // lock (SQLite) first, so two creations for one product run one after the
+                    // other and cannot both pass the active-drop check.
+                    let found = c
+                        .run(
+                            Sql::new("UPDATE stocks SET quantity = quantity WHERE product_id = ")
+                                .bind(Bind::BigInt(product)),
+                        )
+                        .await?;
+                    if found == 0 {
+                        return Err(TxError::Refused(CreateDropError::ProductNotFound));
+                    }
+                    let stock = number::<B>(
+                        c,
+                        Sql::new("SELECT CAST(quantity AS SIGNED) AS n FROM stocks WHERE product_id = ")
+                            .bind(Bind::BigInt(product)),
+                    )
+                    .await?;
+                    if let Err(invalid) = drop.check_stock(u32::try_from(stock).unwrap_or(0)) {
+                        return Err(TxError::Refused(CreateDropError::Invalid(vec![invalid])));
+                    }
+                    let active = number::<B>(
+                        c,
+                        Sql::new("SELECT COUNT(*) AS n FROM limited_drops WHERE product_id = ")
+                            .bind(Bind::BigInt(product))
+                            .sql(" AND close_at > ")
+                            .bind(Bind::Timestamp(now))
+                            .sql(" AND closed_at IS NULL"),
+                    )
+                    .await?;
+                    if active > 0 {
+                        return Err(TxError::Refused(CreateDropError::DropAlreadyActive));
+                    }
+                    c.run(
+                        Sql::new(
+                            "INSERT INTO limited_drops (product_id, open_at, close_at, \
+                             limited_quantity, per_user_limit, sold_quantity, price_minor, \
+                             currency) VALUES (",
+                        )
+                        .bind(Bind::BigInt(product))
+                        .sql(", ")
+                        .bind(Bind::Timestamp(to_db(drop.window.open_at())))
+                        .sql(", ")
+                        .bind(Bind::Timestamp(to_db(drop.window.close_at())))
+                        .sql(", ")
+                        .bind(Bind::Integer(column(drop.limited_quantity.get())))
+                        .sql(", ")
+                        .bind(Bind::Integer(column(drop.per_user_limit.get())))
+                        .sql(", 0, ")
+                        .bind(Bind::BigInt(
+                            i64::try_from(drop.price.minor()).unwrap_or(i64::MAX),
+                        ))
+                        .sql(", ")
+                        .bind(Bind::Text(drop.price.currency().as_str().to_owned()))
+                        .sql(")"),
+                    )
+                    .await?;
+                    Ok(last_insert_id::<B>(c).await?)
+                })
+            })
+            .await?;
+        Ok(LimitedDrop {
+            id: DropId::parse(id).map_err(|e| InfraError::new("drop id", e))?,
+            product_id: drop.product_id,
+            window: drop.window,
+            limited_quantity: drop.limited_quantity,
+            per_user_limit: drop.per_user_limit,
+            price: drop.price,
+            paused: false,
+            closed_at: None,
+        })
+    }
+
+    async fn get(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
+        let found = self
+            .drops_where(
+                "get drop",
+                select_drops()
+                    .sql(" WHERE id = ")
+                    .bind(Bind::BigInt(id.get())),
+            )
+            .await?;
+        Ok(found.into_iter().next())
+    }
+
+    async fn ids_after(&self, after: Option<DropId>) -> Result<Vec<DropId>, InfraError> {
+        let rows: Vec<NumberRow> = self
+            .read(
+                "drop ids",
+                Sql::new("SELECT id AS n FROM limited_drops WHERE id > ")
+                    .bind(Bind::BigInt(after.map_or(0, DropId::get)))
+                    .sql(" ORDER BY id"),
+            )
+            .await?;
+        rows.into_iter()
+            .map(|r| DropId::parse(r.n).map_err(|e| InfraError::new("corrupt drop id", e)))
+            .collect()
+    }
+
+    async fn get_many(&self, ids: &[DropId]) -> Result<Vec<LimitedDrop>, InfraError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = Sql::for_rows(ids.len())
+            .sql(&format!(
+                "SELECT {DROP_COLUMNS} FROM limited_drops WHERE id IN ("
+            ))
+            .list(ids, |q, id| q.bind(Bind::BigInt(id.get())))
+            .sql(")");
+        self.drops_where("get drops", q).await
+    }
+
+    async fn sold_quantity(&self, id: DropId) -> Result<u32, InfraError> {
+        let rows: Vec<NumberRow> = self.read("sold quantity", sold_in_orders(id)).await?;
+        let sold = rows.first().map_or(0, |r| r.n);
+        u32::try_from(sold).map_err(|_| InfraError::msg(format!("corrupt sold {sold}")))
+    }
+
+    async fn set_paused(
+        &self,
+        id: DropId,
+        paused: bool,
+    ) -> Result<Option<LimitedDrop>, InfraError> {
+        self.write(
+            "pause drop",
+            Sql::new("UPDATE limited_drops SET paused = ")
+                .bind(Bind::Bool(paused))
+                .sql(" WHERE id = ")
+                .bind(Bind::BigInt(id.get())),
+        )
+        .await?;
+        DropRepository::get(self, id).await
+    }
+
+    async fn close(
+        &self,
+        id: DropId,
+        at: OffsetDateTime,
+    ) -> Result<Option<LimitedDrop>, InfraError> {
+        // Only a drop still on sale (or scheduled) at `at` is closed, so closing again changes
+        // nothing. The update takes the drop row's lock: a purchase batch that read the row
+        // before it fails its own conditional update on `closed_at` and retries, seeing it.
+        let at = to_db(at);
+        self.write(
+            "close drop",
+            Sql::new("UPDATE limited_drops SET closed_at = ")
+                .bind(Bind::OptTimestamp(Some(at)))
+                .sql(", paused = ")
+                .bind(Bind::Bool(false))
+                .sql(" WHERE id = ")
+                .bind(Bind::BigInt(id.get()))
+                .sql(" AND closed_at IS NULL AND close_at > ")
+                .bind(Bind::Timestamp(at)),
+        )
+        .await?;
+        DropRepository::get(self, id).await
+    }
+
+    async fn list_unclosed(&self, now: OffsetDateTime) -> Result<Vec<LimitedDrop>, InfraError> {
+        self.drops_where(
+            "list drops",
+            select_drops()
+                .sql(" WHERE close_at > ")
+                .bind(Bind::Timestamp(to_db(now)))
+                .sql(" AND closed_at IS NULL"),
+        )
+        .await
+    }
+
+    async fn gate_seed(&self, drop: &LimitedDrop) -> Result<GateSeed, InfraError> {
+        let rows: Vec<OrderRow> = self
+            .read(
+                "gate seed",
+                Sql::new(&format!(
+                    "SELECT {ORDER_COLUMNS} FROM orders WHERE drop_id = "
+                ))
+                .bind(Bind::BigInt(drop.id.get())),
+            )
+            .await?;
+        let mut sold: u32 = 0;
+        let mut held = Vec::with_capacity(rows.len());
+        for row in rows {
+            let order = row.into_domain()?;
+            let live = order.status.is_live();
+            if live {
+                sold = sold.saturating_add(order.quantity.get());
+            }
+            held.push(HeldOrder {
+                order_id: order.id,
+                user_id: order.user_id,
+                key: order.idempotency_key,
+                quantity: order.quantity,
+                live,
+            });
+        }
+        Ok(GateSeed {
+            drop_id: drop.id,
+            remaining: drop.limited_quantity.get().saturating_sub(sold),
+            expires_at: drop.ends_at(),
+            orders: held,
+        })
+    }
+}
+
+/// Units in the drop's live orders (PENDING or PAID): the truth reconciliation compares against.
+pub(super) fn sold_in_orders(drop: DropId) -> Sql {
+    // SUM over INT is DECIMAL on MySQL; the cast keeps it a BIGINT everywhere.
+    Sql::new("SELECT CAST(COALESCE(SUM(quantity), 0) AS SIGNED) AS n FROM orders WHERE drop_id = ")
+        .bind(Bind::BigInt(drop.get()))
+        .sql(" AND status IN (")
+        .bind(Bind::Text(OrderStatus::Pending.as_str().to_owned()))
+        .sql(", ")
+        .bind(Bind::Text(OrderStatus::Paid.as_str().to_owned()))
+        .sql(")")
+}

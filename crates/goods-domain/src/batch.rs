@@ -1,0 +1,397 @@
+//! The rule that answers a batch of purchases of one drop in one transaction (group commit).
+//!
+//! The store reads what the rule needs (the drop's free units, whether it was closed, the
+//! database's clock, the orders that already exist for the batch's keys, the buyers' holdings),
+//! asks [`plan_batch`], writes the plan (the accepted orders, the holdings' additions, the hot
+//! rows by [`BatchPlan::taken`]), and answers each order with [`BatchPlan::answers`]. Every
+//! write stays conditional on the invariant it guards, so a plan made from a read another writer
+//! has since overtaken fails its write and the transaction is tried again from a fresh read.
+
+use crate::ports::{PlaceOrder, PlaceOrderError, Placed, Placement, max_orders_per_buyer, unix_ms};
+use crate::{GoodsOrder, IdempotencyKey, UserId};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// A buyer's units and orders in one drop.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Holding {
+    /// Units in the buyer's live orders.
+    pub units: u32,
+    /// Orders the buyer placed in the drop, cancelled ones included.
+    pub orders: u32,
+}
+
+/// What the batch's transaction read, as of its first statement.
+#[derive(Debug, Clone, Default)]
+pub struct BatchFacts {
+    /// Units the batch may take: the drop's unsold units, no more than the product's stock,
+    /// none once the drop was closed early.
+    pub free: u32,
+    /// The drop was closed early (replays are still answered).
+    pub closed: bool,
+    /// The database's clock, in unix milliseconds: the clock admission leases are judged by.
+    pub db_now_ms: i64,
+    /// The orders that exist for the batch's (buyer, key) pairs.
+    pub existing: HashMap<(UserId, IdempotencyKey), GoodsOrder>,
+    /// The holdings of the buyers [`buyers_to_lock`] named (a buyer with none holds nothing).
+    pub holdings: HashMap<UserId, Holding>,
+}
+
+/// Units a batch may take from a drop: what `limited` leaves after `sold`, no more than the
+/// product's `stock`, nothing once the drop is `closed`.
+pub fn free_units(limited: u32, sold: u32, stock: u32, closed: bool) -> u32 {
+    if closed {
+        0
+    } else {
+        limited.saturating_sub(sold).min(stock)
+    }
+}
+
+/// Whether the database's clock is past the order's admission lease.
+pub fn lease_ended(order: &PlaceOrder, db_now_ms: i64) -> bool {
+    order.deadline.is_some_and(|d| db_now_ms > unix_ms(d))
+}
+
+/// The buyers whose holdings the transaction must create and lock before it reads them: those
+/// of the orders that the free units and the leases do not refuse already. A sold-out drop's
+/// refusals lock nothing. In buyer order, so two batches lock shared buyers in the same order.
+pub fn buyers_to_lock(batch: &[PlaceOrder], free: u32, db_now_ms: i64) -> BTreeSet<UserId> {
+    batch
+        .iter()
+        .filter(|o| !lease_ended(o, db_now_ms) && o.quantity.get() <= free)
+        .map(|o| o.user_id)
+        .collect()
+}
+
+/// How the transaction answers one order of the batch.
+#[derive(Debug)]
+pub enum Decision {
+    /// Answered without a write: a replay or a refusal.
+    Answered(Placement),
+    /// Committed with the batch.
+    Accepted,
+    /// The same (buyer, key) as the accepted order at this index: answered from it.
+    SameKeyAs(usize),
+}
+
+/// What the batch writes, and how it answers.
+#[derive(Debug)]
+pub struct BatchPlan {
+    /// One decision per order, in the batch's order.
+    pub decisions: Vec<Decision>,
+    /// What each buyer with an accepted order adds to their holding.
+    pub added: BTreeMap<UserId, Holding>,
+    /// Units the accepted orders take from the drop and the stock.
+    pub taken: u32,
+}
+
+impl BatchPlan {
+    /// The orders to insert, in the batch's order.
+    pub fn accepted<'a>(&'a self, batch: &'a [PlaceOrder]) -> impl Iterator<Item = &'a PlaceOrder> {
+        batch
+            .iter()
+            .zip(&self.decisions)
+            .filter(|(_, d)| matches!(d, Decision::Accepted))
+            .map(|(o, _)| o)
+    }
+
+    /// Each order's answer once the accepted ones are committed; `created` finds an accepted
+    /// order as inserted (`None`: it was not read back, a fault).
+    pub fn answers(
+        self,
+        batch: &[PlaceOrder],
+        created: impl Fn(&PlaceOrder) -> Option<GoodsOrder>,
+    ) -> Vec<Placement> {
+        let mut answers: Vec<Placement> = Vec::with_capacity(batch.len());
+        for (order, decision) in batch.iter().zip(self.decisions) {
+            answers.push(match decision {
+                Decision::Answered(answer) => answer,
+                Decision::Accepted => created(order).map(Placed::Created).ok_or_else(|| {
+                    PlaceOrderError::Infra(crate::InfraError::msg(
+                        "an inserted order was not read back",
+                    ))
+                }),
+                Decision::SameKeyAs(earlier) => match &answers[earlier] {
+                    Ok(Placed::Created(found))
+                        if found.matches_request(order.drop_id, order.quantity) =>
+                    {
+                        Ok(Placed::Replayed(found.clone()))
+                    }
+                    _ => Err(PlaceOrderError::KeyReused),
+                },
+            });
+        }
+        answers
+    }
+}
+
+/// Decides every order of `batch` (one drop, one set of terms) in the batch's order against
+/// `facts`, so with one unit left the earliest order that fits gets it and a refusal fails
+/// that order alone:
+///
+/// 1. an existing order for (buyer, key): its replay when it is the same request, else
+///    `KeyReused`;
+/// 2. the same (buyer, key) as an order accepted earlier in the batch: answered from it;
+/// 3. the drop closed early: `Closed`;
+/// 4. the admission lease ended by the database's clock: `LeaseExpired`;
+/// 5. more units than are left: `SoldOut` with what is left;
+/// 6. the buyer at [`max_orders_per_buyer`]: `OrderLimitReached`;
+/// 7. the buyer past `perUserLimit` with it: `PerUserLimitExceeded`;
+/// 8. otherwise accepted.
+pub fn plan_batch(batch: &[PlaceOrder], facts: &BatchFacts) -> BatchPlan {
+    let mut left = facts.free;
+    let mut added: BTreeMap<UserId, Holding> = BTreeMap::new();
+    let mut accepted_keys: HashMap<(UserId, &IdempotencyKey), usize> = HashMap::new();
+    let mut decisions = Vec::with_capacity(batch.len());
+    for (index, order) in batch.iter().enumerate() {
+        let q = order.quantity.get();
+        let decision = if let Some(found) = facts.existing.get(&(order.user_id, order.key.clone()))
+        {
+            Decision::Answered(if found.matches_request(order.drop_id, order.quantity) {
+                Ok(Placed::Replayed(found.clone()))
+            } else {
+                Err(PlaceOrderError::KeyReused)
+            })
+        } else if let Some(&earlier) = accepted_keys.get(&(order.user_id, &order.key)) {
+            Decision::SameKeyAs(earlier)
+        } else if facts.closed {
+            Decision::Answered(Err(PlaceOrderError::Closed))
+        } else if lease_ended(order, facts.db_now_ms) {
+            Decision::Answered(Err(PlaceOrderError::LeaseExpired))
+        } else if q > left {
+            Decision::Answered(Err(PlaceOrderError::SoldOut { remaining: left }))
+        } else {
+            let held = facts
+                .holdings
+                .get(&order.user_id)
+                .copied()
+                .unwrap_or_default();
+            let adding = added.entry(order.user_id).or_default();
+            let cap = max_orders_per_buyer(order.per_user_limit);
+            if held.orders.saturating_add(adding.orders) >= cap {
+                Decision::Answered(Err(PlaceOrderError::OrderLimitReached { limit: cap }))
+            } else if held.units.saturating_add(adding.units).saturating_add(q)
+                > order.per_user_limit.get()
+            {
+                Decision::Answered(Err(PlaceOrderError::PerUserLimitExceeded {
+                    limit: order.per_user_limit.get(),
+                }))
+            } else {
+                adding.units += q;
+                adding.orders += 1;
+                left -= q;
+                accepted_keys.insert((order.user_id, &order.key), index);
+                Decision::Accepted
+            }
+        };
+        decisions.push(decision);
+    }
+    added.retain(|_, h| h.orders > 0);
+    BatchPlan {
+        decisions,
+        added,
+        taken: facts.free - left,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::from_unix_ms;
+    use crate::{Currency, DropId, Money, OrderId, OrderStatus, Price, ProductId, Quantity};
+    use rstest::rstest;
+
+    const NOW_MS: i64 = 1_764_579_600_000;
+
+    fn order(buyer: i64, key: &str, quantity: i64) -> PlaceOrder {
+        PlaceOrder {
+            drop_id: DropId::parse(1).unwrap(),
+            product_id: ProductId::parse(1).unwrap(),
+            limited_quantity: Quantity::parse("q", 100).unwrap(),
+            per_user_limit: Quantity::parse("q", 2).unwrap(),
+            price: Price::default(),
+            user_id: UserId::parse(buyer).unwrap(),
+            quantity: Quantity::parse("q", quantity).unwrap(),
+            key: IdempotencyKey::parse(key).unwrap(),
+            now: from_unix_ms(NOW_MS).unwrap(),
+            deadline: None,
+        }
+    }
+
+    fn stored(o: &PlaceOrder, id: i64) -> GoodsOrder {
+        GoodsOrder {
+            id: OrderId::parse(id).unwrap(),
+            drop_id: o.drop_id,
+            product_id: o.product_id,
+            user_id: o.user_id,
+            quantity: o.quantity,
+            amount: Money::parse("amountMinor", 0, Currency::NONE).unwrap(),
+            status: OrderStatus::Pending,
+            idempotency_key: o.key.clone(),
+            created_at: o.now,
+            payment: None,
+        }
+    }
+
+    fn facts(free: u32) -> BatchFacts {
+        BatchFacts {
+            free,
+            db_now_ms: NOW_MS,
+            ..BatchFacts::default()
+        }
+    }
+
+    /// Each decision as a short word, for tables.
+    fn words(plan: &BatchPlan) -> Vec<String> {
+        plan.decisions
+            .iter()
+            .map(|d| match d {
+                Decision::Accepted => "accept".to_owned(),
+                Decision::SameKeyAs(i) => format!("same-as-{i}"),
+                Decision::Answered(Ok(Placed::Replayed(_))) => "replay".to_owned(),
+                Decision::Answered(Ok(Placed::Created(_))) => "created?".to_owned(),
+                Decision::Answered(Err(e)) => match e {
+                    PlaceOrderError::SoldOut { remaining } => format!("sold-out-{remaining}"),
+                    PlaceOrderError::PerUserLimitExceeded { .. } => "per-user".to_owned(),
+                    PlaceOrderError::KeyReused => "key-reused".to_owned(),
+                    PlaceOrderError::OrderLimitReached { .. } => "order-cap".to_owned(),
+                    PlaceOrderError::LeaseExpired => "lease".to_owned(),
+                    PlaceOrderError::Closed => "closed".to_owned(),
+                    other => format!("{other:?}"),
+                },
+            })
+            .collect()
+    }
+
+    #[rstest]
+    #[case::the_earliest_that_fits_gets_the_last_unit(1, vec![(7, "a", 1), (8, "a", 1)], vec!["accept", "sold-out-0"], 1)]
+    #[case::a_large_order_refused_a_smaller_one_after_it_fits(1, vec![(7, "a", 2), (8, "a", 1)], vec!["sold-out-1", "accept"], 1)]
+    #[case::nothing_free(0, vec![(7, "a", 1)], vec!["sold-out-0"], 0)]
+    #[case::a_buyer_within_the_limit_in_two_orders(5, vec![(7, "a", 1), (7, "b", 1)], vec!["accept", "accept"], 2)]
+    #[case::a_buyer_past_the_limit_in_the_batch(5, vec![(7, "a", 2), (7, "b", 1)], vec!["accept", "per-user"], 2)]
+    #[case::the_same_key_twice_is_one_order(5, vec![(7, "a", 1), (7, "a", 1)], vec!["accept", "same-as-0"], 1)]
+    #[case::the_same_key_for_another_quantity(5, vec![(7, "a", 1), (7, "a", 2)], vec!["accept", "same-as-0"], 1)]
+    #[case::another_buyers_same_key_is_theirs(5, vec![(7, "a", 1), (8, "a", 1)], vec!["accept", "accept"], 2)]
+    fn a_batch_is_answered_order_by_order_in_its_order(
+        #[case] free: u32,
+        #[case] batch: Vec<(i64, &str, i64)>,
+        #[case] expected: Vec<&str>,
+        #[case] taken: u32,
+    ) {
+        let batch: Vec<PlaceOrder> = batch.iter().map(|(b, k, q)| order(*b, k, *q)).collect();
+        let plan = plan_batch(&batch, &facts(free));
+        assert_eq!(words(&plan), expected);
+        assert_eq!(plan.taken, taken);
+    }
+
+    #[test]
+    fn an_existing_order_is_replayed_for_the_same_request_and_refused_for_another() {
+        let first = order(7, "a", 1);
+        let mut f = facts(5);
+        f.existing
+            .insert((first.user_id, first.key.clone()), stored(&first, 9));
+        let other = order(7, "a", 2);
+        let plan = plan_batch(&[first.clone(), other], &f);
+        assert_eq!(words(&plan), ["replay", "key-reused"]);
+        assert_eq!((plan.taken, plan.added.len()), (0, 0), "nothing written");
+    }
+
+    #[test]
+    fn closed_drops_and_ended_leases_refuse_but_replays_still_answer() {
+        let replayed = order(7, "a", 1);
+        let mut late = order(8, "a", 1);
+        late.deadline = from_unix_ms(NOW_MS - 1);
+        let mut on_time = order(9, "a", 1);
+        on_time.deadline = from_unix_ms(NOW_MS);
+        let mut f = facts(5);
+        f.existing.insert(
+            (replayed.user_id, replayed.key.clone()),
+            stored(&replayed, 9),
+        );
+        let batch = [replayed, late, on_time];
+        assert_eq!(
+            words(&plan_batch(&batch, &f)),
+            ["replay", "lease", "accept"]
+        );
+        f.closed = true;
+        assert_eq!(
+            words(&plan_batch(&batch, &f)),
+            ["replay", "closed", "closed"]
+        );
+        // A lease ends strictly after its deadline, by the database's millisecond clock.
+        assert_eq!(
+            buyers_to_lock(&batch, 5, NOW_MS)
+                .into_iter()
+                .map(UserId::get)
+                .collect::<Vec<_>>(),
+            [7, 9]
+        );
+    }
+
+    #[test]
+    fn holdings_found_count_against_the_limit_and_the_order_cap() {
+        let mut f = facts(50);
+        let buyer = UserId::parse(7).unwrap();
+        f.holdings.insert(
+            buyer,
+            Holding {
+                units: 1,
+                orders: 3,
+            },
+        );
+        let plan = plan_batch(&[order(7, "a", 1), order(7, "b", 1)], &f);
+        assert_eq!(words(&plan), ["accept", "per-user"]);
+        assert_eq!(
+            plan.added[&buyer],
+            Holding {
+                units: 1,
+                orders: 1
+            }
+        );
+        // perUserLimit 2 allows 12 orders in all, cancelled ones included.
+        f.holdings.insert(
+            buyer,
+            Holding {
+                units: 0,
+                orders: 12,
+            },
+        );
+        assert_eq!(words(&plan_batch(&[order(7, "c", 1)], &f)), ["order-cap"]);
+    }
+
+    #[test]
+    fn answers_follow_the_plan_and_a_repeated_key_replays_its_order() {
+        let batch = [
+            order(7, "a", 1),
+            order(7, "a", 1),
+            order(7, "a", 2),
+            order(8, "x", 5),
+        ];
+        let plan = plan_batch(&batch, &facts(3));
+        let answers = plan.answers(&batch, |o| Some(stored(o, 41)));
+        assert!(matches!(&answers[0], Ok(Placed::Created(o)) if o.id.get() == 41));
+        assert!(matches!(&answers[1], Ok(Placed::Replayed(o)) if o.id.get() == 41));
+        assert!(matches!(&answers[2], Err(PlaceOrderError::KeyReused)));
+        assert!(matches!(
+            &answers[3],
+            Err(PlaceOrderError::SoldOut { remaining: 2 })
+        ));
+        let lost = plan_batch(&batch, &facts(3)).answers(&batch, |_| None);
+        assert!(matches!(&lost[0], Err(PlaceOrderError::Infra(_))));
+    }
+
+    #[rstest]
+    #[case(10, 3, 100, false, 7)]
+    #[case(10, 3, 4, false, 4)]
+    #[case(10, 10, 100, false, 0)]
+    #[case(10, 12, 100, false, 0)]
+    #[case(10, 3, 100, true, 0)]
+    fn free_units_are_the_unsold_ones_within_the_stock(
+        #[case] limited: u32,
+        #[case] sold: u32,
+        #[case] stock: u32,
+        #[case] closed: bool,
+        #[case] free: u32,
+    ) {
+        assert_eq!(free_units(limited, sold, stock, closed), free);
+    }
+}
