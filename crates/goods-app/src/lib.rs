@@ -6,52 +6,40 @@
 //! know *how*.
 
 mod actor;
-mod breaker;
-mod budget;
-mod buffer;
-mod cancel_order;
-mod catalog;
-mod create_drop;
-mod drop_index;
-mod flags;
-mod get_drop;
-mod get_order;
-mod group_commit;
-mod heal;
-mod operate_drop;
-mod order_lifecycle;
-mod payments;
+mod drops;
+mod healing;
+mod mechanisms;
+mod operations;
+mod orders;
+mod products;
 mod purchase;
-mod reconcile;
-mod single_flight;
-mod stats;
 pub mod telemetry;
 
 pub use actor::{Actor, Role};
-pub use budget::Budgeted;
-pub use buffer::WriteBuffer;
-pub use catalog::{CreateProductError, GetProductError};
-pub use drop_index::MIN_SCAN_INTERVAL as DROP_SCAN_INTERVAL;
-pub use flags::FlagError;
-pub use get_drop::{DropReadError, DropView};
-pub use get_order::GetOrderError;
-pub use group_commit::GroupCommit;
-pub use heal::HealReport;
-pub use operate_drop::OperateDropError;
-pub use order_lifecycle::{ListOrders, OrderPage};
-pub use payments::{ListPayments, ListPaymentsError, PaymentPage};
+pub use drops::operate::OperateDropError;
+pub use drops::stats::DropStats;
+pub use drops::view::{DropReadError, DropView};
+pub use healing::HealReport;
+pub use mechanisms::budget::Budgeted;
+pub use mechanisms::buffer::WriteBuffer;
+pub use mechanisms::drop_index::MIN_SCAN_INTERVAL as DROP_SCAN_INTERVAL;
+pub use mechanisms::group_commit::GroupCommit;
+pub use operations::flags::FlagError;
+pub use operations::reconcile::Reconciliation;
+pub use orders::lifecycle::{ListOrders, OrderPage};
+pub use orders::payments::{ListPayments, ListPaymentsError, PaymentPage};
+pub use orders::view::GetOrderError;
+pub use products::{CreateProductError, GetProductError};
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
-pub use reconcile::Reconciliation;
-pub use stats::DropStats;
 
 use goods_domain::ports::{
     AdmissionGate, ChangeNotifier, Clock, DropRepository, EventOutbox, EventPublisher,
     OrderRepository, PaymentRepository, ProductRepository, PurchaseLedger, StatsRecorder,
 };
 use goods_domain::{DropId, InfraError, LimitedDrop, PaymentWindow, ProductId};
-use single_flight::{Shared, unshared};
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use mechanisms::single_flight::{self, Shared, unshared};
+use mechanisms::{breaker, group_commit};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The adapters a [`GoodsApp`] runs on.
@@ -85,10 +73,7 @@ pub struct Ports {
 /// database, unless configured (`RESERVATION_LEASE_MS`).
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(8);
 
-/// How long a drop's units left, counted in the database because no gate answers, serve views
-/// before they are counted again (purchases and cancels through this instance count again at
-/// once; through another, the view lags this much at most).
-pub const REMAINING_TTL: Duration = Duration::from_millis(500);
+pub use drops::cache::REMAINING_TTL;
 
 /// The application: ports, the write buffer and a cache of drop definitions.
 #[derive(Clone)]
@@ -96,32 +81,16 @@ pub struct GoodsApp {
     ports: Ports,
     buffer: WriteBuffer,
     breaker: Arc<breaker::GateBreaker>,
-    /// Drop definitions, so the hot path reads a drop without a database round trip. A drop
-    /// changes only by a pause, a resume or a close: this instance's cache takes them at once,
-    /// the other instances' at their next [`GoodsApp::refresh_drops`] (on a change
-    /// notice, or the poll). The healing pass forgets
-    /// drops an hour after they close.
-    drops: Arc<RwLock<HashMap<DropId, LimitedDrop>>>,
-    /// Cache misses in flight: the buyers missing one drop at once share one read.
-    drop_loads: Arc<single_flight::SingleFlight<DropId, Shared<Option<LimitedDrop>>>>,
-    /// Which drop ids exist: a request for one that does not costs no database read.
-    index: Arc<drop_index::DropIndex>,
-    /// Units left of drops counted in the database (no gate to ask), reused for
-    /// [`REMAINING_TTL`] unless this instance changed them, so views of a drop cost the
-    /// database at most one count per interval.
-    remaining_counts: Arc<RwLock<HashMap<DropId, (std::time::Instant, u32)>>>,
-    /// Counts in flight: views missing one drop at once share one count.
-    remaining_loads: Arc<single_flight::SingleFlight<DropId, Shared<u32>>>,
+    /// The drops served from memory: definitions, the ids that exist, counted units left.
+    drops: Arc<drops::cache::DropCache>,
     /// Gate seedings in flight: purchases finding a drop's gate empty share one seeding.
     seedings: Arc<single_flight::SingleFlight<DropId, Shared<()>>>,
     /// The admission lease of every reservation.
     lease: time::Duration,
     /// One committer per drop, batching its admitted purchases.
     committers: Arc<group_commit::Committers>,
-    healing: Arc<heal::HealState>,
-    flags_cache: Arc<flags::FlagCache>,
-    /// Bumped by every drop operation made through this instance (see `refresh_drops`).
-    drops_epoch: Arc<std::sync::atomic::AtomicU64>,
+    healing: Arc<healing::HealState>,
+    flags_cache: Arc<operations::flags::FlagCache>,
     /// Tells the other instances that a flag or a drop changed; `None`: they learn it at
     /// their next poll.
     notifier: Option<Arc<dyn ChangeNotifier>>,
@@ -136,21 +105,17 @@ impl GoodsApp {
             Arc::clone(&ports.ledger),
             GroupCommit::default(),
         ));
+        let drops = Arc::new(drops::cache::DropCache::new(Arc::clone(&ports.drops)));
         Self {
             committers,
             ports,
             buffer,
             breaker: Arc::default(),
-            drops: Arc::default(),
-            drop_loads: Arc::default(),
-            index: Arc::default(),
-            remaining_counts: Arc::default(),
-            remaining_loads: Arc::default(),
+            drops,
             seedings: Arc::default(),
             lease: lease_of(DEFAULT_LEASE),
             healing: Arc::default(),
             flags_cache: Arc::default(),
-            drops_epoch: Arc::default(),
             notifier: None,
             payment_window: PaymentWindow::default(),
         }
@@ -231,29 +196,6 @@ impl GoodsApp {
         &self.ports
     }
 
-    /// Forgets cached drops that closed more than `grace` before `now` (the healing pass calls
-    /// it), so the cache holds the drops that can still be bought, not every drop ever read.
-    pub(crate) fn prune_closed_drops(&self, now: time::OffsetDateTime, grace: time::Duration) {
-        if let Ok(mut cache) = self.drops.write() {
-            cache.retain(|_, drop| drop.ends_at().saturating_add(grace) > now);
-        }
-        if let Ok(mut counts) = self.remaining_counts.write() {
-            counts.retain(|_, (at, _)| at.elapsed() < REMAINING_TTL);
-        }
-    }
-
-    /// Puts a drop's stored state in the cache, after an operation made through this
-    /// instance.
-    fn cache_drop(&self, drop: LimitedDrop) {
-        self.index.add(drop.id);
-        self.units_changed(drop.id);
-        if let Ok(mut cache) = self.drops.write() {
-            self.drops_epoch
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            cache.insert(drop.id, drop);
-        }
-    }
-
     /// Re-reads the flags and every cached drop, and scans for drops created through other
     /// instances (the binary runs it every `DROP_REFRESH_MS`).
     ///
@@ -261,86 +203,13 @@ impl GoodsApp {
     /// [`InfraError`] when the database fails; what was cached is kept.
     pub async fn refresh(&self) -> Result<(), InfraError> {
         self.refresh_flags().await?;
-        self.refresh_drops().await?;
-        self.index
-            .scan(&*self.ports.drops, tokio::time::Instant::now(), false)
-            .await
+        self.drops.refresh().await.map(drop)
     }
 
     /// Whether the limited-drop feature is on (`limited-drop.enabled`); off, every drop route
     /// answers as if there were no drops.
     fn drops_on(&self) -> bool {
         self.flags_cache.drops_on()
-    }
-
-    /// Re-reads every cached drop from the database in one query, so a pause, a resume or a close made
-    /// through another instance reaches this one. The binary runs it every
-    /// `DROP_REFRESH_MS`. Returns how many cached drops changed.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the database fails; the cache keeps what it had.
-    pub async fn refresh_drops(&self) -> Result<usize, InfraError> {
-        let ids: Vec<DropId> = self
-            .drops
-            .read()
-            .map(|cache| cache.keys().copied().collect())
-            .unwrap_or_default();
-        let epoch = self.drops_epoch.load(std::sync::atomic::Ordering::SeqCst);
-        let fresh = self.ports.drops.get_many(&ids).await?;
-        let mut changed = 0;
-        if let Ok(mut cache) = self.drops.write() {
-            // An operation made here while the rows were read is newer than what was read;
-            // the next refresh picks up the rest.
-            if self.drops_epoch.load(std::sync::atomic::Ordering::SeqCst) != epoch {
-                return Ok(0);
-            }
-            for drop in fresh {
-                if let Some(cached) = cache.get_mut(&drop.id)
-                    && *cached != drop
-                {
-                    *cached = drop;
-                    changed += 1;
-                }
-            }
-        }
-        Ok(changed)
-    }
-
-    /// How many drops are cached (for tests of the pruning).
-    #[cfg(test)]
-    pub(crate) fn cached_drops(&self) -> usize {
-        self.drops.read().map(|c| c.len()).unwrap_or(0)
-    }
-
-    /// The drop with `id`, from the cache or the database. An id the index of drop ids does
-    /// not hold is answered without reading the drop: below the highest id at once, above it
-    /// after a scan for new ids that many such requests share.
-    async fn load_drop(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
-        if let Some(drop) = self.drops.read().ok().and_then(|m| m.get(&id).copied()) {
-            return Ok(Some(drop));
-        }
-        match self.index.knows(id) {
-            drop_index::Known::Exists => {}
-            drop_index::Known::Absent => return Ok(None),
-            drop_index::Known::Unknown => {
-                self.index
-                    .scan(&*self.ports.drops, tokio::time::Instant::now(), true)
-                    .await?;
-                if self.index.knows(id) != drop_index::Known::Exists {
-                    return Ok(None);
-                }
-            }
-        }
-        self.drop_loads
-            .run(id, || async {
-                let drop = self.ports.drops.get(id).await.map_err(Arc::new)?;
-                if let (Some(drop), Ok(mut cache)) = (drop, self.drops.write()) {
-                    cache.entry(id).or_insert(drop);
-                }
-                Ok(drop)
-            })
-            .await
-            .map_err(|error| unshared(&error))
     }
 
     /// Whether `actor` manages `product` (its seller, or an admin); `false` when it does not
@@ -367,7 +236,7 @@ impl GoodsApp {
         if !self.drops_on() {
             return Ok(None);
         }
-        match self.load_drop(id).await? {
+        match self.drops.load(id).await? {
             Some(drop) if self.manages_product(drop.product_id, actor).await? => Ok(Some(drop)),
             _ => Ok(None),
         }
@@ -394,42 +263,7 @@ impl GoodsApp {
                 }
             }
         }
-        let fresh = self.remaining_counts.read().ok().and_then(|counts| {
-            counts
-                .get(&drop.id)
-                .filter(|(at, _)| at.elapsed() < REMAINING_TTL)
-                .map(|(_, left)| *left)
-        });
-        if let Some(left) = fresh {
-            return Ok(left);
-        }
-        let limited = drop.limited_quantity.get();
-        let left = self
-            .remaining_loads
-            .run(drop.id, || async {
-                let sold = self
-                    .ports
-                    .drops
-                    .sold_quantity(drop.id)
-                    .await
-                    .map_err(Arc::new)?;
-                let left = limited.saturating_sub(sold);
-                if let Ok(mut counts) = self.remaining_counts.write() {
-                    counts.insert(drop.id, (std::time::Instant::now(), left));
-                }
-                Ok(left)
-            })
-            .await
-            .map_err(|error| unshared(&error))?;
-        Ok(left)
-    }
-
-    /// Forgets the counted units left of `drop` after this instance changed them (an order
-    /// committed, cancelled or expired), so its next view counts again.
-    pub(crate) fn units_changed(&self, drop: DropId) {
-        if let Ok(mut counts) = self.remaining_counts.write() {
-            counts.remove(&drop);
-        }
+        self.drops.counted_remaining(drop).await
     }
 }
 

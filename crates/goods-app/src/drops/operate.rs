@@ -2,7 +2,7 @@
 //! product or an admin. Each is recorded as an event naming who did it, and counted.
 //!
 //! The database is the truth; this instance's cache takes the new state at once, and every
-//! other instance within [`GoodsApp::refresh_drops`]'s period. Closing is exact across the
+//! other instance within [`GoodsApp::refresh`]'s period. Closing is exact across the
 //! fleet regardless: no order commits after the close (the purchase transaction refuses a
 //! closed drop).
 
@@ -103,7 +103,7 @@ impl GoodsApp {
         operation: DropOperation,
         actor: Actor,
     ) -> Result<DropView, OperateDropError> {
-        self.cache_drop(drop);
+        self.drops.put(drop);
         self.announce_change();
         metrics::counter!(telemetry::DROP_OPERATIONS, "operation" => operation.as_str())
             .increment(1);

@@ -27,7 +27,7 @@ impl GoodsApp {
             .await?;
         match cancelled {
             Cancelled::Now(order) => {
-                self.units_changed(order.drop_id);
+                self.drops.units_changed(order.drop_id);
                 metrics::counter!(crate::telemetry::ORDER_TRANSITIONS, "to" => "CANCELLED")
                     .increment(1);
                 if let Some(gate) = &self.ports.gate

@@ -123,7 +123,7 @@ impl GoodsApp {
     /// After the ledger expired `order`: the gate gets its units back (and tells every
     /// instance's sold-out flag), once, since only one call expires an order.
     pub(crate) async fn expired(&self, order: &GoodsOrder) {
-        self.units_changed(order.drop_id);
+        self.drops.units_changed(order.drop_id);
         metrics::counter!(telemetry::ORDER_TRANSITIONS, "to" => "EXPIRED").increment(1);
         tracing::info!(order.id = %order.id, drop.id = %order.drop_id, "order expired unpaid");
         if let Some(gate) = &self.ports.gate

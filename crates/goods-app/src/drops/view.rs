@@ -49,7 +49,8 @@ impl GoodsApp {
             return Err(DropReadError::NotFound);
         }
         let drop = self
-            .load_drop(id)
+            .drops
+            .load(id)
             .await
             .map_err(anyhow::Error::new)?
             .ok_or(DropReadError::NotFound)?;

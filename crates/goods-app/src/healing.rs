@@ -160,7 +160,7 @@ impl GoodsApp {
         for id in self.healing.take_dirty() {
             let app = self.clone();
             tokio::spawn(async move {
-                let result = match app.load_drop(id).await {
+                let result = match app.drops.load(id).await {
                     Ok(Some(drop)) => app.resync_drop(&drop).await.map(|_| ()),
                     Ok(None) => Ok(()),
                     Err(error) => Err(error),
@@ -220,7 +220,7 @@ impl GoodsApp {
     /// counted in [`HealReport::failed`], and does not stop the pass.
     pub async fn heal_all(&self) -> Result<HealReport, InfraError> {
         let now = self.ports.clock.now();
-        self.prune_closed_drops(now, CLOSED_GRACE);
+        self.drops.prune(now, CLOSED_GRACE);
         let drops = self
             .ports
             .drops
@@ -487,10 +487,10 @@ mod tests {
         m.drops.expect_list_unclosed().returning(|_| Ok(Vec::new()));
         m.outbox.expect_unpublished().returning(|_| Ok(Vec::new()));
         let app = m.app(None);
-        app.load_drop(drop_id()).await.unwrap();
-        assert_eq!(app.cached_drops(), 1);
+        app.drops.load(drop_id()).await.unwrap();
+        assert_eq!(app.drops.len(), 1);
         app.heal_all().await.unwrap();
-        assert_eq!(app.cached_drops(), 0);
+        assert_eq!(app.drops.len(), 0);
     }
 
     #[tokio::test]

@@ -29,7 +29,7 @@ impl GoodsApp {
             return Err(CreateDropError::ProductNotFound);
         }
         let drop = self.ports.drops.create(&new, now).await?;
-        self.index.add(drop.id);
+        self.drops.created(drop.id);
         // The other instances learn of it by the notice at once (or their next scan).
         self.announce_change();
         if let Some(gate) = &self.ports.gate {

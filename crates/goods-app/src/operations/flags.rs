@@ -176,11 +176,7 @@ impl GoodsApp {
     /// Resyncs the gate of every cached drop that is still on sale; `false` if one failed.
     async fn resync_cached_drops(&self) -> bool {
         let now = self.ports.clock.now();
-        let drops: Vec<_> = self
-            .drops
-            .read()
-            .map(|cache| cache.values().copied().collect())
-            .unwrap_or_default();
+        let drops = self.drops.cached();
         let mut all = true;
         for drop in drops.into_iter().filter(|d| !d.is_closed(now)) {
             match self.resync_drop(&drop).await {

@@ -1,0 +1,271 @@
+//! The drops an instance serves from memory: their definitions (so the hot path reads a drop
+//! without a database round trip), which drop ids exist (so a request for one that does not
+//! costs nothing), and the units left of drops no gate counts (reused for [`REMAINING_TTL`]).
+//!
+//! A drop changes only by a pause, a resume or a close: this instance's cache takes them at
+//! once ([`DropCache::put`]), the other instances' at their next [`DropCache::refresh`] (on a
+//! change notice, or the poll). The healing pass forgets drops an hour after they close.
+
+use crate::mechanisms::drop_index::{DropIndex, Known};
+use crate::mechanisms::single_flight::{Shared, SingleFlight, unshared};
+use goods_domain::ports::DropRepository;
+use goods_domain::{DropId, InfraError, LimitedDrop};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+/// How long a drop's units left, counted in the database because no gate answers, serve views
+/// before they are counted again (purchases and cancels through this instance count again at
+/// once; through another, the view lags this much at most).
+pub const REMAINING_TTL: Duration = Duration::from_millis(500);
+
+/// See the module documentation.
+pub(crate) struct DropCache {
+    repository: Arc<dyn DropRepository>,
+    drops: RwLock<HashMap<DropId, LimitedDrop>>,
+    /// Misses in flight: the buyers missing one drop at once share one read.
+    loads: SingleFlight<DropId, Shared<Option<LimitedDrop>>>,
+    index: DropIndex,
+    counts: RwLock<HashMap<DropId, (Instant, u32)>>,
+    /// Counts in flight: views missing one drop's count at once share one count.
+    count_loads: SingleFlight<DropId, Shared<u32>>,
+    /// Bumped by every drop put here (see [`DropCache::refresh`]).
+    epoch: AtomicU64,
+}
+
+impl DropCache {
+    pub(crate) fn new(repository: Arc<dyn DropRepository>) -> Self {
+        Self {
+            repository,
+            drops: RwLock::default(),
+            loads: SingleFlight::default(),
+            index: DropIndex::default(),
+            counts: RwLock::default(),
+            count_loads: SingleFlight::default(),
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    /// The drop with `id`, from memory or the database. An id the index of drop ids does not
+    /// hold is answered without reading the drop: below the highest id at once, just above it
+    /// after a scan for new ids that many such requests share.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the database fails.
+    pub(crate) async fn load(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
+        if let Some(drop) = self.drops.read().ok().and_then(|m| m.get(&id).copied()) {
+            return Ok(Some(drop));
+        }
+        match self.index.knows(id) {
+            Known::Exists => {}
+            Known::Absent => return Ok(None),
+            Known::Unknown => {
+                self.index
+                    .scan(&*self.repository, tokio::time::Instant::now(), true)
+                    .await?;
+                if self.index.knows(id) != Known::Exists {
+                    return Ok(None);
+                }
+            }
+        }
+        self.loads
+            .run(id, || async {
+                let drop = self.repository.get(id).await.map_err(Arc::new)?;
+                if let (Some(drop), Ok(mut cache)) = (drop, self.drops.write()) {
+                    cache.entry(id).or_insert(drop);
+                }
+                Ok(drop)
+            })
+            .await
+            .map_err(|error| unshared(&error))
+    }
+
+    /// A drop this instance just created.
+    pub(crate) fn created(&self, id: DropId) {
+        self.index.add(id);
+    }
+
+    /// A drop's stored state after an operation made through this instance.
+    pub(crate) fn put(&self, drop: LimitedDrop) {
+        self.index.add(drop.id);
+        self.units_changed(drop.id);
+        if let Ok(mut cache) = self.drops.write() {
+            self.epoch.fetch_add(1, Ordering::SeqCst);
+            cache.insert(drop.id, drop);
+        }
+    }
+
+    /// The drops in memory.
+    pub(crate) fn cached(&self) -> Vec<LimitedDrop> {
+        self.drops
+            .read()
+            .map(|cache| cache.values().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Re-reads every drop in memory in one query, so a pause, a resume or a close made through
+    /// another instance reaches this one, and scans for drops created since. Returns how many
+    /// drops changed.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the database fails; what was in memory is kept.
+    pub(crate) async fn refresh(&self) -> Result<usize, InfraError> {
+        let ids: Vec<DropId> = self
+            .drops
+            .read()
+            .map(|cache| cache.keys().copied().collect())
+            .unwrap_or_default();
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let fresh = self.repository.get_many(&ids).await?;
+        let mut changed = 0;
+        if let Ok(mut cache) = self.drops.write()
+            // An operation made here while the rows were read is newer than what was read; the
+            // next refresh picks up the rest.
+            && self.epoch.load(Ordering::SeqCst) == epoch
+        {
+            for drop in fresh {
+                if let Some(cached) = cache.get_mut(&drop.id)
+                    && *cached != drop
+                {
+                    *cached = drop;
+                    changed += 1;
+                }
+            }
+        }
+        self.index
+            .scan(&*self.repository, tokio::time::Instant::now(), false)
+            .await?;
+        Ok(changed)
+    }
+
+    /// Forgets drops that closed more than `grace` before `now`, so memory holds the drops that
+    /// can still be bought, not every drop ever read.
+    pub(crate) fn prune(&self, now: time::OffsetDateTime, grace: time::Duration) {
+        if let Ok(mut cache) = self.drops.write() {
+            cache.retain(|_, drop| drop.ends_at().saturating_add(grace) > now);
+        }
+        if let Ok(mut counts) = self.counts.write() {
+            counts.retain(|_, (at, _)| at.elapsed() < REMAINING_TTL);
+        }
+    }
+
+    /// How many drops are in memory.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.drops.read().map(|c| c.len()).unwrap_or(0)
+    }
+
+    /// The units left of `drop` by the database's count, reused for [`REMAINING_TTL`].
+    ///
+    /// # Errors
+    /// [`InfraError`] when the database fails.
+    pub(crate) async fn counted_remaining(&self, drop: &LimitedDrop) -> Result<u32, InfraError> {
+        let fresh = self.counts.read().ok().and_then(|counts| {
+            counts
+                .get(&drop.id)
+                .filter(|(at, _)| at.elapsed() < REMAINING_TTL)
+                .map(|(_, left)| *left)
+        });
+        if let Some(left) = fresh {
+            return Ok(left);
+        }
+        let limited = drop.limited_quantity.get();
+        self.count_loads
+            .run(drop.id, || async {
+                let sold = self
+                    .repository
+                    .sold_quantity(drop.id)
+                    .await
+                    .map_err(Arc::new)?;
+                let left = limited.saturating_sub(sold);
+                if let Ok(mut counts) = self.counts.write() {
+                    counts.insert(drop.id, (Instant::now(), left));
+                }
+                Ok(left)
+            })
+            .await
+            .map_err(|error| unshared(&error))
+    }
+
+    /// Forgets the counted units left of `drop` after this instance changed them (an order
+    /// committed, cancelled or expired), so its next view counts again.
+    pub(crate) fn units_changed(&self, drop: DropId) {
+        if let Ok(mut counts) = self.counts.write() {
+            counts.remove(&drop);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use goods_domain::ports::MockDropRepository;
+    use std::sync::atomic::AtomicUsize;
+
+    fn cache(counts: Arc<AtomicUsize>) -> DropCache {
+        let mut drops = drops_serving(sample_drop(10, 1));
+        drops.expect_sold_quantity().returning(move |_| {
+            counts.fetch_add(1, Ordering::SeqCst);
+            Ok(3)
+        });
+        DropCache::new(Arc::new(drops))
+    }
+
+    #[tokio::test]
+    async fn a_drop_is_read_once_then_served_from_memory_and_unknown_ids_cost_nothing() {
+        let mut drops = MockDropRepository::new();
+        drops
+            .expect_get()
+            .times(1)
+            .returning(|_| Ok(Some(sample_drop(10, 1))));
+        drops
+            .expect_ids_after()
+            .times(1)
+            .returning(|_| Ok(vec![drop_id()]));
+        let cache = DropCache::new(Arc::new(drops));
+        for _ in 0..3 {
+            assert_eq!(
+                cache.load(drop_id()).await.unwrap(),
+                Some(sample_drop(10, 1))
+            );
+        }
+        // Far above the highest id, and below it: no read, no scan.
+        for absent in [DropId::parse(5_000).unwrap(), DropId::parse(1).unwrap()] {
+            if absent != drop_id() {
+                assert_eq!(cache.load(absent).await.unwrap(), None);
+            }
+        }
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn counts_are_reused_until_this_instance_changes_the_units() {
+        let counts = Arc::new(AtomicUsize::new(0));
+        let cache = cache(Arc::clone(&counts));
+        let drop = sample_drop(10, 1);
+        for _ in 0..5 {
+            assert_eq!(cache.counted_remaining(&drop).await.unwrap(), 7);
+        }
+        assert_eq!(counts.load(Ordering::SeqCst), 1, "one count for five views");
+        cache.units_changed(drop.id);
+        cache.counted_remaining(&drop).await.unwrap();
+        assert_eq!(
+            counts.load(Ordering::SeqCst),
+            2,
+            "counted again after a change"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_put_drop_replaces_the_cached_one_and_pruning_forgets_closed_ones() {
+        let cache = cache(Arc::default());
+        let drop = cache.load(drop_id()).await.unwrap().unwrap();
+        let paused = drop.set_paused(OPEN, true).unwrap();
+        cache.put(paused);
+        assert_eq!(cache.load(drop_id()).await.unwrap(), Some(paused));
+        cache.prune(CLOSE + time::Duration::hours(2), time::Duration::hours(1));
+        assert_eq!(cache.len(), 0);
+    }
+}

@@ -1,0 +1,232 @@
+//! Admission: the gate reserves the buyer's units before the database is asked, and is told
+//! what the database decided. A gate that fails is skipped: the database decides alone, and the
+//! gate is resynced when it is back.
+
+use super::{PurchaseCommand, PurchaseError, Purchased, place_order};
+use crate::{GoodsApp, telemetry};
+use goods_domain::ports::{
+    AdmissionGate, DomainEvent, PlaceOrder, Reservation, ReserveOutcome, StaleReservation,
+    StaleResolution,
+};
+use goods_domain::{InfraError, LimitedDrop, OrderId};
+use std::sync::Arc;
+use time::OffsetDateTime;
+
+impl GoodsApp {
+    /// The purchase through the gate: reserve, then commit what it admitted, then settle it.
+    pub(super) async fn through_gate(
+        &self,
+        gate: Arc<dyn AdmissionGate>,
+        drop: &LimitedDrop,
+        cmd: PurchaseCommand,
+        now: OffsetDateTime,
+    ) -> Result<Purchased, PurchaseError> {
+        let reservation = reservation(drop, cmd, now.saturating_add(self.lease));
+        let asked = std::time::Instant::now();
+        let reserved = self.reserve(gate.as_ref(), drop, &reservation).await;
+        let result = if reserved.is_ok() {
+            "answered"
+        } else {
+            "failed"
+        };
+        telemetry::gate_decision(result, asked.elapsed());
+        match reserved {
+            Ok(outcome) => {
+                if self.breaker.reset() {
+                    self.gate_is_back();
+                }
+                self.after_reserve(gate.as_ref(), drop, outcome, &reservation, now, true)
+                    .await
+            }
+            Err(error) => {
+                // Degraded: the gate's answer is unknown (a timeout may even have taken the
+                // units). The database alone keeps every invariant, so it decides, and the
+                // next purchases skip the gate until its breaker lets one try again.
+                metrics::counter!(telemetry::GATE_FALLBACKS, "reason" => "gate_failed")
+                    .increment(1);
+                if self.breaker.trip() {
+                    metrics::counter!(telemetry::GATE_DEGRADED_EVENTS).increment(1);
+                    tracing::warn!(error = %error, "gate_degraded: purchases fall back to the database");
+                    let event = DomainEvent::GateDegraded {
+                        reason: error.to_string(),
+                    };
+                    if let Err(error) = self.ports.events.publish(event).await {
+                        tracing::warn!(error = %error, "gate_degraded event not published");
+                    }
+                }
+                self.healing.mark_dirty(drop.id);
+                let result = self.commit(&place_order_for(drop, &reservation, now)).await;
+                // If the gate did reserve, settle it like any admitted reservation, so a
+                // retry replays the order instead of finding it in progress. In the
+                // background: the gate has just failed, so the settle would most likely wait
+                // out the same timeout, and the buyer's answer does not depend on it (a settle
+                // that is lost is healed when the reservation's lease ends).
+                let settling = settlement(&result);
+                tokio::spawn(async move {
+                    settle(gate.as_ref(), &reservation, settling, true).await;
+                });
+                result
+            }
+        }
+    }
+
+    /// Reserves at the gate, seeding it from the database once if it holds nothing yet.
+    async fn reserve(
+        &self,
+        gate: &dyn AdmissionGate,
+        drop: &LimitedDrop,
+        reservation: &Reservation,
+    ) -> Result<ReserveOutcome, InfraError> {
+        match gate.reserve(reservation).await? {
+            ReserveOutcome::NotSeeded => {
+                // Every buyer of the drop finds it empty at once: one of them seeds it.
+                self.seedings
+                    .run(drop.id, || async {
+                        let seed = self.ports.drops.gate_seed(drop).await.map_err(Arc::new)?;
+                        gate.seed_if_absent(&seed).await.map_err(Arc::new)
+                    })
+                    .await
+                    .map_err(|error| crate::unshared(&error))?;
+                match gate.reserve(reservation).await? {
+                    ReserveOutcome::NotSeeded => Err(InfraError::msg("gate lost its seed twice")),
+                    outcome => Ok(outcome),
+                }
+            }
+            outcome => Ok(outcome),
+        }
+    }
+
+    async fn after_reserve(
+        &self,
+        gate: &dyn AdmissionGate,
+        drop: &LimitedDrop,
+        outcome: ReserveOutcome,
+        reservation: &Reservation,
+        now: OffsetDateTime,
+        may_resolve: bool,
+    ) -> Result<Purchased, PurchaseError> {
+        match outcome {
+            ReserveOutcome::Admitted => {
+                // The ledger command is built only for admitted purchases: refusals, the bulk
+                // of a drop's traffic, allocate nothing for it.
+                let result = self.commit(&place_order_for(drop, reservation, now)).await;
+                if matches!(
+                    result,
+                    Err(PurchaseError::SoldOut { .. } | PurchaseError::PerUserLimitExceeded { .. })
+                ) {
+                    // The gate admitted what the database refuses: its counter or holdings
+                    // are off (a sale it did not see). Rebuild it from the truth.
+                    self.resync_soon(*drop);
+                }
+                settle(gate, reservation, settlement(&result), false).await;
+                result
+            }
+            ReserveOutcome::InProgress { deadline } if may_resolve && now > deadline => {
+                // The first attempt's lease has passed (its process died, or its settle was
+                // lost): the database decides, then this request replays or starts afresh.
+                let stale = StaleReservation {
+                    user_id: reservation.user_id,
+                    key: reservation.key.clone(),
+                    quantity: reservation.quantity,
+                    deadline,
+                };
+                match self.resolve_stale(gate, drop, &stale).await? {
+                    StaleResolution::Committed(order) => {
+                        if order.matches_request(drop.id, reservation.quantity) {
+                            Ok(Purchased {
+                                order,
+                                replayed: true,
+                            })
+                        } else {
+                            Err(PurchaseError::KeyReused)
+                        }
+                    }
+                    StaleResolution::Pending => Err(PurchaseError::InProgress),
+                    StaleResolution::Abandoned => {
+                        let outcome = self.reserve(gate, drop, reservation).await?;
+                        Box::pin(self.after_reserve(gate, drop, outcome, reservation, now, false))
+                            .await
+                    }
+                }
+            }
+            ReserveOutcome::Replay(id) => {
+                let order = self.ports.orders.get(id).await?;
+                order
+                    .map(|order| Purchased {
+                        order,
+                        replayed: true,
+                    })
+                    .ok_or_else(|| anyhow::anyhow!("gate marker names missing order {id}").into())
+            }
+            ReserveOutcome::InProgress { .. } => Err(PurchaseError::InProgress),
+            ReserveOutcome::KeyReused => Err(PurchaseError::KeyReused),
+            ReserveOutcome::SoldOut { remaining } => Err(PurchaseError::SoldOut { remaining }),
+            ReserveOutcome::PerUserLimitExceeded { limit } => {
+                Err(PurchaseError::PerUserLimitExceeded { limit })
+            }
+            ReserveOutcome::NotSeeded => {
+                Err(anyhow::anyhow!("gate not seeded after seeding").into())
+            }
+        }
+    }
+}
+
+/// What the gate is told of an admitted reservation once the database has decided: confirmed
+/// with its order when this request created one; given back when the database refused it, no
+/// write slot was free, or an earlier order was replayed because the gate had forgotten it. When
+/// the outcome is unknown (the database failed or did not answer in time, so the purchase may
+/// yet have committed) the in-progress marker stays: its lease ends, and the retry of the same
+/// key or the healer resolves it against the database. A gate that misses a settle likewise
+/// keeps the marker until its lease resolves it.
+enum Settlement {
+    /// Committed as this order.
+    Confirm(OrderId),
+    /// Not committed: the units go back.
+    Cancel,
+    /// Unknown (the database did not answer): the reservation's lease decides later.
+    Leave,
+}
+
+fn settlement(result: &Result<Purchased, PurchaseError>) -> Settlement {
+    match result {
+        Ok(Purchased {
+            order,
+            replayed: false,
+        }) => Settlement::Confirm(order.id),
+        Err(PurchaseError::Unavailable | PurchaseError::Unexpected(_)) => Settlement::Leave,
+        _ => Settlement::Cancel,
+    }
+}
+
+async fn settle(
+    gate: &dyn AdmissionGate,
+    reservation: &Reservation,
+    settlement: Settlement,
+    degraded: bool,
+) {
+    let settled = match settlement {
+        Settlement::Confirm(order) => gate.confirm(reservation, order).await,
+        Settlement::Cancel => gate.cancel(reservation).await,
+        Settlement::Leave => return,
+    };
+    match settled {
+        Ok(()) => {}
+        Err(error) if degraded => tracing::debug!(error = %error, "gate still unreachable"),
+        Err(error) => tracing::warn!(error = %error, "gate not settled after the database decided"),
+    }
+}
+
+fn reservation(drop: &LimitedDrop, cmd: PurchaseCommand, deadline: OffsetDateTime) -> Reservation {
+    Reservation {
+        drop_id: drop.id,
+        user_id: cmd.user_id,
+        quantity: cmd.quantity,
+        per_user_limit: drop.per_user_limit,
+        key: cmd.key,
+        deadline,
+    }
+}
+
+fn place_order_for(drop: &LimitedDrop, r: &Reservation, now: OffsetDateTime) -> PlaceOrder {
+    place_order(drop, r.user_id, r.quantity, &r.key, now, Some(r.deadline))
+}

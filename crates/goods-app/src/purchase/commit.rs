@@ -1,0 +1,73 @@
+//! The commit: a write slot of the instance's buffer, then the drop's next group commit; and
+//! the database-only path (no gate, its flag off, or its breaker open).
+
+use super::{PurchaseCommand, PurchaseError, Purchased, place_order};
+use crate::{GoodsApp, telemetry};
+use goods_domain::LimitedDrop;
+use goods_domain::ports::{PlaceOrder, Placed};
+use time::OffsetDateTime;
+
+impl GoodsApp {
+    /// The purchase without the gate: the database decides alone.
+    pub(super) async fn database_alone(
+        &self,
+        drop: &LimitedDrop,
+        cmd: &PurchaseCommand,
+        now: OffsetDateTime,
+    ) -> Result<Purchased, PurchaseError> {
+        // No gate, its flag is off, or it failed moments ago (its breaker is open): the
+        // database decides.
+        if self.ports.gate.is_some() {
+            let reason = if self.flags_cache.gate_on() {
+                "breaker_open"
+            } else {
+                "flag_off"
+            };
+            metrics::counter!(telemetry::GATE_FALLBACKS, "reason" => reason).increment(1);
+            // The gate does not see this sale: resync the drop when it is back.
+            self.healing.mark_dirty(drop.id);
+        }
+        let order = place_order(drop, cmd.user_id, cmd.quantity, &cmd.key, now, None);
+        self.commit(&order).await
+    }
+
+    /// Takes a write slot and commits the order with its drop's next batch.
+    pub(super) async fn commit(&self, order: &PlaceOrder) -> Result<Purchased, PurchaseError> {
+        let admitted = std::time::Instant::now();
+        let Some(_permit) = self.buffer.acquire().await else {
+            return Err(PurchaseError::Throttled);
+        };
+        match self.committers.place(order.clone()).await? {
+            Placed::Created(order) => {
+                self.drops.units_changed(order.drop_id);
+                metrics::histogram!(telemetry::ADMISSION_TO_COMMIT)
+                    .record(admitted.elapsed().as_secs_f64());
+                Ok(Purchased {
+                    order,
+                    replayed: false,
+                })
+            }
+            Placed::Replayed(order) => Ok(Purchased {
+                order,
+                replayed: true,
+            }),
+        }
+    }
+
+    pub(super) async fn find_replay(
+        &self,
+        cmd: &PurchaseCommand,
+    ) -> Result<Option<Purchased>, PurchaseError> {
+        let existing = self.ports.orders.find_by_key(cmd.user_id, &cmd.key).await?;
+        match existing {
+            Some(order) if order.matches_request(cmd.drop_id, cmd.quantity) => {
+                Ok(Some(Purchased {
+                    order,
+                    replayed: true,
+                }))
+            }
+            Some(_) => Err(PurchaseError::KeyReused),
+            None => Ok(None),
+        }
+    }
+}
