@@ -6,6 +6,8 @@ use fred::prelude::*;
 use fred::types::config::{Config as FredConfig, ReconnectPolicy, TlsConnector};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// How to reach Redis.
 #[derive(Debug, Clone)]
@@ -29,6 +31,53 @@ pub struct RedisConnection {
     pub(crate) pool: Pool,
     pub(crate) subscriber: SubscriberClient,
     pub(crate) prefix: String,
+    pub(crate) tasks: Tasks,
+}
+
+/// The connection's background tasks (subscriptions, the counters' flush, sold-out snapshots),
+/// on the runtime it was opened on, tracked so [`RedisConnection::close`] can stop and wait for
+/// them.
+#[derive(Clone)]
+pub(crate) struct Tasks {
+    tracker: TaskTracker,
+    pub(crate) stop: CancellationToken,
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl Tasks {
+    fn new() -> Self {
+        Self {
+            tracker: TaskTracker::new(),
+            stop: CancellationToken::new(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        }
+    }
+
+    /// Runs `task` in the background until it ends or the connection closes.
+    pub(crate) fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let stop = self.stop.clone();
+        let task = async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = task => {}
+            }
+        };
+        match &self.runtime {
+            Some(runtime) => drop(self.tracker.spawn_on(task, runtime)),
+            None => drop(self.tracker.spawn(task)),
+        }
+    }
+
+    /// Runs `task` to its end, even past [`RedisConnection::close`]'s stop (a final flush).
+    pub(crate) fn spawn_to_end(
+        &self,
+        task: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        match &self.runtime {
+            Some(runtime) => drop(self.tracker.spawn_on(task, runtime)),
+            None => drop(self.tracker.spawn(task)),
+        }
+    }
 }
 
 impl RedisConnection {
@@ -103,7 +152,24 @@ impl RedisConnection {
             pool,
             subscriber,
             prefix: config.prefix.clone(),
+            tasks: Tasks::new(),
         })
+    }
+
+    /// Stops the background tasks (the counters are flushed one last time), waits up to
+    /// `within` for them, and closes the clients. `false` when a task was still running then.
+    pub async fn close(&self, within: Duration) -> bool {
+        self.tasks.stop.cancel();
+        self.tasks.tracker.close();
+        let ended = tokio::time::timeout(within, self.tasks.tracker.wait())
+            .await
+            .is_ok();
+        let _ = tokio::time::timeout(Duration::from_millis(200), async {
+            let _ = self.subscriber.quit().await;
+            let _ = self.pool.quit().await;
+        })
+        .await;
+        ended
     }
 
     /// Calls `on_message` with the value of every message published on `channel` from now
@@ -114,7 +180,7 @@ impl RedisConnection {
     pub fn subscribe(&self, channel: String, on_message: impl Fn(&Value) + Send + 'static) {
         let mut messages = self.subscriber.message_rx();
         let wanted = channel.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             loop {
                 match messages.recv().await {
                     Ok(message) if message.channel == wanted.as_str() => on_message(&message.value),
@@ -126,7 +192,7 @@ impl RedisConnection {
             }
         });
         let subscriber = self.subscriber.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             while let Err(error) = subscriber.subscribe(channel.clone()).await {
                 tracing::debug!(error = %error, %channel, "subscription pending");
                 tokio::time::sleep(Duration::from_millis(500)).await;

@@ -70,7 +70,7 @@ impl RedisGate {
             Arc::clone(&self.flags),
             self.keys(drop).idem,
         );
-        tokio::spawn(async move {
+        self.conn.tasks.spawn(async move {
             match pool
                 .next()
                 .hgetall::<HashMap<String, String>, _>(idem)

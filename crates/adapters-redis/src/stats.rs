@@ -42,20 +42,29 @@ pub struct RedisStats {
 }
 
 impl RedisStats {
-    /// Counters on `conn`, flushed by a background task every 200 ms.
+    /// Counters on `conn`, flushed by a background task every 200 ms, and once more when the
+    /// connection closes.
     pub fn new(conn: RedisConnection) -> Self {
         let stats = Self {
             conn,
             pending: Arc::default(),
         };
         let flusher = stats.clone();
-        tokio::spawn(async move {
+        let stop = stats.conn.tasks.stop.clone();
+        stats.conn.tasks.spawn_to_end(async move {
             let mut ticker = tokio::time::interval(Duration::from_millis(200));
             loop {
-                ticker.tick().await;
+                tokio::select! {
+                    biased;
+                    () = stop.cancelled() => break,
+                    _ = ticker.tick() => {}
+                }
                 if let Err(error) = flusher.flush().await {
                     tracing::debug!(error = %error, "stats flush deferred");
                 }
+            }
+            if let Err(error) = flusher.flush().await {
+                tracing::warn!(error = %error, "outcome counts not flushed at shutdown");
             }
         });
         stats

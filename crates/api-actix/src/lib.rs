@@ -90,12 +90,18 @@ pub fn ops_server(listener: TcpListener, state: ApiState) -> std::io::Result<Ser
     Ok(server)
 }
 
-/// Builds the HTTP server on an already bound listener (port 0 in tests). The server stops
-/// accepting on SIGTERM/SIGINT and finishes in-flight requests before it resolves.
+/// Builds the HTTP server on an already bound listener (port 0 in tests). It handles no
+/// signal itself: the binary stops it (`ServerHandle::stop(true)`), after which it accepts no
+/// connection and gives in-flight requests up to `shutdown` to be answered.
 ///
 /// # Errors
 /// When the listener cannot be used.
-pub fn server(listener: TcpListener, state: ApiState, workers: usize) -> std::io::Result<Server> {
+pub fn server(
+    listener: TcpListener,
+    state: ApiState,
+    workers: usize,
+    shutdown: std::time::Duration,
+) -> std::io::Result<Server> {
     let server = HttpServer::new(move || {
         App::new()
             .app_data(web::Data::new(state.clone()))
@@ -108,12 +114,13 @@ pub fn server(listener: TcpListener, state: ApiState, workers: usize) -> std::io
             .configure(configure)
     })
     .workers(workers)
+    .disable_signals()
     // The request head must arrive within 5 s (then 408), an idle keep-alive connection is
     // closed after 30 s, and a closing connection gets 1 s to go.
     .client_request_timeout(std::time::Duration::from_secs(5))
     .keep_alive(std::time::Duration::from_secs(30))
     .client_disconnect_timeout(std::time::Duration::from_secs(1))
-    .shutdown_timeout(30)
+    .shutdown_timeout(shutdown.as_secs().max(1))
     .listen(listener)?
     .run();
     Ok(server)

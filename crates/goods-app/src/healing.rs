@@ -148,7 +148,7 @@ impl GoodsApp {
     /// Resyncs the drop in the background (a purchase noticed the gate is off).
     pub(crate) fn resync_soon(&self, drop: LimitedDrop) {
         let app = self.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             if let Err(error) = app.resync_drop(&drop).await {
                 tracing::warn!(drop.id = %drop.id, error = %error, "gate resync failed");
             }
@@ -159,7 +159,7 @@ impl GoodsApp {
     pub(crate) fn gate_is_back(&self) {
         for id in self.healing.take_dirty() {
             let app = self.clone();
-            tokio::spawn(async move {
+            self.tasks.spawn(async move {
                 let result = match app.drops.load(id).await {
                     Ok(Some(drop)) => app.resync_drop(&drop).await.map(|_| ()),
                     Ok(None) => Ok(()),

@@ -24,6 +24,7 @@ pub use mechanisms::budget::Budgeted;
 pub use mechanisms::buffer::WriteBuffer;
 pub use mechanisms::drop_index::MIN_SCAN_INTERVAL as DROP_SCAN_INTERVAL;
 pub use mechanisms::group_commit::GroupCommit;
+pub use mechanisms::tasks::Tasks;
 pub use operations::flags::FlagError;
 pub use operations::reconcile::Reconciliation;
 pub use orders::lifecycle::{ListOrders, OrderPage};
@@ -96,14 +97,18 @@ pub struct GoodsApp {
     notifier: Option<Arc<dyn ChangeNotifier>>,
     /// How long a PENDING order holds its units before it expires.
     payment_window: PaymentWindow,
+    /// Every background task: settles, resyncs, notices, committers, the binary's loops.
+    tasks: Tasks,
 }
 
 impl GoodsApp {
     /// An application over `ports`, admitting purchases to the database through `buffer`.
     pub fn new(ports: Ports, buffer: WriteBuffer) -> Self {
+        let tasks = Tasks::default();
         let committers = Arc::new(group_commit::Committers::new(
             Arc::clone(&ports.ledger),
             GroupCommit::default(),
+            tasks.clone(),
         ));
         let drops = Arc::new(drops::cache::DropCache::new(Arc::clone(&ports.drops)));
         Self {
@@ -118,6 +123,7 @@ impl GoodsApp {
             flags_cache: Arc::default(),
             notifier: None,
             payment_window: PaymentWindow::default(),
+            tasks,
         }
     }
 
@@ -146,7 +152,7 @@ impl GoodsApp {
     /// their next poll.
     fn announce_change(&self) {
         if let Some(notifier) = self.notifier.clone() {
-            tokio::spawn(async move {
+            self.tasks.spawn(async move {
                 if let Err(error) = notifier.changed().await {
                     tracing::warn!(error = %error, "change notice not sent; the other instances poll");
                 }
@@ -170,8 +176,24 @@ impl GoodsApp {
         self.committers = Arc::new(group_commit::Committers::new(
             Arc::clone(&self.ports.ledger),
             config,
+            self.tasks.clone(),
         ));
         self
+    }
+
+    /// The tracker every background task of this application runs on; the binary spawns its
+    /// loops (healing, refresh, lease) there too.
+    pub fn tasks(&self) -> &Tasks {
+        &self.tasks
+    }
+
+    /// Stops this application once no request is in flight any more (the HTTP server has
+    /// drained): each drop's committer commits what it holds, answers its buyers and ends; the
+    /// loops stop after the pass under way; settles, resyncs and notices finish. Waits up to
+    /// `within`; `false` when some task was still running then.
+    pub async fn shutdown(&self, within: Duration) -> bool {
+        self.committers.close();
+        self.tasks.shutdown(within).await
     }
 
     /// Free database write slots right now (a saturation gauge).

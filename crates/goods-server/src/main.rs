@@ -36,19 +36,36 @@ async fn serve() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let telemetry = match telemetry::init(&config) {
+    let telemetry = match telemetry::init(&config.observability) {
         Ok(telemetry) => telemetry,
         Err(error) => {
             eprintln!("invalid configuration: {error:#}");
             return ExitCode::from(2);
         }
     };
-    let outcome = match Application::build(config).await {
-        Ok(app) => app.run_until_stopped().await.map_err(anyhow::Error::from),
-        Err(error) => Err(error),
+    let (outcome, deadline) = match Application::build(config).await {
+        Ok(app) => match app.serve().await {
+            Ok(stopped) if stopped.clean => (Ok(()), Some(stopped.deadline)),
+            Ok(stopped) => (
+                Err(anyhow::anyhow!(
+                    "the shutdown was not clean: requests or background tasks were cut at the end of SHUTDOWN_GRACE_MS"
+                )),
+                Some(stopped.deadline),
+            ),
+            Err(error) => (Err(error.into()), None),
+        },
+        Err(error) => (Err(error), None),
     };
-    finish(telemetry, outcome).await
+    // Traces get what is left of the shutdown's grace.
+    let flush = deadline.map_or(FLUSH, |deadline| {
+        deadline.saturating_duration_since(tokio::time::Instant::now())
+    });
+    finish(telemetry, outcome, flush).await
 }
+
+/// How long traces may take to flush when no shutdown grace bounds it (a failed start, a
+/// migration).
+const FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Signs standard input with `PAYMENT_WEBHOOK_SECRET` (or `_FILE`) at the current time, as the
 /// payment provider does, and prints the header value.
@@ -146,11 +163,19 @@ async fn migrate(to: Option<&str>) -> ExitCode {
                 "migrations applied"
             );
         });
-    finish(telemetry, outcome).await
+    finish(telemetry, outcome, FLUSH).await
 }
 
-async fn finish(telemetry: telemetry::Telemetry, outcome: anyhow::Result<()>) -> ExitCode {
-    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+async fn finish(
+    telemetry: telemetry::Telemetry,
+    outcome: anyhow::Result<()>,
+    flush: std::time::Duration,
+) -> ExitCode {
+    let _ = tokio::time::timeout(
+        flush,
+        tokio::task::spawn_blocking(move || telemetry.shutdown(flush)),
+    )
+    .await;
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

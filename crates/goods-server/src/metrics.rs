@@ -18,7 +18,7 @@ pub const BUCKETS: &[f64] = &[
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// How often histogram samples are folded in when nobody scrapes.
-const UPKEEP: Duration = Duration::from_secs(5);
+pub(crate) const UPKEEP: Duration = Duration::from_secs(5);
 
 /// Every metric name the server exports (without the `_bucket`, `_sum`, `_count` of
 /// histograms): what dashboards and alert rules may use.
@@ -56,16 +56,6 @@ pub fn recorder(reconcile_interval: Option<Duration>) -> PrometheusHandle {
             api_actix::describe_http_metrics();
             goods_app::telemetry::describe();
             adapters_sql::describe_metrics();
-            // Histogram samples wait in lock-free buckets until upkeep folds them in; scrapes
-            // run it too, but a server nobody scrapes must not keep every sample.
-            let upkeep = handle.clone();
-            tokio::spawn(async move {
-                let mut every = tokio::time::interval(UPKEEP);
-                loop {
-                    every.tick().await;
-                    upkeep.run_upkeep();
-                }
-            });
             handle
         })
         .clone()

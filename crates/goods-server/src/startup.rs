@@ -1,11 +1,9 @@
 //! Wiring: configuration in, a running HTTP server out. Nothing here decides behaviour; it
 //! only picks adapters.
 
-use crate::config::{Auth, Config, Database, Gate};
+use crate::config::{Auth, Background, Config, Database, Gate, GateKind};
 use adapters_memory::{LogEventPublisher, MemoryGate, MemoryStats};
-use adapters_redis::{
-    RedisChanges, RedisConfig, RedisConnection, RedisGate, RedisStats, RedisWriteBudget,
-};
+use adapters_redis::{RedisChanges, RedisConnection, RedisGate, RedisStats, RedisWriteBudget};
 use anyhow::Context as _;
 use api_actix::{ApiState, AuthMode, Probe, Readiness};
 use futures::FutureExt as _;
@@ -29,13 +27,30 @@ pub struct Application {
     ops: actix_web::dev::Server,
     ops_address: SocketAddr,
     app: GoodsApp,
-    reconcile_interval: Option<Duration>,
-    drop_refresh: Duration,
+    background: Background,
     /// Woken by a change notice: the refresher runs at once instead of at its next tick.
     changed: Arc<tokio::sync::Notify>,
-    /// The lease the background work runs under when the fleet shares its gate (Redis) or has
-    /// none; `None` with an in-process gate, which every instance must heal itself.
+    /// The lease the background work runs under when the gate's state is the fleet's; `None`
+    /// with an in-process gate, which every instance must heal itself.
     lease: Option<Arc<dyn LeaseStore>>,
+    /// The Redis connection, closed last.
+    redis: Option<RedisConnection>,
+    readiness: Readiness,
+    /// The metrics recorder, whose histograms are folded in periodically.
+    prometheus: metrics_exporter_prometheus::PrometheusHandle,
+    shutdown_grace: Duration,
+    signals: StopSignals,
+}
+
+/// How a server stopped.
+#[derive(Debug, Clone, Copy)]
+pub struct Stopped {
+    /// The moment by which the process must have exited (`SHUTDOWN_GRACE_MS` after the signal
+    /// or the stop); what is left of it is for flushing traces.
+    pub deadline: tokio::time::Instant,
+    /// Whether every in-flight request was answered, every committer drained and every
+    /// background task ended within the bound.
+    pub clean: bool,
 }
 
 /// The SQL ports of one store, plus its health check.
@@ -80,56 +95,49 @@ struct GatePorts {
     gate: Option<Arc<dyn AdmissionGate>>,
     stats: Arc<dyn StatsRecorder>,
     probe: Option<Probe>,
-    kind: &'static str,
     /// Change notices between instances, when they share a Redis.
     changes: Option<RedisChanges>,
     /// The fleet's write budget, when configured (`DB_WRITE_PERMITS_GLOBAL`).
     budget: Option<Arc<dyn WriteBudget>>,
 }
 
-async fn gate_ports(config: &Config) -> anyhow::Result<GatePorts> {
-    Ok(match &config.gate {
-        Gate::Memory => GatePorts {
-            gate: Some(Arc::new(MemoryGate::default())),
-            stats: Arc::new(MemoryStats::default()),
-            probe: Some(Arc::new(|| async { Ok(()) }.boxed())),
-            kind: "memory",
-            changes: None,
-            budget: None,
-        },
-        Gate::Off => GatePorts {
-            gate: None,
-            stats: Arc::new(MemoryStats::default()),
-            probe: None,
-            kind: "off",
-            changes: None,
-            budget: None,
-        },
-        Gate::Redis(url) => {
-            let redis = RedisConfig {
-                url: url.expose_secret().to_owned(),
-                prefix: config.redis_prefix.clone(),
-                pool_size: 8,
-                command_timeout: Duration::from_millis(500),
-                tls_ca_file: config.redis_tls_ca_file.clone(),
-            };
-            let conn = RedisConnection::connect(&redis, Duration::from_secs(2)).await?;
+/// The ports `config` asks for, on `redis` when the Redis section is set: the gate (in Redis
+/// only with `GATE=redis`), and whatever the fleet shares there whichever the gate is.
+fn gate_ports(config: &Config, redis: Option<&RedisConnection>) -> GatePorts {
+    let stats: Arc<dyn StatsRecorder> = match redis {
+        Some(conn) => Arc::new(RedisStats::new(conn.clone())),
+        None => Arc::new(MemoryStats::default()),
+    };
+    let (gate, probe): (Option<Arc<dyn AdmissionGate>>, Option<Probe>) = match (config.gate, redis)
+    {
+        (Gate::Redis, Some(conn)) => {
             let probe_conn = conn.clone();
-            GatePorts {
-                gate: Some(Arc::new(RedisGate::new(conn.clone(), SOLD_OUT_FLAG_TTL))),
-                stats: Arc::new(RedisStats::new(conn.clone())),
-                probe: Some(Arc::new(move || {
+            (
+                Some(Arc::new(RedisGate::new(conn.clone(), SOLD_OUT_FLAG_TTL))),
+                Some(Arc::new(move || {
                     let conn = probe_conn.clone();
                     async move { conn.ping().await }.boxed()
                 })),
-                kind: "redis",
-                budget: config.write_permits_global.map(|permits| {
-                    Arc::new(RedisWriteBudget::new(conn.clone(), permits)) as Arc<dyn WriteBudget>
-                }),
-                changes: Some(RedisChanges::new(conn)),
-            }
+            )
         }
-    })
+        (Gate::Memory, _) => (
+            Some(Arc::new(MemoryGate::default())),
+            Some(Arc::new(|| async { Ok(()) }.boxed())),
+        ),
+        // The configuration refuses GATE=redis without REDIS_URL.
+        (Gate::Off | Gate::Redis, _) => (None, None),
+    };
+    GatePorts {
+        gate,
+        stats,
+        probe,
+        budget: redis
+            .zip(config.purchases.write_permits_global)
+            .map(|(conn, permits)| {
+                Arc::new(RedisWriteBudget::new(conn.clone(), permits)) as Arc<dyn WriteBudget>
+            }),
+        changes: redis.map(|conn| RedisChanges::new(conn.clone())),
+    }
 }
 
 /// How long an instance answers SOLD_OUT alone at most before asking Redis again, should a
@@ -170,29 +178,33 @@ impl Application {
     /// # Errors
     /// As [`build`](Self::build).
     pub async fn build_with_clock(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
-        let bounds = adapters_sql::Bounds {
-            acquire: config.acquire_timeout,
-            transaction: config.tx_timeout,
-        };
-        let sql = match &config.database {
+        let db = &config.database;
+        let sql = match &db.source {
             Database::Sqlite(url) => {
-                let store = adapters_sqlite::Sqlite::open_with(url, config.migrate, bounds).await?;
+                let store =
+                    adapters_sqlite::Sqlite::open_with(url, db.migrate, db.bounds()).await?;
                 sql_ports(store, |s| async move { s.ping().await })
             }
             Database::Mysql(url) => {
                 let store = adapters_mysql::Mysql::connect_with(
                     url.expose_secret(),
-                    config.pool_size,
-                    config.migrate,
-                    bounds,
-                    &config.database_tls,
+                    db.pool_size,
+                    db.migrate,
+                    db.bounds(),
+                    &db.tls,
                 )
                 .await?;
                 sql_ports(store, |s| async move { s.ping().await })
             }
         };
-        let gate = gate_ports(&config).await?;
-        let gate_kind = gate.kind;
+        let redis = match &config.redis {
+            Some(redis) => {
+                Some(RedisConnection::connect(&redis.connection(), Duration::from_secs(2)).await?)
+            }
+            None => None,
+        };
+        let gate = gate_ports(&config, redis.as_ref());
+        let purchases = &config.purchases;
         let app = GoodsApp::new(
             Ports {
                 products: sql.products,
@@ -204,8 +216,8 @@ impl Application {
                     Some(budget) => Arc::new(goods_app::Budgeted::new(
                         sql.ledger,
                         budget,
-                        config.write_wait,
-                        config.acquire_timeout + config.tx_timeout + Duration::from_secs(2),
+                        purchases.write_wait,
+                        db.acquire_timeout + db.tx_timeout + Duration::from_secs(2),
                     )),
                     None => sql.ledger,
                 },
@@ -216,11 +228,11 @@ impl Application {
                 stats: gate.stats,
                 flags: sql.flags,
             },
-            WriteBuffer::new(config.write_permits, config.write_wait),
+            WriteBuffer::new(purchases.write_permits, purchases.write_wait),
         )
-        .with_lease(config.lease)
-        .with_group_commit(config.group_commit)
-        .with_payment_window(config.payment_window);
+        .with_lease(purchases.lease)
+        .with_group_commit(purchases.group_commit)
+        .with_payment_window(purchases.payment_window);
         // With a shared Redis, a flag or drop change reaches the fleet by a notice at once;
         // the refresh every DROP_REFRESH_MS is the fallback when a notice is lost.
         let changed = Arc::new(tokio::sync::Notify::new());
@@ -244,13 +256,14 @@ impl Application {
             ),
             Auth::TrustedHeader { proxies } => AuthMode::trusted_header(proxies.clone()),
         };
+        let readiness = Readiness::new(sql.probe, gate.probe, config.gate.name());
+        let prometheus = crate::metrics::recorder(config.background.reconcile_interval);
         let state = ApiState {
             app: app.clone(),
             auth,
-            readiness: Readiness::new(sql.probe, gate.probe, gate.kind),
+            readiness: readiness.clone(),
             metrics: {
-                let prometheus = crate::metrics::recorder(config.reconcile_interval);
-                let app = app.clone();
+                let (prometheus, app) = (prometheus.clone(), app.clone());
                 Arc::new(move || {
                     app.record_gauges();
                     prometheus.run_upkeep();
@@ -262,17 +275,19 @@ impl Application {
                 .as_ref()
                 .map(|secret| api_actix::WebhookSecret::new(secret.expose_secret().as_bytes())),
         };
-        let listener = TcpListener::bind(config.bind_addr)
-            .with_context(|| format!("binding {}", config.bind_addr))?;
+        let http = &config.http;
+        let signals = StopSignals::listen();
+        let listener = TcpListener::bind(http.bind_addr)
+            .with_context(|| format!("binding {}", http.bind_addr))?;
         let address = listener.local_addr()?;
-        let ops_listener = TcpListener::bind(config.ops_addr)
-            .with_context(|| format!("binding OPS_BIND_ADDR {}", config.ops_addr))?;
+        let ops_listener = TcpListener::bind(http.ops_addr)
+            .with_context(|| format!("binding OPS_BIND_ADDR {}", http.ops_addr))?;
         let ops_address = ops_listener.local_addr()?;
         // The first two log lines; scripts and tests read the chosen ports from them.
         tracing::info!("listening on {address}");
         tracing::info!("ops listening on {ops_address}");
         let ops = api_actix::ops_server(ops_listener, state.clone())?;
-        let server = api_actix::server(listener, state, config.http_workers)?;
+        let server = api_actix::server(listener, state, http.workers, http.shutdown_grace)?;
         if let Auth::TrustedHeader { proxies } = &config.auth {
             let proxies: Vec<String> = proxies.iter().map(ToString::to_string).collect();
             tracing::warn!(
@@ -286,10 +301,14 @@ impl Application {
             ops,
             ops_address,
             app,
-            reconcile_interval: config.reconcile_interval,
-            drop_refresh: config.drop_refresh,
+            background: config.background.clone(),
             changed,
-            lease: (gate_kind != "memory").then_some(sql.leases),
+            lease: (config.gate.kind() == GateKind::Shared).then_some(sql.leases),
+            redis,
+            readiness,
+            prometheus,
+            shutdown_grace: http.shutdown_grace,
+            signals,
         })
     }
 
@@ -303,32 +322,108 @@ impl Application {
         self.ops_address
     }
 
-    /// A handle to stop the server gracefully.
+    /// A handle to stop the server gracefully, as SIGTERM does.
     pub fn handle(&self) -> actix_web::dev::ServerHandle {
         self.server.handle()
     }
 
-    /// Serves until SIGTERM/SIGINT or [`handle`](Self::handle)`.stop()`; in-flight requests
-    /// finish first. Runs the reconciliation and healing pass alongside.
+    /// [`serve`](Self::serve), for callers that only need to know it ended.
     ///
     /// # Errors
     /// When the server fails.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.serve().await.map(drop)
+    }
+
+    /// Serves until SIGTERM, SIGINT or [`handle`](Self::handle)`.stop(true)`, with the
+    /// background work (healing, refresh, the background lease) alongside, then shuts down
+    /// within `SHUTDOWN_GRACE_MS`: no new connection is accepted and `/health/ready` answers
+    /// 503; in-flight requests are answered (a purchase's 202 only once its order is
+    /// committed); each drop's committer commits what it holds; the loops stop after the pass
+    /// under way; the outcome counters are flushed to Redis; the ops listener stops last.
+    ///
+    /// # Errors
+    /// When the server fails.
+    pub async fn serve(self) -> std::io::Result<Stopped> {
+        self.start_background();
+        let Self {
+            server,
+            ops,
+            app,
+            redis,
+            readiness,
+            shutdown_grace,
+            signals,
+            ..
+        } = self;
+        // The ops listener serves from now until the very end of the shutdown.
+        let ops_handle = ops.handle();
+        let ops_task = tokio::spawn(ops);
+        let handle = server.handle();
+        let mut server = std::pin::pin!(server);
+        let (served, deadline, mut clean) = tokio::select! {
+            result = &mut server => (result, tokio::time::Instant::now() + shutdown_grace, true),
+            signal = signals.recv() => {
+                let deadline = tokio::time::Instant::now() + shutdown_grace;
+                tracing::info!(
+                    signal,
+                    grace_ms = shutdown_grace.as_millis(),
+                    "shutting down: no new connections, answering the requests in flight"
+                );
+                readiness.stop();
+                // The stop is sent at once; the server's own future carries it out.
+                drop(handle.stop(true));
+                // The requests get the grace but a fifth, kept for the rest of the shutdown.
+                match tokio::time::timeout_at(deadline - shutdown_grace / 5, &mut server).await {
+                    Ok(result) => (result, deadline, true),
+                    Err(_) => {
+                        tracing::warn!("requests still in flight at the end of their grace; cut");
+                        (Ok(()), deadline, false)
+                    }
+                }
+            }
+        };
+        readiness.stop();
+        let began = deadline - shutdown_grace;
+        let elapsed_ms = || began.elapsed().as_millis();
+        tracing::info!(elapsed_ms = elapsed_ms(), "requests answered; draining the committers");
+        let rest = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if !app.shutdown(rest * 4 / 5).await {
+            tracing::warn!(
+                tasks = app.tasks().len(),
+                "background tasks still running at the end of the grace"
+            );
+            clean = false;
+        }
+        tracing::info!(elapsed_ms = elapsed_ms(), "committers drained, background tasks ended");
+        if let Some(redis) = redis {
+            let rest = deadline.saturating_duration_since(tokio::time::Instant::now());
+            clean &= redis.close(rest / 2).await;
+            tracing::info!(elapsed_ms = elapsed_ms(), "Redis counters flushed, connection closed");
+        }
+        let _ = tokio::time::timeout_at(deadline, async {
+            ops_handle.stop(true).await;
+            let _ = ops_task.await;
+        })
+        .await;
+        tracing::info!(clean, elapsed_ms = elapsed_ms(), "stopped");
+        served.map(|()| Stopped { deadline, clean })
+    }
+
+    /// Starts the ops listener and the loops, all owned by the application's tracker.
+    fn start_background(&self) {
+        let tasks = self.app.tasks();
         let leading = Arc::new(std::sync::atomic::AtomicBool::new(self.lease.is_none()));
-        let keeper = self
-            .reconcile_interval
-            .zip(self.lease.clone())
-            .map(|(period, lease)| keep_lease(lease, period, Arc::clone(&leading)));
-        let reconciler = self.reconcile_interval.map(|period| {
+        if let Some(period) = self.background.reconcile_interval {
+            if let Some(lease) = &self.lease {
+                keep_lease(tasks, Arc::clone(lease), period, Arc::clone(&leading));
+            }
             let app = self.app.clone();
-            let leading = Arc::clone(&leading);
-            tokio::spawn(async move {
-                let mut ticker = tokio::time::interval(period);
-                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    ticker.tick().await;
+            tasks.every(period, None, move || {
+                let (app, leading) = (app.clone(), Arc::clone(&leading));
+                async move {
                     if !leading.load(std::sync::atomic::Ordering::SeqCst) {
-                        continue;
+                        return;
                     }
                     match app.heal_all().await {
                         Ok(report) if report != goods_app::HealReport::default() => {
@@ -338,40 +433,68 @@ impl Application {
                         Err(error) => tracing::warn!(error = %error, "healing pass failed"),
                     }
                 }
-            })
-        });
-        let refresher = {
-            let app = self.app.clone();
-            let period = self.drop_refresh;
-            let changed = Arc::clone(&self.changed);
-            tokio::spawn(async move {
-                let mut ticker = tokio::time::interval(period);
-                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    // Notices that arrive during a refresh leave one permit: one more refresh.
-                    tokio::select! {
-                        _ = ticker.tick() => {}
-                        () = changed.notified() => {}
-                    }
+            });
+        }
+        // Notices that arrive during a refresh leave one permit: one more refresh.
+        let app = self.app.clone();
+        tasks.every(
+            self.background.drop_refresh,
+            Some(Arc::clone(&self.changed)),
+            move || {
+                let app = app.clone();
+                async move {
                     if let Err(error) = app.refresh().await {
                         tracing::warn!(error = %error, "drop refresh failed; the cache keeps what it had");
                     }
                 }
-            })
+            },
+        );
+        // Histogram samples wait in lock-free buckets until upkeep folds them in; scrapes run
+        // it too, but a server nobody scrapes must not keep every sample.
+        let prometheus = self.prometheus.clone();
+        tasks.every(crate::metrics::UPKEEP, None, move || {
+            prometheus.run_upkeep();
+            std::future::ready(())
+        });
+    }
+}
+
+/// SIGTERM (what an orchestrator sends) and SIGINT (Ctrl-C), both graceful stops. Listened for
+/// from the start, before the first log line: a signal sent as soon as the server said where it
+/// listens is not lost (or fatal, as it would be without a handler).
+struct StopSignals {
+    terminate: Option<tokio::signal::unix::Signal>,
+    interrupt: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn listen() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind, name| {
+            signal(kind)
+                .inspect_err(|error| tracing::warn!(error = %error, "{name} handler not installed"))
+                .ok()
         };
-        let ops = self.ops.handle();
-        let ops_task = tokio::spawn(self.ops);
-        let result = self.server.await;
-        ops.stop(true).await;
-        let _ = ops_task.await;
-        if let Some(task) = reconciler {
-            task.abort();
+        Self {
+            terminate: listen(SignalKind::terminate(), "SIGTERM"),
+            interrupt: listen(SignalKind::interrupt(), "SIGINT"),
         }
-        if let Some(task) = keeper {
-            task.abort();
+    }
+
+    /// The first of them to arrive.
+    async fn recv(mut self) -> &'static str {
+        tokio::select! {
+            () = next(self.terminate.as_mut()) => "SIGTERM",
+            () = next(self.interrupt.as_mut()) => "SIGINT",
         }
-        refresher.abort();
-        result
+    }
+}
+
+/// The next delivery of `signal`; never, when it has no handler.
+async fn next(signal: Option<&mut tokio::signal::unix::Signal>) {
+    match signal {
+        Some(signal) => drop(signal.recv().await),
+        None => std::future::pending().await,
     }
 }
 
@@ -381,10 +504,11 @@ impl Application {
 /// moves within two periods. Every step of that work is idempotent, so the rare overlap (a pass
 /// longer than the lease) does no harm.
 fn keep_lease(
+    tasks: &goods_app::Tasks,
     lease: Arc<dyn LeaseStore>,
     period: Duration,
     leading: Arc<std::sync::atomic::AtomicBool>,
-) -> tokio::task::JoinHandle<()> {
+) {
     let holder = format!(
         "{}:{}:{}",
         std::env::var("HOSTNAME").unwrap_or_else(|_| "goods-server".into()),
@@ -393,11 +517,10 @@ fn keep_lease(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos())
     );
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval((period / 3).max(Duration::from_millis(10)));
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
+    let renew = (period / 3).max(Duration::from_millis(10));
+    tasks.every(renew, None, move || {
+        let (lease, holder, leading) = (Arc::clone(&lease), holder.clone(), Arc::clone(&leading));
+        async move {
             let now = match lease.try_lead(BACKGROUND, &holder, period).await {
                 Ok(held) => held,
                 Err(error) => {
@@ -415,5 +538,5 @@ fn keep_lease(
                 0.0
             });
         }
-    })
+    });
 }

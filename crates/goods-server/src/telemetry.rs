@@ -4,7 +4,7 @@
 //! console stays quiet. Incoming W3C `traceparent` headers are honoured (the propagator is set
 //! here; the request middleware extracts the caller's context).
 
-use crate::config::{Config, LogFormat, OtlpProtocol};
+use crate::config::{LogFormat, Observability, OtlpProtocol};
 use anyhow::Context as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
@@ -24,11 +24,11 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Flushes and stops the exporter. Blocks for up to about a second, so call it off the
-    /// async workers.
-    pub fn shutdown(self) {
+    /// Flushes and stops the exporter, for up to `within`. Blocks, so call it off the async
+    /// workers.
+    pub fn shutdown(self, within: std::time::Duration) {
         if let Some(provider) = self.provider
-            && let Err(error) = provider.shutdown()
+            && let Err(error) = provider.shutdown_with_timeout(within)
         {
             eprintln!("telemetry shutdown: {error}");
         }
@@ -92,7 +92,7 @@ fn exporter(endpoint: &str, protocol: OtlpProtocol) -> anyhow::Result<SdkTracerP
 ///
 /// # Errors
 /// When a filter does not parse or the exporter cannot be built.
-pub fn init(config: &Config) -> anyhow::Result<Telemetry> {
+pub fn init(config: &Observability) -> anyhow::Result<Telemetry> {
     let console_filter = EnvFilter::try_new(&config.log_filter).context("RUST_LOG")?;
     let export_filter = EnvFilter::try_new(&config.traces_filter).context("OTEL_TRACES_FILTER")?;
     let provider = config

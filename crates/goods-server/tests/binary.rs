@@ -6,9 +6,8 @@ use serde_json::json;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-#[path = "support/harness.rs"]
-mod harness;
-use harness::process;
+mod support;
+use support::{harness, process};
 
 fn start(dir: &std::path::Path, vars: &[(&str, &str)]) -> (Child, String) {
     process::spawn(dir, vars.iter().copied())

@@ -18,9 +18,8 @@ use std::time::{Duration, Instant};
 use test_support::mariadb::PrivateMariadb;
 use test_support::redis::PrivateRedis;
 
-#[path = "support/harness.rs"]
-mod harness;
-use harness::*;
+mod support;
+use support::harness::{self, *};
 
 /// The environment of an instance on `redis` (with keys of its own) and a fresh MariaDB
 /// database, plus `extra`.
@@ -141,6 +140,107 @@ async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
             .all(|a| a.status == 202 || a.is("SOLD_OUT")),
         "{answers:?}"
     );
+    assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
+}
+
+/// SIGTERM mid-sale, as an orchestrator sends it: the purchases in flight are answered, a 202
+/// only for an order that is committed; the committers drain; the process exits 0 within
+/// `SHUTDOWN_GRACE_MS`. Nothing is held afterwards: an instance that does no healing finds the
+/// gate agreeing with the database (drift 0), which a reservation left in progress would break
+/// until healed. The sale then finishes exactly on a new instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_mid_sale_answers_the_buyers_in_flight_and_exits_within_the_grace() {
+    const LIMITED: i64 = 200;
+    const BUYERS: i64 = 600;
+    const GRACE_MS: u64 = 5000;
+    let prefix = fresh_prefix();
+    let mut vars = shared_redis(&prefix).to_vec();
+    vars.push(("DATABASE_URL", test_support::mysql::fresh_database().await));
+    vars.push(("SHUTDOWN_GRACE_MS", GRACE_MS.to_string()));
+    let mut server = Server::start(&env(&vars));
+    let client = Client::new();
+    let drop = client.open_drop(&server.base, LIMITED).await;
+
+    // 600 buyers at once; SIGTERM as soon as 20 of them have their 202.
+    let won = Arc::new(AtomicUsize::new(0));
+    let enough = Arc::new(tokio::sync::Notify::new());
+    let tries = (1..=BUYERS).map(|user| {
+        let (client, base) = (client.clone(), server.base.clone());
+        let (won, enough) = (Arc::clone(&won), Arc::clone(&enough));
+        tokio::spawn(async move {
+            let answer = client.buy(&base, drop, user).await;
+            if answer.as_ref().is_some_and(|a| a.status == 202)
+                && won.fetch_add(1, Ordering::SeqCst) + 1 == 20
+            {
+                enough.notify_one();
+            }
+            (user, answer)
+        })
+    });
+    let in_flight = tokio::spawn(join_all(tries));
+    enough.notified().await;
+    let (code, took) = server.terminate();
+    let before: Vec<(i64, Option<Answer>)> = in_flight
+        .await
+        .unwrap()
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    eprintln!("exited {code:?} {took:?} after SIGTERM");
+    assert_eq!(code, Some(0), "a graceful stop exits 0");
+    assert!(
+        took <= Duration::from_millis(GRACE_MS),
+        "exited {took:?} after SIGTERM, past SHUTDOWN_GRACE_MS={GRACE_MS}"
+    );
+    let answered: Answers = before
+        .iter()
+        .filter_map(|(user, a)| a.clone().map(|a| (*user, a)))
+        .collect();
+    let refused_at_the_door = before.len() - answered.len();
+    for a in answered.values() {
+        assert!(a.status < 500, "an answer during shutdown is final: {a:?}");
+    }
+    let won_before: HashMap<i64, i64> = answered
+        .iter()
+        .filter(|(_, a)| a.status == 202)
+        .map(|(user, a)| (*user, a.order.unwrap()))
+        .collect();
+    eprintln!(
+        "{} answered ({} of them 202), {refused_at_the_door} refused at the door",
+        answered.len(),
+        won_before.len()
+    );
+
+    // No healing here: whatever the stopped instance left held would show as drift.
+    let mut checker_env = env(&vars);
+    checker_env.push(("RECONCILE_INTERVAL_MS", "0"));
+    let checker = Server::start(&checker_env);
+    let recon = client.reconciliation(&checker.base, drop).await;
+    assert_eq!(
+        recon["soldQuantity"],
+        json!(won_before.len()),
+        "every committed order was answered 202, every 202 committed: {recon}"
+    );
+    assert_eq!(recon["drift"], json!(0), "units held after the stop: {recon}");
+    for (user, order) in &won_before {
+        assert!(
+            client.order_exists(&checker.base, *user, *order).await,
+            "order {order} of buyer {user}"
+        );
+    }
+    std::mem::drop(checker);
+
+    // The sale finishes on a new instance; the 202s before the stop replay the same orders.
+    server.restart();
+    let mut answers = answered;
+    let again: Vec<i64> = (1..=BUYERS)
+        .filter(|user| answers.get(user).is_none_or(|a| a.status != 202))
+        .collect();
+    answers.extend(wave(&client, &server.base, drop, again.into_iter()).await);
+    answers.extend(wave(&client, &server.base, drop, won_before.keys().copied()).await);
+    for (user, order) in &won_before {
+        assert_eq!(answers[user].order, Some(*order), "buyer {user}'s 202 replays");
+    }
     assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
 }
 

@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-#[path = "support/fleet.rs"]
-mod fleet;
-#[path = "support/harness.rs"]
-mod harness;
+mod support;
 
-use fleet::{Fleet, INSTANCES};
-use harness::{Answer, Answers, Client, assert_sold_out_exactly, env, fresh_prefix, shared_redis};
+use support::fleet::{Fleet, INSTANCES};
+use support::harness;
+use support::harness::{
+    Answer, Answers, Client, assert_sold_out_exactly, env, fresh_prefix, shared_redis,
+};
 
 const LIMITED: i64 = 150;
 const BUYERS: i64 = 600;

@@ -36,10 +36,13 @@ impl PrivateMariadb {
 
     fn start_with(tls: Option<[PathBuf; 3]>) -> Self {
         let dir = std::env::temp_dir().join(format!("mariadb-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
+        // A temporary directory of its own: bootstraps running at once in the shared /tmp have
+        // been seen to lose each other's temporary tables.
+        std::fs::create_dir_all(dir.join("tmp")).unwrap();
         let out = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.join("data").display()))
+            .arg(format!("--tmpdir={}", dir.join("tmp").display()))
             .args([
                 "--auth-root-authentication-method=normal",
                 "--user=root",
@@ -154,6 +157,7 @@ impl PrivateMariadb {
         }
         let child = command
             .arg(format!("--datadir={}", self.dir.join("data").display()))
+            .arg(format!("--tmpdir={}", self.dir.join("tmp").display()))
             .arg(format!("--socket={}", self.dir.join("sock").display()))
             .arg(format!("--port={}", self.port))
             .args([

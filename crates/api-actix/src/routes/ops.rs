@@ -27,6 +27,8 @@ pub struct Readiness {
     gate: Option<Probe>,
     gate_kind: &'static str,
     last: Arc<tokio::sync::Mutex<Option<(std::time::Instant, Checked)>>>,
+    /// Set when shutdown begins: not ready, whatever the checks say.
+    stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Readiness {
@@ -39,7 +41,15 @@ impl Readiness {
             gate,
             gate_kind,
             last: Arc::default(),
+            stopping: Arc::default(),
         }
+    }
+
+    /// From now on `/health/ready` answers 503 `stopping`: the instance is draining, and a
+    /// balancer that still probes it sends its traffic elsewhere.
+    pub fn stop(&self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The last check if it is fresh, else a new one. Probes arriving during a check wait for
@@ -67,9 +77,16 @@ pub async fn live() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "up"}))
 }
 
-/// `GET /health/ready`: 503 when the database is down; 200 `degraded` when only the gate is.
+/// `GET /health/ready`: 503 when the database is down or the instance is shutting down; 200
+/// `degraded` when only the gate is.
 pub async fn ready(state: web::Data<ApiState>) -> HttpResponse {
     let readiness = &state.readiness;
+    if readiness.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+        return HttpResponse::ServiceUnavailable().json(json!({
+            "status": "stopping",
+            "gate": { "kind": readiness.gate_kind },
+        }));
+    }
     let Checked { database, gate } = readiness.check().await;
     let gate_status = match &gate {
         None => "off",

@@ -17,6 +17,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument as _;
 
+use super::tasks::Tasks;
+
 /// How a drop's committer batches purchases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupCommit {
@@ -60,15 +62,17 @@ struct Waiter {
 pub(crate) struct Committers {
     ledger: Arc<dyn PurchaseLedger>,
     config: GroupCommit,
-    queues: Mutex<HashMap<DropId, mpsc::UnboundedSender<Waiter>>>,
-    /// The runtime the application was built on. Committers run there, not on the runtime of
-    /// the request that happened to start one: an HTTP worker's single-threaded runtime stops
-    /// with its worker, while other workers' buyers still wait on the drop's committer.
-    runtime: Option<tokio::runtime::Handle>,
+    /// `None` once closed: no committer starts any more.
+    queues: Mutex<Option<HashMap<DropId, mpsc::UnboundedSender<Waiter>>>>,
+    /// Committers run on the application's tracker, on the runtime it was built on, not on the
+    /// runtime of the request that happened to start one: an HTTP worker's single-threaded
+    /// runtime stops with its worker, while other workers' buyers still wait on the drop's
+    /// committer.
+    tasks: Tasks,
 }
 
 impl Committers {
-    pub(crate) fn new(ledger: Arc<dyn PurchaseLedger>, config: GroupCommit) -> Self {
+    pub(crate) fn new(ledger: Arc<dyn PurchaseLedger>, config: GroupCommit, tasks: Tasks) -> Self {
         Self {
             ledger,
             config: GroupCommit {
@@ -76,8 +80,23 @@ impl Committers {
                 in_flight: config.in_flight.max(1),
                 ..config
             },
-            queues: Mutex::default(),
-            runtime: tokio::runtime::Handle::try_current().ok(),
+            queues: Mutex::new(Some(HashMap::new())),
+            tasks,
+        }
+    }
+
+    /// Closes every drop's queue: each committer commits what it holds, answers its buyers
+    /// and ends. A purchase placed afterwards is refused as unavailable.
+    pub(crate) fn close(&self) {
+        self.lock().take();
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<HashMap<DropId, mpsc::UnboundedSender<Waiter>>>> {
+        match self.queues.lock() {
+            Ok(queues) => queues,
+            Err(poisoned) => poisoned.into_inner(),
         }
     }
 
@@ -95,12 +114,16 @@ impl Committers {
         // A committer that stopped for idleness closes its queue first; the retry starts a
         // new one.
         loop {
-            let queue = self.queue(waiter.order.drop_id);
+            let Some(queue) = self.queue(waiter.order.drop_id) else {
+                return Err(PlaceOrderError::Infra(InfraError::unavailable(
+                    "shutting down: no new purchase is committed",
+                )));
+            };
             match queue.send(waiter) {
                 Ok(()) => break,
                 Err(mpsc::error::SendError(back)) => {
                     waiter = back;
-                    if let Ok(mut queues) = self.queues.lock()
+                    if let Some(queues) = self.lock().as_mut()
                         && queues
                             .get(&waiter.order.drop_id)
                             .is_some_and(|q| q.same_channel(&queue))
@@ -117,23 +140,16 @@ impl Committers {
         })
     }
 
-    fn queue(&self, drop: DropId) -> mpsc::UnboundedSender<Waiter> {
-        let mut queues = match self.queues.lock() {
-            Ok(queues) => queues,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        queues
-            .entry(drop)
-            .or_insert_with(|| {
-                let (queue, waiting) = mpsc::unbounded_channel();
-                let committer = run(Arc::clone(&self.ledger), self.config, waiting);
-                match &self.runtime {
-                    Some(runtime) => runtime.spawn(committer),
-                    None => tokio::spawn(committer),
-                };
-                queue
-            })
-            .clone()
+    /// The drop's queue, its committer started if it has none; `None` once closed.
+    fn queue(&self, drop: DropId) -> Option<mpsc::UnboundedSender<Waiter>> {
+        let mut queues = self.lock();
+        let queue = queues.as_mut()?.entry(drop).or_insert_with(|| {
+            let (queue, waiting) = mpsc::unbounded_channel();
+            self.tasks
+                .spawn(run(Arc::clone(&self.ledger), self.config, waiting));
+            queue
+        });
+        Some(queue.clone())
     }
 }
 
@@ -368,6 +384,7 @@ mod tests {
                 linger: Duration::from_millis(linger_ms),
                 in_flight,
             },
+            Tasks::default(),
         ))
     }
 
@@ -491,6 +508,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn closing_commits_what_is_queued_refuses_what_comes_after_and_ends_the_committers() {
+        let ledger = Recording::new(false, None);
+        let tasks = Tasks::default();
+        let committers = Arc::new(Committers::new(
+            Arc::clone(&ledger) as Arc<dyn PurchaseLedger>,
+            GroupCommit::default(),
+            tasks.clone(),
+        ));
+        let mut queued = first_in_flight(&committers, &ledger).await;
+        queued.extend(queue(&committers, [2, 3]).await);
+        committers.close();
+        let late = committers.place(order(4)).await;
+        assert!(
+            matches!(&late, Err(PlaceOrderError::Infra(e)) if e.is_unavailable()),
+            "{late:?}"
+        );
+        ledger.commits.add_permits(2);
+        for (buyer, task) in (1..=3).zip(queued) {
+            assert_eq!(placed_id(task.await.unwrap()), buyer);
+        }
+        assert!(
+            tasks.shutdown(Duration::from_secs(5)).await,
+            "a committer still runs"
+        );
+        assert_eq!(ledger.batches(), vec![vec![1], vec![2, 3]]);
+    }
+
+    #[tokio::test]
     async fn a_buyer_who_went_away_is_left_out_of_the_batch() {
         let ledger = Recording::new(false, None);
         let committers = committers(&ledger, 64, 0);
@@ -531,7 +576,7 @@ mod tests {
         committers.place(order(1)).await.unwrap();
         tokio::time::sleep(IDLE + Duration::from_secs(1)).await;
         assert!(
-            committers.queues.lock().unwrap()[&order(1).drop_id].is_closed(),
+            committers.lock().as_ref().unwrap()[&order(1).drop_id].is_closed(),
             "the idle committer still runs"
         );
         assert_eq!(placed_id(committers.place(order(2)).await), 2);

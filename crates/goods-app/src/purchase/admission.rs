@@ -62,7 +62,7 @@ impl GoodsApp {
                 // out the same timeout, and the buyer's answer does not depend on it (a settle
                 // that is lost is healed when the reservation's lease ends).
                 let settling = settlement(&result);
-                tokio::spawn(async move {
+                self.tasks.spawn(async move {
                     settle(gate.as_ref(), &reservation, settling, true).await;
                 });
                 result

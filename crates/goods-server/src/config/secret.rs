@@ -54,6 +54,35 @@ pub fn read(
     }
 }
 
+/// `url` with the password read from `file_var` (a container secret), when that is set; a URL
+/// that carries a password of its own and a password file is an error.
+///
+/// # Errors
+/// When the URL does not parse, has a password too, or the file cannot be read.
+pub fn with_password_file(
+    get: &impl Fn(&str) -> Option<String>,
+    url_var: &'static str,
+    url: String,
+    file_var: &'static str,
+) -> Result<String, ConfigError> {
+    let Some(path) = get(file_var) else {
+        return Ok(url);
+    };
+    let mut parsed = url::Url::parse(&url).map_err(|e| bad(url_var, format!("not a URL: {e}")))?;
+    if parsed.password().is_some() {
+        return Err(bad(
+            file_var,
+            format!("{url_var} has a password of its own: set one or the other"),
+        ));
+    }
+    let password = std::fs::read_to_string(&path)
+        .map_err(|e| bad(file_var, format!("cannot read {path}: {e}")))?;
+    parsed
+        .set_password(Some(password.trim_end_matches(['\n', '\r'])))
+        .map_err(|()| bad(url_var, "cannot carry a password (no host)"))?;
+    Ok(parsed.into())
+}
+
 /// Bits of entropy in `value` if each character were drawn independently with the frequency
 /// it has in `value` (Shannon's estimate): repetition and small alphabets lower it.
 fn estimated_bits(value: &str) -> f64 {

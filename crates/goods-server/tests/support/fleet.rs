@@ -1,7 +1,7 @@
 //! A fleet on one machine: three `goods-server` processes sharing one database and one Redis,
 //! behind a real HAProxy configured from `deploy/haproxy/haproxy.cfg`.
 
-use crate::harness::Server;
+use super::harness::Server;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -82,13 +82,12 @@ impl Fleet {
 
     /// Instance `i`'s `/metrics` exposition.
     pub async fn metrics(&self, http: &reqwest::Client, i: usize) -> String {
-        crate::harness::process::exposition(http, &self.servers[i].base).await
+        super::process::exposition(http, &self.servers[i].base).await
     }
 
     /// Purchase outcomes one instance answered (its own `purchase_outcomes_total`).
     pub async fn purchases_served(&self, http: &reqwest::Client, i: usize) -> f64 {
-        crate::harness::process::metric_sum(http, &self.servers[i].base, "purchase_outcomes_total")
-            .await
+        super::process::metric_sum(http, &self.servers[i].base, "purchase_outcomes_total").await
     }
 }
 

@@ -1,8 +1,6 @@
 //! What the fault and fleet tests share: the real binary with short healing bounds, a client
 //! that buys and reads like a buyer and a seller, and the end-state check of a sale.
 
-#![allow(dead_code)] // each test binary uses part of it
-
 use futures::future::join_all;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -11,8 +9,7 @@ use std::time::{Duration, Instant};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-#[path = "process.rs"]
-pub mod process;
+pub use super::process;
 
 pub const LEASE_MS: u64 = 2500;
 pub const HEAL_MS: u64 = 250;
@@ -70,6 +67,18 @@ impl Server {
     pub fn kill9(&mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+    }
+
+    /// SIGTERM, then waits for the process to exit: its exit code and how long it took.
+    pub fn terminate(&mut self) -> (Option<i32>, Duration) {
+        let sent = Instant::now();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -TERM failed");
+        let code = self.child.wait().unwrap().code();
+        (code, sent.elapsed())
     }
 
     /// Starts it again with the same configuration (a new port).

@@ -1,0 +1,137 @@
+//! The source of truth: which database, how it is reached, and its time bounds.
+
+use super::{ConfigError, bad, number, secret};
+pub use adapters_mysql::{MysqlTls, TlsMode};
+use secrecy::{ExposeSecret as _, SecretString};
+use std::time::Duration;
+
+/// Which source of truth.
+#[derive(Debug, Clone)]
+pub enum Database {
+    /// `sqlite://path`: the embedded file.
+    Sqlite(String),
+    /// `mysql://...`: MySQL 8 or MariaDB. Secret: the URL may hold the password.
+    Mysql(SecretString),
+}
+
+impl PartialEq for Database {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Sqlite(a), Self::Sqlite(b)) => a == b,
+            (Self::Mysql(a), Self::Mysql(b)) => a.expose_secret() == b.expose_secret(),
+            _ => false,
+        }
+    }
+}
+
+/// The database section: `DATABASE_*` and the bounds of its transactions.
+#[derive(Debug, Clone)]
+pub struct DatabaseConfig {
+    /// `DATABASE_URL`.
+    pub source: Database,
+    /// TLS to a MySQL source of truth (`DATABASE_TLS`, `DATABASE_TLS_CA_FILE`).
+    pub tls: MysqlTls,
+    /// Apply migrations at start (`DATABASE_MIGRATE`): by default only the embedded file is
+    /// migrated by the server; a MySQL fleet migrates once with `goods-server migrate`.
+    pub migrate: bool,
+    /// Connections (`DATABASE_POOL_SIZE`).
+    pub pool_size: usize,
+    /// Wait for a pooled connection before 503 (`DB_ACQUIRE_TIMEOUT_MS`).
+    pub acquire_timeout: Duration,
+    /// Time limit of one ledger transaction, retries included, before 503 (`DB_TX_TIMEOUT_MS`).
+    pub tx_timeout: Duration,
+}
+
+impl DatabaseConfig {
+    pub(super) fn read(get: &impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let source = source(get)?;
+        let migrate = match get("DATABASE_MIGRATE").as_deref() {
+            None => matches!(source, Database::Sqlite(_)),
+            Some("true") => true,
+            Some("false") => false,
+            Some(other) => {
+                return Err(bad(
+                    "DATABASE_MIGRATE",
+                    format!("{other:?} is not true or false"),
+                ));
+            }
+        };
+        Ok(Self {
+            tls: tls(get, &source)?,
+            source,
+            migrate,
+            pool_size: number(get, "DATABASE_POOL_SIZE", 16_usize, 1)?,
+            acquire_timeout: Duration::from_millis(number(
+                get,
+                "DB_ACQUIRE_TIMEOUT_MS",
+                1000_u64,
+                1,
+            )?),
+            tx_timeout: Duration::from_millis(number(get, "DB_TX_TIMEOUT_MS", 3000_u64, 1)?),
+        })
+    }
+
+    /// The bounds every statement and transaction of the store runs under.
+    pub fn bounds(&self) -> adapters_sql::Bounds {
+        adapters_sql::Bounds {
+            acquire: self.acquire_timeout,
+            transaction: self.tx_timeout,
+        }
+    }
+}
+
+/// `DATABASE_URL`, with the password from `DATABASE_PASSWORD_FILE` when set.
+pub(super) fn source(get: &impl Fn(&str) -> Option<String>) -> Result<Database, ConfigError> {
+    let url = get("DATABASE_URL").unwrap_or_else(|| "sqlite://data/goods.db".into());
+    if url.starts_with("mysql://") {
+        let url = secret::with_password_file(get, "DATABASE_URL", url, "DATABASE_PASSWORD_FILE")?;
+        return Ok(Database::Mysql(url.into()));
+    }
+    if get("DATABASE_PASSWORD_FILE").is_some() {
+        return Err(bad(
+            "DATABASE_PASSWORD_FILE",
+            "applies to a mysql:// DATABASE_URL only",
+        ));
+    }
+    match url.strip_prefix("sqlite://") {
+        Some("") => Err(bad("DATABASE_URL", "sqlite:// needs a file path")),
+        Some(_) => Ok(Database::Sqlite(url)),
+        None => Err(bad("DATABASE_URL", "must start with mysql:// or sqlite://")),
+    }
+}
+
+/// `DATABASE_TLS` and `DATABASE_TLS_CA_FILE`, for a MySQL `database`.
+pub(super) fn tls(
+    get: &impl Fn(&str) -> Option<String>,
+    database: &Database,
+) -> Result<MysqlTls, ConfigError> {
+    let mode = match get("DATABASE_TLS").as_deref() {
+        None | Some("off") => TlsMode::Off,
+        Some("required") => TlsMode::Required,
+        Some("verify-ca") => TlsMode::VerifyCa,
+        Some("verify-identity") => TlsMode::VerifyIdentity,
+        Some(other) => {
+            return Err(bad(
+                "DATABASE_TLS",
+                format!("{other:?} is not off, required, verify-ca or verify-identity"),
+            ));
+        }
+    };
+    let ca_file = get("DATABASE_TLS_CA_FILE").map(std::path::PathBuf::from);
+    if mode != TlsMode::Off && matches!(database, Database::Sqlite(_)) {
+        return Err(bad(
+            "DATABASE_TLS",
+            "applies to a mysql:// DATABASE_URL only",
+        ));
+    }
+    if let Some(ca) = &ca_file {
+        if !matches!(mode, TlsMode::VerifyCa | TlsMode::VerifyIdentity) {
+            return Err(bad(
+                "DATABASE_TLS_CA_FILE",
+                "is used by DATABASE_TLS=verify-ca or verify-identity only",
+            ));
+        }
+        super::readable("DATABASE_TLS_CA_FILE", ca)?;
+    }
+    Ok(MysqlTls { mode, ca_file })
+}
