@@ -386,7 +386,10 @@ impl Application {
         readiness.stop();
         let began = deadline - shutdown_grace;
         let elapsed_ms = || began.elapsed().as_millis();
-        tracing::info!(elapsed_ms = elapsed_ms(), "requests answered; draining the committers");
+        tracing::info!(
+            elapsed_ms = elapsed_ms(),
+            "requests answered; draining the committers"
+        );
         let rest = deadline.saturating_duration_since(tokio::time::Instant::now());
         if !app.shutdown(rest * 4 / 5).await {
             tracing::warn!(
@@ -395,11 +398,17 @@ impl Application {
             );
             clean = false;
         }
-        tracing::info!(elapsed_ms = elapsed_ms(), "committers drained, background tasks ended");
+        tracing::info!(
+            elapsed_ms = elapsed_ms(),
+            "committers drained, background tasks ended"
+        );
         if let Some(redis) = redis {
             let rest = deadline.saturating_duration_since(tokio::time::Instant::now());
             clean &= redis.close(rest / 2).await;
-            tracing::info!(elapsed_ms = elapsed_ms(), "Redis counters flushed, connection closed");
+            tracing::info!(
+                elapsed_ms = elapsed_ms(),
+                "Redis counters flushed, connection closed"
+            );
         }
         let _ = tokio::time::timeout_at(deadline, async {
             ops_handle.stop(true).await;

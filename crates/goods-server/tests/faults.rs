@@ -221,7 +221,11 @@ async fn sigterm_mid_sale_answers_the_buyers_in_flight_and_exits_within_the_grac
         json!(won_before.len()),
         "every committed order was answered 202, every 202 committed: {recon}"
     );
-    assert_eq!(recon["drift"], json!(0), "units held after the stop: {recon}");
+    assert_eq!(
+        recon["drift"],
+        json!(0),
+        "units held after the stop: {recon}"
+    );
     for (user, order) in &won_before {
         assert!(
             client.order_exists(&checker.base, *user, *order).await,
@@ -239,7 +243,11 @@ async fn sigterm_mid_sale_answers_the_buyers_in_flight_and_exits_within_the_grac
     answers.extend(wave(&client, &server.base, drop, again.into_iter()).await);
     answers.extend(wave(&client, &server.base, drop, won_before.keys().copied()).await);
     for (user, order) in &won_before {
-        assert_eq!(answers[user].order, Some(*order), "buyer {user}'s 202 replays");
+        assert_eq!(
+            answers[user].order,
+            Some(*order),
+            "buyer {user}'s 202 replays"
+        );
     }
     assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
 }
