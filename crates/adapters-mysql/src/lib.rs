@@ -37,7 +37,6 @@ pub enum TlsMode {
 /// connection; nothing falls back to plaintext.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MysqlTls {
-    /// The mode.
     pub mode: TlsMode,
     /// A PEM CA file.
     pub ca_file: Option<std::path::PathBuf>,

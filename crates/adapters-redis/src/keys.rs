@@ -11,7 +11,6 @@ pub struct DropKeys {
     pub held: String,
     /// Idempotency markers per (buyer, key).
     pub idem: String,
-    /// Outcome counters.
     pub stats: String,
 }
 

@@ -21,17 +21,12 @@ pub const CACHED_ROWS: usize = 64;
 /// A value bound to a placeholder.
 #[derive(Debug, Clone)]
 pub enum Bind {
-    /// A BIGINT.
     BigInt(i64),
-    /// An INT.
     Integer(i32),
-    /// A string.
     Text(String),
-    /// A timestamp.
     Timestamp(PrimitiveDateTime),
     /// A timestamp or NULL.
     OptTimestamp(Option<PrimitiveDateTime>),
-    /// A boolean.
     Bool(bool),
 }
 

@@ -48,25 +48,16 @@ pub fn units(raw: i32, what: &str) -> Result<u32, InfraError> {
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = limited_drops)]
 pub struct DropRow {
-    /// Identity.
     pub id: i64,
-    /// Product.
     pub product_id: i64,
-    /// Sale start.
     pub open_at: PrimitiveDateTime,
-    /// Sale end.
     pub close_at: PrimitiveDateTime,
-    /// Units for sale.
     pub limited_quantity: i32,
-    /// Units per buyer.
     pub per_user_limit: i32,
-    /// Paused.
     pub paused: bool,
     /// Closed early at.
     pub closed_at: Option<PrimitiveDateTime>,
-    /// Unit price.
     pub price_minor: i64,
-    /// Its currency.
     pub currency: String,
 }
 
@@ -100,21 +91,14 @@ impl DropRow {
 #[derive(Debug, Clone, Insertable)]
 #[diesel(table_name = limited_drops)]
 pub struct NewDropRow {
-    /// Product.
     pub product_id: i64,
-    /// Sale start.
     pub open_at: PrimitiveDateTime,
-    /// Sale end.
     pub close_at: PrimitiveDateTime,
-    /// Units for sale.
     pub limited_quantity: i32,
-    /// Units per buyer.
     pub per_user_limit: i32,
     /// Always 0.
     pub sold_quantity: i32,
-    /// Unit price.
     pub price_minor: i64,
-    /// Its currency.
     pub currency: String,
 }
 
@@ -122,31 +106,19 @@ pub struct NewDropRow {
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = orders)]
 pub struct OrderRow {
-    /// Identity.
     pub id: i64,
-    /// Drop.
     pub drop_id: i64,
-    /// Product.
     pub product_id: i64,
-    /// Buyer.
     pub user_id: i64,
-    /// Units.
     pub quantity: i32,
-    /// Status name.
     pub status: String,
-    /// Buyer's key.
     pub idempotency_key: String,
-    /// Commit time.
     pub created_at: PrimitiveDateTime,
-    /// Payment time.
     pub paid_at: Option<PrimitiveDateTime>,
     /// The payment's idempotency key.
     pub payment_key: Option<String>,
-    /// The payment's reference.
     pub payment_reference: Option<String>,
-    /// What it costs.
     pub amount_minor: i64,
-    /// In this currency.
     pub currency: String,
 }
 
@@ -191,21 +163,14 @@ fn money(minor: i64, currency: &str, what: &str) -> Result<Money, InfraError> {
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = payment_events)]
 pub struct PaymentRow {
-    /// Sequence.
     pub id: i64,
-    /// The provider's id.
     pub event_id: String,
-    /// Succeeded or failed.
     pub kind: String,
-    /// The order named.
     pub order_id: i64,
     /// Amount paid.
     pub amount_minor: i64,
-    /// Its currency.
     pub currency: String,
-    /// The provider's reference.
     pub payment_reference: String,
-    /// What it did.
     pub outcome: String,
     /// When it was applied.
     pub received_at: PrimitiveDateTime,

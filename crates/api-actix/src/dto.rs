@@ -69,7 +69,6 @@ pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Problem> {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateProduct {
-    /// Display name.
     pub name: String,
     /// Initial stock.
     #[serde(deserialize_with = "whole")]
@@ -471,7 +470,6 @@ mod tests {
 /// `PUT /admin/flags/{name}`.
 #[derive(Debug, Deserialize)]
 pub struct SetFlag {
-    /// The new value.
     pub enabled: bool,
 }
 

@@ -26,7 +26,6 @@ use std::net::TcpListener;
 /// Everything the handlers share.
 #[derive(Clone)]
 pub struct ApiState {
-    /// The use cases.
     pub app: GoodsApp,
     /// How callers are identified.
     pub auth: AuthMode,

@@ -18,7 +18,6 @@ pub enum Role {
 pub struct Actor {
     /// The caller's user id.
     pub user_id: UserId,
-    /// The caller's role.
     pub role: Role,
 }
 

@@ -38,7 +38,6 @@ const RELAY_BATCH: u32 = 100;
 /// What one healing pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HealReport {
-    /// Drops looked at.
     pub drops: usize,
     /// Drops whose healing failed (logged; the next pass tries again).
     pub failed: usize,

@@ -46,11 +46,8 @@ use std::time::Duration;
 /// The adapters a [`GoodsApp`] runs on.
 #[derive(Clone)]
 pub struct Ports {
-    /// Products and stock.
     pub products: Arc<dyn ProductRepository>,
-    /// Limited drops.
     pub drops: Arc<dyn DropRepository>,
-    /// Orders, read side.
     pub orders: Arc<dyn OrderRepository>,
     /// Recorded payment events, read side.
     pub payments: Arc<dyn PaymentRepository>,
@@ -58,15 +55,11 @@ pub struct Ports {
     pub ledger: Arc<dyn PurchaseLedger>,
     /// The admission gate; `None` runs the database-only strategy (`GATE=off`).
     pub gate: Option<Arc<dyn AdmissionGate>>,
-    /// Time.
     pub clock: Arc<dyn Clock>,
-    /// Alerts.
     pub events: Arc<dyn EventPublisher>,
     /// Alerts that must not be lost, recorded once in the source of truth.
     pub outbox: Arc<dyn EventOutbox>,
-    /// Outcome counters.
     pub stats: Arc<dyn StatsRecorder>,
-    /// Runtime feature flags.
     pub flags: Arc<dyn goods_domain::ports::FlagStore>,
 }
 

@@ -15,11 +15,8 @@ use time::OffsetDateTime;
 /// A purchase request, parsed at the edge.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PurchaseCommand {
-    /// The drop.
     pub drop_id: DropId,
-    /// The buyer.
     pub user_id: UserId,
-    /// Units.
     pub quantity: Quantity,
     /// The buyer's idempotency key.
     pub key: IdempotencyKey,
@@ -28,7 +25,6 @@ pub struct PurchaseCommand {
 /// A successful purchase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Purchased {
-    /// The order.
     pub order: GoodsOrder,
     /// Whether it was created by an earlier request with the same key.
     pub replayed: bool,
@@ -60,22 +56,13 @@ pub enum PurchaseError {
     Closed,
     /// Fewer units left than asked for.
     #[error("sold out")]
-    SoldOut {
-        /// Units left.
-        remaining: u32,
-    },
+    SoldOut { remaining: u32 },
     /// Past the per-buyer limit.
     #[error("per-user limit exceeded")]
-    PerUserLimitExceeded {
-        /// The limit.
-        limit: u32,
-    },
+    PerUserLimitExceeded { limit: u32 },
     /// The buyer placed as many orders in the drop as anyone may (cancelled ones included).
     #[error("order limit reached")]
-    OrderLimitReached {
-        /// The cap.
-        limit: u32,
-    },
+    OrderLimitReached { limit: u32 },
     /// Admitted, but no database write slot within the wait bound.
     #[error("throttled")]
     Throttled,

@@ -132,7 +132,6 @@ pub enum Closing {
 /// A limited drop as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LimitedDrop {
-    /// Identity.
     pub id: DropId,
     /// The product on sale.
     pub product_id: ProductId,
@@ -244,11 +243,8 @@ pub struct NewLimitedDrop {
 pub struct DropInput {
     /// Product id as sent.
     pub product_id: i64,
-    /// Sale start.
     pub open_at: OffsetDateTime,
-    /// Sale end.
     pub close_at: OffsetDateTime,
-    /// Units for sale.
     pub limited_quantity: i64,
     /// Units per buyer (the API defaults it to 1).
     pub per_user_limit: i64,

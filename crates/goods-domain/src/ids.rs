@@ -46,21 +46,13 @@ macro_rules! positive_id {
     };
 }
 
-positive_id!(
-    /// Identifies a product.
-    ProductId,
-    "productId"
-);
+positive_id!(ProductId, "productId");
 positive_id!(
     /// Identifies a limited drop.
     DropId,
     "dropId"
 );
-positive_id!(
-    /// Identifies an order.
-    OrderId,
-    "orderId"
-);
+positive_id!(OrderId, "orderId");
 positive_id!(
     /// Identifies a user (buyer or seller).
     UserId,

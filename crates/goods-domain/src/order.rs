@@ -56,19 +56,14 @@ impl OrderStatus {
 /// An order for units of a drop's product.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GoodsOrder {
-    /// Identity.
     pub id: OrderId,
     /// The drop it was bought in.
     pub drop_id: DropId,
-    /// The product bought.
     pub product_id: ProductId,
-    /// The buyer.
     pub user_id: UserId,
-    /// Units bought.
     pub quantity: Quantity,
     /// What the buyer owes: the quantity at the drop's unit price when it was bought.
     pub amount: Money,
-    /// Life-cycle state.
     pub status: OrderStatus,
     /// The buyer's idempotency key; unique per buyer.
     pub idempotency_key: IdempotencyKey,

@@ -68,7 +68,6 @@ impl PaymentEventKind {
 pub struct PaymentEvent {
     /// The provider's id; applied once.
     pub id: PaymentEventId,
-    /// Succeeded or failed.
     pub kind: PaymentEventKind,
     /// The order it pays.
     pub order_id: OrderId,
@@ -92,7 +91,6 @@ pub enum PaymentOutcome {
     AmountMismatch,
     /// A failed attempt: the order stays PENDING until it expires.
     FailedRecorded,
-    /// No such order.
     OrderNotFound,
 }
 
@@ -135,9 +133,7 @@ impl PaymentOutcome {
 pub struct PaymentRecord {
     /// The store's sequence number: newer events have larger ones (the listing's cursor).
     pub seq: i64,
-    /// The event.
     pub event: PaymentEvent,
-    /// What it did.
     pub outcome: PaymentOutcome,
     /// When it was applied.
     pub received_at: OffsetDateTime,

@@ -58,11 +58,8 @@ impl Stock {
 /// A product with its stock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Product {
-    /// Identity.
     pub id: ProductId,
-    /// Display name.
     pub name: ProductName,
-    /// Units on hand.
     pub stock: Stock,
     /// The seller who created it; `None` for a product created before products had owners
     /// (managed by admins only, see docs/migrations.md).
@@ -72,7 +69,6 @@ pub struct Product {
 /// A product to create: a name and an initial stock (zero allowed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewProduct {
-    /// Display name.
     pub name: ProductName,
     /// Initial units on hand.
     pub stock_quantity: u32,

@@ -39,7 +39,6 @@ pub struct Config {
     pub payment_secret: Option<SecretString>,
     /// The healing pass and the cache refresh.
     pub background: Background,
-    /// Logs and traces.
     pub observability: Observability,
 }
 
@@ -72,9 +71,7 @@ pub struct Background {
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid configuration: {var}: {reason}")]
 pub struct ConfigError {
-    /// The variable.
     pub var: &'static str,
-    /// What is wrong.
     pub reason: String,
 }
 

@@ -13,7 +13,7 @@
 //! - [`contract`]: the SQL source-of-truth contract, one suite run against every backend through
 //!   [`sql_contract_tests!`].
 
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod clock;
 pub mod contract;

@@ -7,13 +7,9 @@ use goods_domain::ports::{OutcomeCounts, UnitsByStatus};
 /// A drop's counters and its sold and remaining units.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DropStats {
-    /// The drop.
     pub drop_id: DropId,
-    /// Outcome counters.
     pub counts: OutcomeCounts,
-    /// Units sold (database).
     pub sold_quantity: u32,
-    /// Units left.
     pub remaining: u32,
     /// Units of the drop's orders by state (database).
     pub units: UnitsByStatus,

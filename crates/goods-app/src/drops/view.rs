@@ -7,11 +7,9 @@ use time::OffsetDateTime;
 /// A drop as clients see it, with its derived status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DropView {
-    /// The drop.
     pub drop: LimitedDrop,
     /// Its status at read time.
     pub status: DropStatus,
-    /// Units left.
     pub remaining: u32,
 }
 

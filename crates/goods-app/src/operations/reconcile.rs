@@ -8,9 +8,7 @@ use time::OffsetDateTime;
 /// The comparison of one drop's gate and database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reconciliation {
-    /// The drop.
     pub drop_id: DropId,
-    /// Its limit.
     pub limited_quantity: u32,
     /// Units in orders PENDING or PAID (database; cancelled and expired units went back).
     pub sold_quantity: u32,

@@ -34,7 +34,6 @@ impl ListOrders {
 /// A page of orders, newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderPage {
-    /// The orders.
     pub items: Vec<GoodsOrder>,
     /// Where the next page starts; `None` on the last page.
     pub next_cursor: Option<OrderId>,

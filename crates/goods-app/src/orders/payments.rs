@@ -31,7 +31,6 @@ pub struct ListPayments {
 /// A page of recorded events, newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaymentPage {
-    /// The events.
     pub items: Vec<PaymentRecord>,
     /// Where the next page starts; `None` on the last page.
     pub next_cursor: Option<i64>,

@@ -146,7 +146,6 @@ pub trait OrderRepository: Send + Sync + 'static {
 /// Which of a buyer's orders to list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderQuery {
-    /// The buyer.
     pub user: UserId,
     /// Only this drop's orders.
     pub drop: Option<DropId>,
@@ -163,7 +162,6 @@ pub struct OrderQuery {
 pub struct UnitsByStatus {
     /// Waiting for payment.
     pub pending: u32,
-    /// Paid.
     pub paid: u32,
     /// Cancelled by their buyers.
     pub cancelled: u32,

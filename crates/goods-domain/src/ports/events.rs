@@ -9,35 +9,24 @@ pub enum DomainEvent {
     /// Reconciliation found more units sold than the drop allows (`source=oversell`,
     /// `severity=critical`). Must never happen; if it does, a human must look now.
     Oversold {
-        /// The drop.
         drop_id: DropId,
-        /// Its limit.
         limited_quantity: u32,
         /// Units the database says are sold.
         sold_quantity: u32,
     },
     /// The admission gate cannot be reached; purchases fall back to the database
     /// (`severity=warning`).
-    GateDegraded {
-        /// What failed.
-        reason: String,
-    },
+    GateDegraded { reason: String },
     /// A seller or an admin paused, resumed or closed a drop (`severity=info`).
     DropOperated {
-        /// The drop.
         drop_id: DropId,
-        /// What was done.
         operation: DropOperation,
-        /// Who did it.
         by: UserId,
     },
     /// An admin set a runtime flag (`severity=info`).
     FlagSet {
-        /// The flag.
         name: crate::ports::FlagName,
-        /// Its new value.
         enabled: bool,
-        /// Who set it.
         by: UserId,
     },
 }
@@ -47,7 +36,6 @@ pub enum DomainEvent {
 pub enum DropOperation {
     /// Purchases refused with `DROP_PAUSED` from now on.
     Paused,
-    /// Purchases accepted again.
     Resumed,
     /// The sale ended now.
     Closed,

@@ -36,9 +36,7 @@ impl FlagName {
 /// A flag's value and its last change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Flag {
-    /// Which flag.
     pub name: FlagName,
-    /// Its value.
     pub enabled: bool,
     /// When it was last set; `None` while it has its default.
     pub updated_at: Option<OffsetDateTime>,

@@ -10,11 +10,8 @@ use time::OffsetDateTime;
 /// One purchase attempt, as the gate sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation {
-    /// The drop.
     pub drop_id: DropId,
-    /// The buyer.
     pub user_id: UserId,
-    /// Units asked for.
     pub quantity: Quantity,
     /// The drop's per-buyer limit.
     pub per_user_limit: Quantity,
@@ -48,13 +45,9 @@ pub fn from_unix_ms(ms: i64) -> Option<OffsetDateTime> {
 /// exists for the buyer and key) or never will (the ledger refuses after the deadline).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaleReservation {
-    /// The buyer.
     pub user_id: UserId,
-    /// The buyer's key.
     pub key: IdempotencyKey,
-    /// Units it holds.
     pub quantity: Quantity,
-    /// Its lease's end.
     pub deadline: OffsetDateTime,
 }
 
@@ -68,22 +61,13 @@ pub enum ReserveOutcome {
     Replay(OrderId),
     /// The same buyer and key are being processed right now, under a lease that ends at
     /// `deadline` (after which the caller resolves it against the database).
-    InProgress {
-        /// The lease's end.
-        deadline: OffsetDateTime,
-    },
+    InProgress { deadline: OffsetDateTime },
     /// The same buyer and key were used for a different request.
     KeyReused,
     /// Fewer units left than asked for.
-    SoldOut {
-        /// Units left.
-        remaining: u32,
-    },
+    SoldOut { remaining: u32 },
     /// The buyer would hold more than the per-buyer limit.
-    PerUserLimitExceeded {
-        /// The limit.
-        limit: u32,
-    },
+    PerUserLimitExceeded { limit: u32 },
     /// The gate holds nothing for this drop (new process, flushed Redis): seed it from the
     /// database and ask again.
     NotSeeded,
@@ -92,13 +76,9 @@ pub enum ReserveOutcome {
 /// An order that counts for a gate: its buyer, key and units.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeldOrder {
-    /// The order.
     pub order_id: OrderId,
-    /// Its buyer.
     pub user_id: UserId,
-    /// Its idempotency key.
     pub key: IdempotencyKey,
-    /// Its units.
     pub quantity: Quantity,
     /// Whether it still counts (not cancelled).
     pub live: bool,
@@ -107,7 +87,6 @@ pub struct HeldOrder {
 /// The database's truth about one drop, to (re)build a gate from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateSeed {
-    /// The drop.
     pub drop_id: DropId,
     /// `limitedQuantity - units sold`.
     pub remaining: u32,

@@ -11,19 +11,14 @@ use time::OffsetDateTime;
 /// A purchase to commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlaceOrder {
-    /// The drop.
     pub drop_id: DropId,
-    /// The drop's product.
     pub product_id: ProductId,
-    /// The drop's limit.
     pub limited_quantity: Quantity,
     /// The drop's per-buyer limit.
     pub per_user_limit: Quantity,
     /// The drop's unit price: the order's amount is fixed from it.
     pub price: Price,
-    /// The buyer.
     pub user_id: UserId,
-    /// Units.
     pub quantity: Quantity,
     /// The buyer's idempotency key.
     pub key: IdempotencyKey,
@@ -78,26 +73,17 @@ pub type Placement = Result<Placed, PlaceOrderError>;
 pub enum PlaceOrderError {
     /// The drop (or the product's stock) has fewer units left than asked for.
     #[error("sold out: {remaining} left")]
-    SoldOut {
-        /// Units left.
-        remaining: u32,
-    },
+    SoldOut { remaining: u32 },
     /// The buyer would hold more than the per-buyer limit.
     #[error("per-user limit {limit} exceeded")]
-    PerUserLimitExceeded {
-        /// The limit.
-        limit: u32,
-    },
+    PerUserLimitExceeded { limit: u32 },
     /// The buyer's key already belongs to a different request.
     #[error("idempotency key reused for a different request")]
     KeyReused,
     /// The buyer has placed as many orders in the drop as anyone may, cancelled ones included
     /// ([`max_orders_per_buyer`]): no more cancel-and-rebuy cycles.
     #[error("at most {limit} orders per buyer in this drop")]
-    OrderLimitReached {
-        /// The cap.
-        limit: u32,
-    },
+    OrderLimitReached { limit: u32 },
     /// The admission lease ended before the transaction could commit; nothing was committed,
     /// and a resolution of the reservation may already have given its units back.
     #[error("the admission lease ended before the purchase committed")]

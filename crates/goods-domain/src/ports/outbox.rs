@@ -12,7 +12,6 @@ use time::OffsetDateTime;
 pub struct OutboxEntry {
     /// The event's id, unique and stable.
     pub id: i64,
-    /// The event.
     pub event: DomainEvent,
 }
 

@@ -8,13 +8,9 @@ use async_trait::async_trait;
 pub enum PurchaseOutcome {
     /// A new order was committed.
     Success,
-    /// Refused: sold out.
     SoldOut,
-    /// Refused: before openAt.
     TooEarly,
-    /// Refused: closed.
     Closed,
-    /// Refused: per-buyer limit.
     PerUserLimit,
     /// Refused: no database write slot in time.
     Throttled,
@@ -23,17 +19,11 @@ pub enum PurchaseOutcome {
 /// Counts of each outcome for one drop.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OutcomeCounts {
-    /// New orders.
     pub success: u64,
-    /// SOLD_OUT answers.
     pub sold_out: u64,
-    /// TOO_EARLY answers.
     pub too_early: u64,
-    /// CLOSED answers.
     pub closed: u64,
-    /// PER_USER_LIMIT_EXCEEDED answers.
     pub per_user_limit: u64,
-    /// THROTTLED answers.
     pub throttled: u64,
 }
 

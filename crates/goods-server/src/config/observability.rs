@@ -30,7 +30,6 @@ pub enum OtlpProtocol {
 /// Console log lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
-    /// Human-readable lines.
     Text,
     /// One JSON object per line, with the span's fields.
     Json,
