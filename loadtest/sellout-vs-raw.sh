@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Orders committed per second on one hot drop, end to end over HTTP with GATE=redis on MariaDB,
 # against the raw single-order ceiling of the same database measured in the same run
-# (../shared/bench/raw-hot-row.sh: BEGIN; conditional UPDATE; INSERT; COMMIT from mariadb-slap,
-# no application). The sell-out (crates/goods-bench/src/bin/http_sellout.rs) fails on its own
+# (loadtest/raw-hot-row.sh: BEGIN; conditional UPDATE; INSERT; COMMIT from mariadb-slap, no
+# application). The sell-out (crates/goods-bench/src/bin/http_sellout.rs) fails on its own
 # checks (client 202s = database sold = stats successCount = LIMITED, only 202 and SOLD_OUT);
 # this script also fails when the ratio is below MIN_RATIO (default 1.0).
 #
@@ -17,7 +17,10 @@ LIMITED="${LIMITED:-20000}"
 CONNECTIONS="${CONNECTIONS:-64}"
 RAW_CONCURRENCY="${RAW_CONCURRENCY:-16}"
 MIN_RATIO="${MIN_RATIO:-1.0}"
-RAW="${RAW:-../shared/bench/raw-hot-row.sh}"
+RAW="${RAW:-loadtest/raw-hot-row.sh}"
+# The binaries measured (another build's, to compare two versions in one run).
+SERVER_BIN="${SERVER_BIN:-target/release/goods-server}"
+SELLOUT_BIN="${SELLOUT_BIN:-target/release/http_sellout}"
 MYSQL="${TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
 REDIS="${TEST_REDIS_URL:-redis://127.0.0.1:6379}"
 DB="sellout_$(date +%s)"
@@ -32,17 +35,19 @@ trap '[ -n "$SERVER" ] && { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2
 
 echo "== raw ceiling: $RAW $RAW_CONCURRENCY"
 raw=$("$RAW" "$RAW_CONCURRENCY" | awk '/raw_orders_per_s/ {print $2}')
+[ -n "$raw" ] || { echo "FAIL: no raw ceiling from $RAW"; exit 1; }
 echo "raw_orders_per_s $raw"
 
 AUTH_MODE=trusted-header BIND_ADDR="127.0.0.1:$PORT" DATABASE_URL="$MYSQL/$DB" DATABASE_MIGRATE=true \
   GATE=redis REDIS_URL="$REDIS" REDIS_KEY_PREFIX="sellout:$DB:" RECONCILE_INTERVAL_MS=0 RUST_LOG=warn \
-  target/release/goods-server &
+  OPS_BIND_ADDR=127.0.0.1:0 "$SERVER_BIN" &
 SERVER=$!
 for _ in $(seq 1 100); do curl -sf "$BASE/health/ready" >/dev/null && break; sleep 0.1; done
+curl -sf "$BASE/health/ready" >/dev/null || { echo "FAIL: the server did not start"; exit 1; }
 
 echo "== sell-out: $LIMITED units, $CONNECTIONS buyers at a time, GATE=redis"
 status=0
-out=$(BASE="$BASE" LIMITED="$LIMITED" CONNECTIONS="$CONNECTIONS" target/release/http_sellout) || status=$?
+out=$(BASE="$BASE" LIMITED="$LIMITED" CONNECTIONS="$CONNECTIONS" "$SELLOUT_BIN") || status=$?
 echo "$out"
 [ "$status" = 0 ] || { echo "FAIL: the sell-out's checks failed"; exit 1; }
 rate=$(echo "$out" | sed -n 's/.*orders_per_s=\([0-9]*\).*/\1/p')

@@ -213,3 +213,40 @@ fn path_id<T>(
         .and_then(|id| parse(id).ok())
         .ok_or_else(|| Problem::not_found(code, format!("no resource with id {raw:?}")))
 }
+
+/// The largest integer JSON carries exactly: ids in a query are bounded by it.
+pub(crate) const MAX_JSON_INTEGER: i64 = 9_007_199_254_740_991;
+
+/// A query's id (`dropId`, a cursor) as sent: a whole number from 1 to 2^53 - 1, or `None`.
+fn query_id(raw: &str) -> Option<i64> {
+    raw.parse::<i64>()
+        .ok()
+        .filter(|id| (1..=MAX_JSON_INTEGER).contains(id))
+}
+
+/// A page's `cursor`: the `nextCursor` of an earlier page.
+fn page_cursor<T>(
+    raw: Option<String>,
+    parse: fn(i64) -> Result<T, goods_domain::ValidationError>,
+) -> Result<Option<T>, Problem> {
+    raw.map(|raw| {
+        query_id(&raw)
+            .and_then(|id| parse(id).ok())
+            .ok_or_else(|| Problem::malformed("cursor must be a nextCursor this API returned"))
+    })
+    .transpose()
+}
+
+/// A page's `limit`: `default` when absent, else a whole number from 1 to `max`.
+fn page_limit(raw: Option<String>, default: u32, max: u32) -> Result<u32, Problem> {
+    match raw {
+        None => Ok(default),
+        Some(raw) => raw
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| {
+                Problem::malformed(format!("limit must be a whole number from 1 to {max}"))
+            }),
+    }
+}

@@ -35,7 +35,8 @@ pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
 
 use goods_domain::ports::{
     AdmissionGate, ChangeNotifier, Clock, DropRepository, EventOutbox, EventPublisher,
-    OrderRepository, PaymentRepository, ProductRepository, PurchaseLedger, StatsRecorder,
+    OrderRepository, PaymentRepository, ProductRepository, PurchaseLedger, SourceOfTruth,
+    StatsRecorder,
 };
 use goods_domain::{DropId, InfraError, LimitedDrop, PaymentWindow, ProductId};
 use mechanisms::single_flight::{self, Shared, unshared};
@@ -61,6 +62,32 @@ pub struct Ports {
     pub outbox: Arc<dyn EventOutbox>,
     pub stats: Arc<dyn StatsRecorder>,
     pub flags: Arc<dyn goods_domain::ports::FlagStore>,
+}
+
+impl Ports {
+    /// The ports a source of truth implements (products, drops, orders, payments, the ledger,
+    /// the outbox, the flags) all from `store`, with the others given.
+    pub fn from_store(
+        store: &Arc<dyn SourceOfTruth>,
+        gate: Option<Arc<dyn AdmissionGate>>,
+        clock: Arc<dyn Clock>,
+        events: Arc<dyn EventPublisher>,
+        stats: Arc<dyn StatsRecorder>,
+    ) -> Self {
+        Self {
+            products: store.clone(),
+            drops: store.clone(),
+            orders: store.clone(),
+            payments: store.clone(),
+            ledger: store.clone(),
+            outbox: store.clone(),
+            flags: store.clone(),
+            gate,
+            clock,
+            events,
+            stats,
+        }
+    }
 }
 
 /// How long an admitted reservation may stay in progress before it is resolved against the

@@ -264,7 +264,7 @@ mod tests {
     use super::*;
     use crate::test_support::*;
     use goods_domain::ports::{
-        DomainEvent, GateSeed, MockAdmissionGate, Placed, ReserveOutcome, StaleResolution,
+        DomainEvent, GateSeed, MockAdmissionGate, ReserveOutcome, StaleResolution,
     };
     use goods_domain::{InfraError, OrderStatus};
     use std::sync::Arc;
@@ -290,11 +290,10 @@ mod tests {
     #[tokio::test]
     async fn admitted_purchase_commits_the_order_and_confirms_the_gate() {
         let mut m = Mocks::at(OPEN);
-        m.ledger.expect_place_orders().times(1).returning(|_| {
-            Ok(vec![Ok(Placed::Created(sample_order(
-                OrderStatus::Pending,
-            )))])
-        });
+        m.ledger
+            .expect_place_orders()
+            .times(1)
+            .returning(|_| created_one());
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_confirm()
             .withf(|_, id| *id == order_id())
@@ -389,11 +388,7 @@ mod tests {
             .expect_place_orders()
             .withf(|b| matches!(b, [o] if o.deadline == Some(OPEN + Duration::seconds(8))))
             .times(1)
-            .returning(|_| {
-                Ok(vec![Ok(Placed::Created(sample_order(
-                    OrderStatus::Pending,
-                )))])
-            });
+            .returning(|_| created_one());
         let mut gate = MockAdmissionGate::new();
         gate.expect_reserve()
             .withf(|r| r.deadline == OPEN + Duration::seconds(8))
@@ -438,11 +433,10 @@ mod tests {
             .expect_resolve_stale()
             .times(1)
             .returning(|_, _, _| Ok(StaleResolution::Abandoned));
-        m.ledger.expect_place_orders().times(1).returning(|_| {
-            Ok(vec![Ok(Placed::Created(sample_order(
-                OrderStatus::Pending,
-            )))])
-        });
+        m.ledger
+            .expect_place_orders()
+            .times(1)
+            .returning(|_| created_one());
         let mut gate = MockAdmissionGate::new();
         let mut answers = vec![ReserveOutcome::Admitted, stale_first_attempt()];
         gate.expect_reserve()
@@ -578,11 +572,10 @@ mod tests {
     #[tokio::test]
     async fn an_unreachable_gate_falls_back_to_the_database_and_raises_gate_degraded() {
         let mut m = Mocks::at(OPEN);
-        m.ledger.expect_place_orders().times(1).returning(|_| {
-            Ok(vec![Ok(Placed::Created(sample_order(
-                OrderStatus::Pending,
-            )))])
-        });
+        m.ledger
+            .expect_place_orders()
+            .times(1)
+            .returning(|_| created_one());
         m.events
             .expect_publish()
             .withf(|e| matches!(e, DomainEvent::GateDegraded { .. }))
@@ -613,11 +606,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn after_a_gate_failure_purchases_skip_the_gate_until_the_cool_down_has_passed() {
         let mut m = Mocks::at(OPEN);
-        m.ledger.expect_place_orders().times(3).returning(|_| {
-            Ok(vec![Ok(Placed::Created(sample_order(
-                OrderStatus::Pending,
-            )))])
-        });
+        m.ledger
+            .expect_place_orders()
+            .times(3)
+            .returning(|_| created_one());
         m.events.expect_publish().times(1).returning(|_| Ok(()));
         let mut gate = MockAdmissionGate::new();
         gate.expect_reserve()

@@ -3,7 +3,8 @@
 use crate::{Actor, GoodsApp, Ports, Role, WriteBuffer};
 use goods_domain::ports::{
     MockAdmissionGate, MockClock, MockDropRepository, MockEventOutbox, MockEventPublisher,
-    MockOrderRepository, MockProductRepository, MockPurchaseLedger, MockStatsRecorder,
+    MockOrderRepository, MockProductRepository, MockPurchaseLedger, MockStatsRecorder, PlaceOrder,
+    Placed, Placement,
 };
 use goods_domain::{
     DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, OrderId, OrderStatus, ProductId,
@@ -83,6 +84,30 @@ pub fn sample_order(status: OrderStatus) -> GoodsOrder {
 }
 
 /// A drop repository holding `drop` alone: `get` answers it, and so does the scan of drop ids.
+/// Buyer `buyer`'s purchase of one unit of [`sample_drop`], as the ledger is asked for it.
+pub fn place_order(buyer: i64) -> PlaceOrder {
+    let drop = sample_drop(100, 2);
+    PlaceOrder {
+        drop_id: drop.id,
+        product_id: drop.product_id,
+        limited_quantity: drop.limited_quantity,
+        per_user_limit: drop.per_user_limit,
+        price: drop.price,
+        user_id: UserId::parse(buyer).unwrap(),
+        quantity: qty(1),
+        key: key(),
+        now: OPEN,
+        deadline: None,
+    }
+}
+
+/// A ledger's answer to a batch of one: [`sample_order`] created.
+pub fn created_one() -> Result<Vec<Placement>, InfraError> {
+    Ok(vec![Ok(Placed::Created(sample_order(
+        OrderStatus::Pending,
+    )))])
+}
+
 pub fn drops_serving(drop: LimitedDrop) -> MockDropRepository {
     let mut drops = MockDropRepository::new();
     drops.expect_get().returning(move |_| Ok(Some(drop)));

@@ -24,20 +24,15 @@ pub async fn app_with_drop<S: Store>(
     batching: GroupCommit,
     limited: i64,
 ) -> anyhow::Result<(GoodsApp, DropId)> {
+    let store: Arc<dyn goods_domain::ports::SourceOfTruth> = store;
     let app = GoodsApp::new(
-        Ports {
-            products: store.clone(),
-            drops: store.clone(),
-            orders: store.clone(),
-            payments: store.clone(),
-            outbox: store.clone(),
-            flags: store.clone(),
-            ledger: store,
+        Ports::from_store(
+            &store,
             gate,
-            clock: Arc::new(SystemClock),
-            events: Arc::new(LogEventPublisher),
-            stats: Arc::new(MemoryStats::default()),
-        },
+            Arc::new(SystemClock),
+            Arc::new(LogEventPublisher),
+            Arc::new(MemoryStats::default()),
+        ),
         WriteBuffer::new(permits, Duration::from_secs(60)),
     )
     .with_group_commit(batching);

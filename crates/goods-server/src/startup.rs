@@ -10,8 +10,8 @@ use futures::FutureExt as _;
 use goods_app::{GoodsApp, Ports, WriteBuffer};
 use goods_domain::InfraError;
 use goods_domain::ports::{
-    AdmissionGate, BACKGROUND, Clock, DropRepository, EventOutbox, LeaseStore, OrderRepository,
-    PaymentRepository, ProductRepository, PurchaseLedger, StatsRecorder, SystemClock, WriteBudget,
+    AdmissionGate, BACKGROUND, Clock, LeaseStore, SourceOfTruth, StatsRecorder, SystemClock,
+    WriteBudget,
 };
 use secrecy::ExposeSecret as _;
 use std::future::Future;
@@ -53,35 +53,20 @@ pub struct Stopped {
     pub clean: bool,
 }
 
-/// The SQL ports of one store, plus its health check.
+/// The SQL store, plus its health check.
 struct SqlPorts {
-    products: Arc<dyn ProductRepository>,
-    drops: Arc<dyn DropRepository>,
-    orders: Arc<dyn OrderRepository>,
-    payments: Arc<dyn PaymentRepository>,
-    ledger: Arc<dyn PurchaseLedger>,
-    outbox: Arc<dyn EventOutbox>,
-    flags: Arc<dyn goods_domain::ports::FlagStore>,
-    leases: Arc<dyn LeaseStore>,
+    store: Arc<dyn SourceOfTruth>,
     probe: Probe,
 }
 
 fn sql_ports<S, F>(store: S, ping: fn(S) -> F) -> SqlPorts
 where
-    S: goods_domain::ports::SourceOfTruth + Clone,
+    S: SourceOfTruth + Clone,
     F: Future<Output = Result<(), InfraError>> + Send + 'static,
 {
     let probe_store = store.clone();
-    let store = Arc::new(store);
     SqlPorts {
-        products: store.clone(),
-        drops: store.clone(),
-        orders: store.clone(),
-        payments: store.clone(),
-        outbox: store.clone(),
-        flags: store.clone(),
-        leases: store.clone(),
-        ledger: store,
+        store: Arc::new(store),
         probe: Arc::new(move || {
             ping(probe_store.clone())
                 .map(|r| r.map_err(|e| e.to_string()))
@@ -205,29 +190,24 @@ impl Application {
         };
         let gate = gate_ports(&config, redis.as_ref());
         let purchases = &config.purchases;
+        let mut ports = Ports::from_store(
+            &sql.store,
+            gate.gate,
+            clock,
+            Arc::new(LogEventPublisher),
+            gate.stats,
+        );
+        if let Some(budget) = gate.budget {
+            // A permit outlives the longest a purchase transaction may take.
+            ports.ledger = Arc::new(goods_app::Budgeted::new(
+                ports.ledger,
+                budget,
+                purchases.write_wait,
+                db.acquire_timeout + db.tx_timeout + Duration::from_secs(2),
+            ));
+        }
         let app = GoodsApp::new(
-            Ports {
-                products: sql.products,
-                drops: sql.drops,
-                orders: sql.orders,
-                payments: sql.payments,
-                ledger: match gate.budget {
-                    // A permit outlives the longest a purchase transaction may take.
-                    Some(budget) => Arc::new(goods_app::Budgeted::new(
-                        sql.ledger,
-                        budget,
-                        purchases.write_wait,
-                        db.acquire_timeout + db.tx_timeout + Duration::from_secs(2),
-                    )),
-                    None => sql.ledger,
-                },
-                gate: gate.gate,
-                clock,
-                events: Arc::new(LogEventPublisher),
-                outbox: sql.outbox,
-                stats: gate.stats,
-                flags: sql.flags,
-            },
+            ports,
             WriteBuffer::new(purchases.write_permits, purchases.write_wait),
         )
         .with_lease(purchases.lease)
@@ -303,7 +283,8 @@ impl Application {
             app,
             background: config.background.clone(),
             changed,
-            lease: (config.gate.kind() == GateKind::Shared).then_some(sql.leases),
+            lease: (config.gate.kind() == GateKind::Shared)
+                .then(|| sql.store.clone() as Arc<dyn LeaseStore>),
             redis,
             readiness,
             prometheus,

@@ -37,6 +37,42 @@ async fn on_private_redis(
     vars
 }
 
+/// Buyers `1..=buyers` buy at once; `then` runs as soon as `wins` of them have their 202, while
+/// the rest are in flight. Every buyer's answer (`None`: the connection failed).
+async fn all_at_once_until(
+    client: &Client,
+    base: &str,
+    drop: i64,
+    buyers: i64,
+    wins: usize,
+    then: impl FnOnce(),
+) -> Vec<(i64, Option<Answer>)> {
+    let won = Arc::new(AtomicUsize::new(0));
+    let enough = Arc::new(tokio::sync::Notify::new());
+    let tries = (1..=buyers).map(|user| {
+        let (client, base) = (client.clone(), base.to_owned());
+        let (won, enough) = (Arc::clone(&won), Arc::clone(&enough));
+        tokio::spawn(async move {
+            let answer = client.buy(&base, drop, user).await;
+            if answer.as_ref().is_some_and(|a| a.status == 202)
+                && won.fetch_add(1, Ordering::SeqCst) + 1 == wins
+            {
+                enough.notify_one();
+            }
+            (user, answer)
+        })
+    });
+    let in_flight = tokio::spawn(join_all(tries));
+    enough.notified().await;
+    then();
+    in_flight
+        .await
+        .unwrap()
+        .into_iter()
+        .map(Result::unwrap)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
     const LIMITED: i64 = 100;
@@ -50,30 +86,10 @@ async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
     let drop = client.open_drop(&server.base, LIMITED).await;
 
     // 300 buyers at once; SIGKILL as soon as 20 of them have their 202.
-    let won = Arc::new(AtomicUsize::new(0));
-    let enough = Arc::new(tokio::sync::Notify::new());
-    let tries = (1..=BUYERS).map(|user| {
-        let (client, base) = (client.clone(), server.base.clone());
-        let (won, enough) = (Arc::clone(&won), Arc::clone(&enough));
-        tokio::spawn(async move {
-            let answer = client.buy(&base, drop, user).await;
-            if answer.as_ref().is_some_and(|a| a.status == 202)
-                && won.fetch_add(1, Ordering::SeqCst) + 1 == 20
-            {
-                enough.notify_one();
-            }
-            (user, answer)
-        })
-    });
-    let in_flight = tokio::spawn(join_all(tries));
-    enough.notified().await;
-    server.kill9();
-    let before: Vec<(i64, Option<Answer>)> = in_flight
-        .await
-        .unwrap()
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let before = all_at_once_until(&client, &server.base.clone(), drop, BUYERS, 20, || {
+        server.kill9()
+    })
+    .await;
     let cut = before.iter().filter(|(_, a)| a.is_none()).count();
     assert!(cut > 0, "the kill must cut purchases in flight");
     let won_before: HashMap<i64, i64> = before
@@ -162,30 +178,12 @@ async fn sigterm_mid_sale_answers_the_buyers_in_flight_and_exits_within_the_grac
     let drop = client.open_drop(&server.base, LIMITED).await;
 
     // 600 buyers at once; SIGTERM as soon as 20 of them have their 202.
-    let won = Arc::new(AtomicUsize::new(0));
-    let enough = Arc::new(tokio::sync::Notify::new());
-    let tries = (1..=BUYERS).map(|user| {
-        let (client, base) = (client.clone(), server.base.clone());
-        let (won, enough) = (Arc::clone(&won), Arc::clone(&enough));
-        tokio::spawn(async move {
-            let answer = client.buy(&base, drop, user).await;
-            if answer.as_ref().is_some_and(|a| a.status == 202)
-                && won.fetch_add(1, Ordering::SeqCst) + 1 == 20
-            {
-                enough.notify_one();
-            }
-            (user, answer)
-        })
-    });
-    let in_flight = tokio::spawn(join_all(tries));
-    enough.notified().await;
-    let (code, took) = server.terminate();
-    let before: Vec<(i64, Option<Answer>)> = in_flight
-        .await
-        .unwrap()
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let mut exit = None;
+    let before = all_at_once_until(&client, &server.base.clone(), drop, BUYERS, 20, || {
+        exit = Some(server.terminate());
+    })
+    .await;
+    let (code, took) = exit.unwrap();
     eprintln!("exited {code:?} {took:?} after SIGTERM");
     assert_eq!(code, Some(0), "a graceful stop exits 0");
     assert!(

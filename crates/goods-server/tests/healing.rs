@@ -80,20 +80,15 @@ fn app_at(
     permits: usize,
     clock: Arc<dyn Clock>,
 ) -> GoodsApp {
+    let store: Arc<dyn goods_domain::ports::SourceOfTruth> = store.clone();
     GoodsApp::new(
-        Ports {
-            products: store.clone(),
-            drops: store.clone(),
-            orders: store.clone(),
-            payments: store.clone(),
-            ledger: store.clone(),
-            outbox: store.clone(),
-            flags: store.clone(),
-            gate: Some(gate),
+        Ports::from_store(
+            &store,
+            Some(gate),
             clock,
-            events: Arc::new(LogEventPublisher),
-            stats: Arc::new(MemoryStats::default()),
-        },
+            Arc::new(LogEventPublisher),
+            Arc::new(MemoryStats::default()),
+        ),
         WriteBuffer::new(permits, Duration::ZERO),
     )
     .with_lease(LEASE)

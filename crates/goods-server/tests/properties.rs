@@ -80,20 +80,15 @@ impl World {
         // Close to real time: the lease fence compares with the database's clock.
         let start = OffsetDateTime::now_utc();
         let clock = Arc::new(ManualClock::at(start));
+        let truth: Arc<dyn goods_domain::ports::SourceOfTruth> = store.clone();
         let app = GoodsApp::new(
-            Ports {
-                products: store.clone(),
-                drops: store.clone(),
-                orders: store.clone(),
-                payments: store.clone(),
-                ledger: store.clone(),
-                outbox: store.clone(),
-                flags: store.clone(),
-                gate: Some(Arc::new(MemoryGate::default())),
-                clock: clock.clone(),
-                events: Arc::new(LogEventPublisher),
-                stats: Arc::new(MemoryStats::default()),
-            },
+            Ports::from_store(
+                &truth,
+                Some(Arc::new(MemoryGate::default())),
+                clock.clone(),
+                Arc::new(LogEventPublisher),
+                Arc::new(MemoryStats::default()),
+            ),
             WriteBuffer::new(4, Duration::from_secs(5)),
         );
         let product = app

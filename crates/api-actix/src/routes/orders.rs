@@ -10,9 +10,6 @@ use goods_app::ListOrders;
 use goods_domain::{DropId, OrderId, OrderStatus};
 use serde::Deserialize;
 
-/// The largest integer a JSON number carries exactly (2^53 - 1).
-pub(crate) const MAX_JSON_INTEGER: i64 = 9_007_199_254_740_991;
-
 fn order_id(raw: &str) -> Result<OrderId, Problem> {
     path_id(raw, OrderId::parse, "ORDER_NOT_FOUND")
 }
@@ -50,17 +47,11 @@ pub struct ListQuery {
 impl ListQuery {
     fn parse(self) -> Result<ListOrders, Problem> {
         let bad = |what: &str| Problem::malformed(what.to_owned());
-        // Ids in a query are bounded as the description says: what JSON carries exactly.
-        let id = |raw: &str| {
-            raw.parse::<i64>()
-                .ok()
-                .filter(|id| (1..=MAX_JSON_INTEGER).contains(id))
-        };
         Ok(ListOrders {
             drop: self
                 .drop_id
                 .map(|raw| {
-                    id(&raw)
+                    super::query_id(&raw)
                         .and_then(|id| DropId::parse(id).ok())
                         .ok_or_else(|| bad("dropId must be a whole number from 1 to 2^53 - 1"))
                 })
@@ -72,22 +63,8 @@ impl ListQuery {
                         .ok_or_else(|| bad("status must be PENDING, PAID, CANCELLED or EXPIRED"))
                 })
                 .transpose()?,
-            after: self
-                .cursor
-                .map(|raw| {
-                    id(&raw)
-                        .and_then(|id| OrderId::parse(id).ok())
-                        .ok_or_else(|| bad("cursor must be a nextCursor this API returned"))
-                })
-                .transpose()?,
-            limit: match self.limit {
-                None => ListOrders::DEFAULT_LIMIT,
-                Some(raw) => raw
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| (1..=ListOrders::MAX_LIMIT).contains(n))
-                    .ok_or_else(|| bad("limit must be a whole number from 1 to 100"))?,
-            },
+            after: super::page_cursor(self.cursor, OrderId::parse)?,
+            limit: super::page_limit(self.limit, ListOrders::DEFAULT_LIMIT, ListOrders::MAX_LIMIT)?,
         })
     }
 }

@@ -1,6 +1,5 @@
 //! `/payments/events` (the payment provider, signed) and `/admin/payments` (admins).
 
-use super::orders::MAX_JSON_INTEGER;
 use crate::ApiState;
 use crate::auth::Identity;
 use crate::dto::{self, PaymentAnswer, PaymentEventInput, PaymentPageBody};
@@ -81,23 +80,8 @@ impl ListQuery {
                     })
                 })
                 .transpose()?,
-            after: self
-                .cursor
-                .map(|raw| {
-                    raw.parse::<i64>()
-                        .ok()
-                        .filter(|c| (1..=MAX_JSON_INTEGER).contains(c))
-                        .ok_or_else(|| bad("cursor must be a nextCursor this API returned"))
-                })
-                .transpose()?,
-            limit: match self.limit {
-                None => 20,
-                Some(raw) => raw
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| (1..=100).contains(n))
-                    .ok_or_else(|| bad("limit must be a whole number from 1 to 100"))?,
-            },
+            after: super::page_cursor(self.cursor, Ok)?,
+            limit: super::page_limit(self.limit, 20, 100)?,
         })
     }
 }

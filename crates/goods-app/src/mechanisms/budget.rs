@@ -146,22 +146,6 @@ mod tests {
         )
     }
 
-    fn order() -> PlaceOrder {
-        let drop = sample_drop(100, 2);
-        PlaceOrder {
-            drop_id: drop.id,
-            product_id: drop.product_id,
-            limited_quantity: drop.limited_quantity,
-            per_user_limit: drop.per_user_limit,
-            price: drop.price,
-            user_id: buyer().user_id,
-            quantity: qty(1),
-            key: key(),
-            now: OPEN,
-            deadline: None,
-        }
-    }
-
     #[tokio::test]
     async fn a_transaction_runs_holding_a_permit_and_gives_it_back() {
         let mut ledger = MockPurchaseLedger::new();
@@ -182,7 +166,10 @@ mod tests {
             .times(1)
             .returning(|_| Ok(()));
         let budgeted = budgeted(ledger, budget);
-        let answers = budgeted.place_orders(&[order()]).await.unwrap();
+        let answers = budgeted
+            .place_orders(&[place_order(buyer().user_id.get())])
+            .await
+            .unwrap();
         assert!(matches!(
             answers[..],
             [Err(PlaceOrderError::SoldOut { .. })]
@@ -197,7 +184,13 @@ mod tests {
         budget.expect_try_acquire().returning(|_| Ok(None));
         budget.expect_release().times(0);
         let budgeted = budgeted(ledger, budget);
-        let answers = budgeted.place_orders(&[order(), order()]).await.unwrap();
+        let answers = budgeted
+            .place_orders(&[
+                place_order(buyer().user_id.get()),
+                place_order(buyer().user_id.get()),
+            ])
+            .await
+            .unwrap();
         assert!(matches!(
             answers[..],
             [
@@ -222,7 +215,10 @@ mod tests {
             .returning(|_| Err(InfraError::msg("redis down")));
         budget.expect_release().times(0);
         let budgeted = budgeted(ledger, budget);
-        let answers = budgeted.place_orders(&[order()]).await.unwrap();
+        let answers = budgeted
+            .place_orders(&[place_order(buyer().user_id.get())])
+            .await
+            .unwrap();
         assert!(matches!(answers[..], [Err(PlaceOrderError::KeyReused)]));
     }
 }

@@ -350,22 +350,6 @@ mod tests {
         }
     }
 
-    fn order(buyer: i64) -> PlaceOrder {
-        let drop = sample_drop(100, 2);
-        PlaceOrder {
-            drop_id: drop.id,
-            product_id: drop.product_id,
-            limited_quantity: drop.limited_quantity,
-            per_user_limit: drop.per_user_limit,
-            price: drop.price,
-            user_id: UserId::parse(buyer).unwrap(),
-            quantity: qty(1),
-            key: key(),
-            now: OPEN,
-            deadline: None,
-        }
-    }
-
     /// Committers with one batch in flight per drop, unless a test says otherwise.
     fn committers(ledger: &Arc<Recording>, max_batch: usize, linger_ms: u64) -> Arc<Committers> {
         committers_in_flight(ledger, max_batch, linger_ms, 1)
@@ -403,9 +387,9 @@ mod tests {
         let mut tasks = Vec::new();
         for buyer in buyers {
             let committers = Arc::clone(committers);
-            tasks.push(tokio::spawn(
-                async move { committers.place(order(buyer)).await },
-            ));
+            tasks.push(tokio::spawn(async move {
+                committers.place(place_order(buyer)).await
+            }));
             // Lets the task reach the queue before the next one, so the queue keeps their order.
             tokio::task::yield_now().await;
         }
@@ -429,7 +413,7 @@ mod tests {
         let ledger = Recording::new(true, None);
         let committers = committers(&ledger, 64, 50);
         let start = tokio::time::Instant::now();
-        assert_eq!(placed_id(committers.place(order(7)).await), 7);
+        assert_eq!(placed_id(committers.place(place_order(7)).await), 7);
         assert_eq!(tokio::time::Instant::now(), start, "waited for a batch");
         assert_eq!(ledger.batches(), vec![vec![7]]);
     }
@@ -519,7 +503,7 @@ mod tests {
         let mut queued = first_in_flight(&committers, &ledger).await;
         queued.extend(queue(&committers, [2, 3]).await);
         committers.close();
-        let late = committers.place(order(4)).await;
+        let late = committers.place(place_order(4)).await;
         assert!(
             matches!(&late, Err(PlaceOrderError::Infra(e)) if e.is_unavailable()),
             "{late:?}"
@@ -573,13 +557,13 @@ mod tests {
     async fn an_idle_committer_stops_and_the_next_purchase_starts_another() {
         let ledger = Recording::new(true, None);
         let committers = committers(&ledger, 64, 0);
-        committers.place(order(1)).await.unwrap();
+        committers.place(place_order(1)).await.unwrap();
         tokio::time::sleep(IDLE + Duration::from_secs(1)).await;
         assert!(
-            committers.lock().as_ref().unwrap()[&order(1).drop_id].is_closed(),
+            committers.lock().as_ref().unwrap()[&place_order(1).drop_id].is_closed(),
             "the idle committer still runs"
         );
-        assert_eq!(placed_id(committers.place(order(2)).await), 2);
+        assert_eq!(placed_id(committers.place(place_order(2)).await), 2);
         assert_eq!(ledger.batches(), vec![vec![1], vec![2]]);
     }
 }
