@@ -215,6 +215,7 @@ static DIALECT: Dialect = Dialect {
     ensure_holdings_head: "INSERT INTO drop_holdings (drop_id, user_id, quantity) VALUES",
     ensure_holdings_tail: " ON DUPLICATE KEY UPDATE quantity = quantity",
     begin_write: "",
+    insert_ignore: "INSERT IGNORE INTO",
     db_now_ms: "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)",
 };
 

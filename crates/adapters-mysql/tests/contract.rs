@@ -99,10 +99,17 @@ async fn a_purchase_past_its_time_limit_releases_its_row_locks_at_once() {
         per_user_limit: 1,
         price_minor: 0,
         currency: "XXX".into(),
+        mode: "FIRST_COME".into(),
+        entry_close_at: None,
     };
-    let drop = DropRepository::create(&store, &NewLimitedDrop::parse(&input, now).unwrap(), now)
-        .await
-        .unwrap();
+    let drop = DropRepository::create(
+        &store,
+        &NewLimitedDrop::parse(&input, now).unwrap(),
+        None,
+        now,
+    )
+    .await
+    .unwrap();
     // Someone holds the drop row: the purchase takes the stock row, then waits on the drop.
     let mut holder = AsyncMysqlConnection::establish(&url).await.unwrap();
     holder

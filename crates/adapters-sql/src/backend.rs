@@ -28,6 +28,9 @@ pub struct Dialect {
     /// Takes the database's write lock before a write transaction reads anything (empty where
     /// row locks make it unnecessary).
     pub begin_write: &'static str,
+    /// Starts an INSERT that skips the rows whose key exists (`INSERT IGNORE INTO`, `INSERT OR
+    /// IGNORE INTO`).
+    pub insert_ignore: &'static str,
     /// The database's clock in unix milliseconds: the one clock admission leases and the
     /// background lease are checked against.
     pub db_now_ms: &'static str,

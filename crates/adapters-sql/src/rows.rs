@@ -4,8 +4,8 @@
 use crate::schema::{limited_drops, orders, payment_events};
 use diesel::prelude::*;
 use goods_domain::{
-    Currency, DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, Money, OrderId,
-    OrderStatus, Payment, PaymentEvent, PaymentEventId, PaymentEventKind, PaymentOutcome,
+    Currency, DropId, DropMode, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, Money,
+    OrderId, OrderStatus, Payment, PaymentEvent, PaymentEventId, PaymentEventKind, PaymentOutcome,
     PaymentRecord, PaymentReference, Price, ProductId, Quantity, SaleWindow, UserId,
     ValidationError,
 };
@@ -59,6 +59,8 @@ pub struct DropRow {
     pub closed_at: Option<PrimitiveDateTime>,
     pub price_minor: i64,
     pub currency: String,
+    pub mode: String,
+    pub entry_close_at: Option<PrimitiveDateTime>,
 }
 
 impl DropRow {
@@ -83,6 +85,17 @@ impl DropRow {
             .map_err(corrupt("drop"))?,
             paused: self.paused,
             closed_at: self.closed_at.map(from_db),
+            mode: match (self.mode.as_str(), self.entry_close_at) {
+                ("FIRST_COME", _) => DropMode::FirstCome,
+                ("DRAW", Some(at)) => DropMode::Draw {
+                    entry_close_at: from_db(at),
+                },
+                (mode, _) => {
+                    return Err(InfraError::msg(format!(
+                        "corrupt drop row: mode {mode:?} without its entry close"
+                    )));
+                }
+            },
         })
     }
 }
@@ -325,4 +338,107 @@ mod tests {
         let back = from_db(to_db(at));
         assert_eq!(back, datetime!(2026-12-01 09:00:00.123456 UTC));
     }
+}
+
+/// A `draw_entries` row.
+#[derive(Debug, Clone, QueryableByName)]
+pub struct EntryRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub drop_id: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub user_id: i64,
+    #[diesel(sql_type = diesel::sql_types::Timestamp)]
+    pub entered_at: PrimitiveDateTime,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Integer>)]
+    pub draw_rank: Option<i32>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub rank_key: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    pub order_id: Option<i64>,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    pub promoted: bool,
+}
+
+impl EntryRow {
+    /// The domain entry.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the row breaks a domain rule.
+    pub fn into_domain(self) -> Result<goods_domain::Entry, InfraError> {
+        let ranked = match (self.draw_rank, self.rank_key) {
+            (Some(rank), Some(key)) => Some((
+                units(rank, "entry rank")?,
+                goods_domain::RankKey::from_hex(&key)
+                    .map_err(|e| InfraError::new("corrupt entry rank key", e))?,
+            )),
+            (None, None) => None,
+            _ => return Err(InfraError::msg("corrupt entry: a rank without its key")),
+        };
+        Ok(goods_domain::Entry {
+            drop_id: DropId::parse(self.drop_id).map_err(corrupt("entry"))?,
+            user_id: UserId::parse(self.user_id).map_err(corrupt("entry"))?,
+            entered_at: from_db(self.entered_at),
+            ranked,
+            order_id: self
+                .order_id
+                .map(OrderId::parse)
+                .transpose()
+                .map_err(corrupt("entry"))?,
+            promoted: self.promoted,
+        })
+    }
+}
+
+/// A `drop_draws` row.
+#[derive(Debug, Clone, QueryableByName)]
+pub struct DrawRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub drop_id: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub seed: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub commitment: String,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamp>)]
+    pub drawn_at: Option<PrimitiveDateTime>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub cutoff: Option<String>,
+}
+
+impl DrawRow {
+    /// The domain draw.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the row breaks a domain rule.
+    pub fn into_domain(self) -> Result<goods_domain::Draw, InfraError> {
+        let hex = |e| InfraError::new("corrupt draw row", e);
+        Ok(goods_domain::Draw {
+            drop_id: DropId::parse(self.drop_id).map_err(corrupt("draw"))?,
+            seed: goods_domain::DrawSeed::from_hex(&self.seed).map_err(hex)?,
+            commitment: goods_domain::DrawCommitment::from_hex(&self.commitment).map_err(hex)?,
+            drawn_at: self.drawn_at.map(from_db),
+            cutoff: self
+                .cutoff
+                .map(|c| goods_domain::RankKey::from_hex(&c))
+                .transpose()
+                .map_err(hex)?,
+        })
+    }
+}
+
+/// A draw drop's counts.
+#[derive(Debug, QueryableByName)]
+pub struct DrawCountsRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub entries: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub winners: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub promoted: i64,
+}
+
+/// One user id.
+#[derive(Debug, QueryableByName)]
+pub struct UserRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub user_id: i64,
 }

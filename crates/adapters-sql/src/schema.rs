@@ -49,6 +49,44 @@ diesel::table! {
         price_minor -> BigInt,
         /// ISO 4217 code of the price.
         currency -> Text,
+        /// `FIRST_COME` or `DRAW`.
+        mode -> Text,
+        /// When a draw's entries close (UTC); `NULL` for a first-come drop.
+        entry_close_at -> Nullable<Timestamp>,
+    }
+}
+
+diesel::table! {
+    /// A draw drop's draw: the seed written once at creation with its commitment (a trigger
+    /// refuses to change either), then when it was drawn and the winning cutoff.
+    drop_draws (drop_id) {
+        drop_id -> BigInt,
+        /// 64 hex digits; shown only once `drawn_at` is set.
+        seed -> Text,
+        /// SHA-256 of the seed, 64 hex digits.
+        commitment -> Text,
+        /// Set as the draw begins: from then on no entry commits.
+        entries_closed_at -> Nullable<Timestamp>,
+        drawn_at -> Nullable<Timestamp>,
+        /// The largest winning rank key, 64 hex digits.
+        cutoff -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    /// A draw drop's entries, one row per buyer.
+    draw_entries (drop_id, user_id) {
+        drop_id -> BigInt,
+        user_id -> BigInt,
+        entered_at -> Timestamp,
+        /// 1-based rank by rank key, set by the draw.
+        draw_rank -> Nullable<Integer>,
+        /// HMAC-SHA256(seed, user id), 64 hex digits, set by the draw.
+        rank_key -> Nullable<Text>,
+        /// The order the draw or a promotion gave it.
+        order_id -> Nullable<BigInt>,
+        /// Its order came from a promotion off the waitlist.
+        promoted -> Bool,
     }
 }
 

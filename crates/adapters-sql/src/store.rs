@@ -9,6 +9,7 @@
 //! function reads, calls the rule, and writes what it decided.
 
 mod batch;
+mod draws;
 mod drops;
 mod flags;
 mod leases;

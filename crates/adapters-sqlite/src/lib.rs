@@ -94,6 +94,7 @@ static DIALECT: Dialect = Dialect {
     ensure_holdings_head: "INSERT OR IGNORE INTO drop_holdings (drop_id, user_id, quantity) VALUES",
     ensure_holdings_tail: "",
     begin_write: "UPDATE stocks SET version = version WHERE 0",
+    insert_ignore: "INSERT OR IGNORE INTO",
     db_now_ms: "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
 };
 

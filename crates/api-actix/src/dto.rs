@@ -2,10 +2,11 @@
 //! from and into domain and use-case types.
 
 use crate::problem::Problem;
-use goods_app::{DropStats, DropView, OrderPage, PaymentPage, Reconciliation};
+use goods_app::{DrawView, DropStats, DropView, EntryView, OrderPage, PaymentPage, Reconciliation};
 use goods_domain::{
-    Currency, GoodsOrder, Money, OrderId, PaymentEvent, PaymentEventId, PaymentEventKind,
-    PaymentRecord, PaymentReference, PaymentWindow, Product, UserId, ValidationError,
+    Currency, EntryStatus, GoodsOrder, Money, OrderId, PaymentEvent, PaymentEventId,
+    PaymentEventKind, PaymentRecord, PaymentReference, PaymentWindow, Product, UserId,
+    ValidationError,
 };
 use serde::de::{DeserializeOwned, Deserializer, Error as _, Visitor};
 use serde::{Deserialize, Serialize};
@@ -122,6 +123,12 @@ pub struct CreateDrop {
     /// ISO 4217 code; `XXX` when absent.
     #[serde(default)]
     pub currency: Option<String>,
+    /// `FIRST_COME` (when absent) or `DRAW`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// When a draw's entries close.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub entry_close_at: Option<OffsetDateTime>,
 }
 
 /// A drop.
@@ -139,6 +146,72 @@ pub struct DropBody {
     paused: bool,
     price_minor: u64,
     currency: String,
+    mode: &'static str,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    draw: Option<DrawBody>,
+}
+
+/// What a draw drop's view adds.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DrawBody {
+    entry_close_at: Option<String>,
+    entry_count: u32,
+    draw_commitment: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drawn_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    draw_seed: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    winning_rank_cutoff: Option<String>,
+}
+
+impl From<DrawView> for DrawBody {
+    fn from(d: DrawView) -> Self {
+        Self {
+            entry_close_at: rfc3339(d.entry_close_at),
+            entry_count: d.counts.entries,
+            draw_commitment: d.commitment.to_hex(),
+            drawn_at: d.drawn_at.and_then(rfc3339),
+            draw_seed: d.seed.map(|s| s.to_hex()),
+            winning_rank_cutoff: d.cutoff.map(|c| c.to_hex()),
+        }
+    }
+}
+
+/// A buyer's draw entry.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryBody {
+    drop_id: i64,
+    user_id: i64,
+    status: &'static str,
+    entered_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    order_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    position: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rank_key: Option<String>,
+}
+
+impl From<EntryView> for EntryBody {
+    fn from(e: EntryView) -> Self {
+        let (order_id, position) = match e.status {
+            EntryStatus::Won { order_id } => (Some(order_id.get()), None),
+            EntryStatus::Waitlisted { position } => (None, Some(position)),
+            EntryStatus::Entered | EntryStatus::Lost => (None, None),
+        };
+        Self {
+            drop_id: e.drop_id.get(),
+            user_id: e.user_id.get(),
+            status: e.status.as_str(),
+            entered_at: rfc3339(e.entered_at),
+            order_id,
+            position,
+            rank_key: e.rank_key.map(|k| k.to_hex()),
+        }
+    }
 }
 
 impl From<DropView> for DropBody {
@@ -156,9 +229,16 @@ impl From<DropView> for DropBody {
             paused: v.drop.paused,
             price_minor: v.drop.price.minor(),
             currency: v.drop.price.currency().as_str().to_owned(),
+            mode: v.drop.mode.as_str(),
+            draw: v.draw.map(DrawBody::from),
         }
     }
 }
+
+/// A request that takes no fields: `{}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoBody {}
 
 /// `POST /limited-drops/{dropId}/orders`.
 #[derive(Debug, Deserialize)]
@@ -383,6 +463,12 @@ pub struct StatsBody {
     paid_quantity: u32,
     cancelled_quantity: u32,
     expired_quantity: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entry_count: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    winner_count: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    promoted_count: Option<u32>,
 }
 
 impl From<DropStats> for StatsBody {
@@ -401,6 +487,9 @@ impl From<DropStats> for StatsBody {
             paid_quantity: s.units.paid,
             cancelled_quantity: s.units.cancelled,
             expired_quantity: s.units.expired,
+            entry_count: s.draw.map(|d| d.entries),
+            winner_count: s.draw.map(|d| d.winners),
+            promoted_count: s.draw.map(|d| d.promoted),
         }
     }
 }

@@ -8,8 +8,8 @@ use actix_web::middleware::ErrorHandlerResponse;
 use actix_web::web::Bytes;
 use actix_web::{HttpResponse, ResponseError};
 use goods_app::{
-    CreateProductError, DropReadError, FlagError, GetOrderError, GetProductError, OperateDropError,
-    PurchaseError,
+    CreateProductError, DropReadError, EntryError, FlagError, GetOrderError, GetProductError,
+    OperateDropError, PurchaseError,
 };
 use goods_domain::ValidationError;
 use goods_domain::ports::PaymentEventError;
@@ -266,15 +266,7 @@ impl From<PurchaseError> for Problem {
         match error {
             PurchaseError::DropNotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
             PurchaseError::TooEarly { open_at } => {
-                let wait = (open_at - OffsetDateTime::now_utc()).whole_seconds().max(0);
-                Self::new(
-                    S::from_u16(425).unwrap_or(S::CONFLICT),
-                    "TOO_EARLY",
-                    "Too early",
-                    "the drop is not open yet; do not retry before openAt",
-                )
-                .with("openAt", rfc3339(open_at))
-                .retry_after(u64::try_from(wait).unwrap_or(0).max(1))
+                Self::too_early(open_at, OffsetDateTime::now_utc())
             }
             PurchaseError::KeyReused => Self::new(
                 S::UNPROCESSABLE_ENTITY,
@@ -292,13 +284,13 @@ impl From<PurchaseError> for Problem {
             PurchaseError::Closed => {
                 Self::new(S::CONFLICT, "CLOSED", "Drop closed", "the drop is closed")
             }
-            PurchaseError::Paused => Self::new(
+            PurchaseError::Paused => Self::paused(),
+            PurchaseError::DrawDrop => Self::new(
                 S::CONFLICT,
-                "DROP_PAUSED",
-                "Drop paused",
-                "the drop is paused by its seller; retry later",
-            )
-            .retry_after(PAUSED_RETRY_AFTER_S),
+                "DRAW_DROP",
+                "Draw drop",
+                "this drop sells by draw: enter it with POST /limited-drops/{dropId}/entries",
+            ),
             PurchaseError::SoldOut { remaining: 0 } => Self {
                 rendered: Some(sold_out_none_left()),
                 ..Self::sold_out(0)
@@ -329,6 +321,69 @@ impl From<PurchaseError> for Problem {
             .retry_after(1),
             PurchaseError::Unavailable => Self::unavailable(),
             PurchaseError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
+impl Problem {
+    /// 425 `TOO_EARLY` before `open_at`, asking to retry no sooner: `Retry-After` is the wait
+    /// rounded up to whole seconds (a client that waits what it says is never early).
+    fn too_early(open_at: OffsetDateTime, now: OffsetDateTime) -> Self {
+        let wait_ms =
+            u64::try_from((open_at - now).whole_milliseconds().max(0)).unwrap_or(u64::MAX);
+        let wait_s = wait_ms.div_ceil(1000);
+        Self::new(
+            StatusCode::from_u16(425).unwrap_or(StatusCode::CONFLICT),
+            "TOO_EARLY",
+            "Too early",
+            "the drop is not open yet; do not retry before openAt",
+        )
+        .with("openAt", rfc3339(open_at))
+        .retry_after(wait_s.max(1))
+    }
+
+    fn paused() -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "DROP_PAUSED",
+            "Drop paused",
+            "the drop is paused by its seller; retry later",
+        )
+        .retry_after(PAUSED_RETRY_AFTER_S)
+    }
+}
+
+impl From<EntryError> for Problem {
+    fn from(error: EntryError) -> Self {
+        use StatusCode as S;
+        match error {
+            EntryError::DropNotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
+            EntryError::NotADraw => Self::new(
+                S::CONFLICT,
+                "NOT_A_DRAW",
+                "Not a draw",
+                "this drop sells first come, first served: buy with POST /limited-drops/{dropId}/orders",
+            ),
+            EntryError::TooEarly { open_at } => Self::too_early(open_at, OffsetDateTime::now_utc()),
+            EntryError::Paused => Self::paused(),
+            EntryError::EntriesClosed => Self::new(
+                S::CONFLICT,
+                "ENTRIES_CLOSED",
+                "Entries closed",
+                "the draw's entries are closed",
+            ),
+            EntryError::EntryNotFound => {
+                Self::not_found("ENTRY_NOT_FOUND", "you have no entry in this drop")
+            }
+            EntryError::Throttled => Self::new(
+                S::TOO_MANY_REQUESTS,
+                "THROTTLED",
+                "Throttled",
+                "no database write slot was free in time; nothing was entered",
+            )
+            .retry_after(1),
+            EntryError::Unavailable => Self::unavailable(),
+            EntryError::Unexpected(e) => Self::internal(&e),
         }
     }
 }
@@ -540,6 +595,28 @@ mod tests {
         assert_eq!(
             problem.error_response().headers().get(CONTENT_TYPE),
             Some(&PROBLEM_JSON)
+        );
+    }
+
+    #[rstest::rstest]
+    #[case(time::Duration::milliseconds(1), "1")]
+    #[case(time::Duration::milliseconds(1000), "1")]
+    #[case(time::Duration::milliseconds(1001), "2")]
+    #[case(time::Duration::milliseconds(59_999), "60")]
+    #[case(time::Duration::ZERO, "1")]
+    fn too_early_asks_to_wait_at_least_until_open_at(
+        #[case] before: time::Duration,
+        #[case] retry_after: &str,
+    ) {
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let response = Problem::too_early(now + before, now).error_response();
+        assert_eq!(response.status().as_u16(), 425);
+        assert_eq!(
+            response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok()),
+            Some(retry_after)
         );
     }
 }

@@ -34,6 +34,20 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     )
     .service(live())
     .service(
+        web::resource("/limited-drops/{dropId}/entries")
+            .app_data(Allow("POST"))
+            .app_data(RouteLabel("/limited-drops/{dropId}/entries"))
+            .post(drops::enter)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
+        web::resource("/limited-drops/{dropId}/entries/me")
+            .app_data(Allow("GET"))
+            .app_data(RouteLabel("/limited-drops/{dropId}/entries/me"))
+            .get(drops::my_entry)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
         web::resource("/limited-drops/{dropId}")
             .app_data(Allow("GET"))
             .app_data(RouteLabel("/limited-drops/{dropId}"))

@@ -49,6 +49,10 @@ pub struct HealReport {
     pub relayed: usize,
     /// Orders expired unpaid by this pass.
     pub expired: usize,
+    /// Draws done by this pass.
+    pub draws: usize,
+    /// Waitlisted entries given a unit by this pass.
+    pub promoted: u32,
 }
 
 /// Per-instance healing state.
@@ -263,6 +267,14 @@ impl GoodsApp {
         if sold > limited {
             self.raise_oversell(drop, sold).await;
         }
+        // A draw drop is never in the gate: its draw, and its waitlist, are what to tend.
+        if drop.mode.is_draw() {
+            if self.run_draw(drop).await? {
+                report.draws += 1;
+            }
+            report.promoted += self.promote_waitlist(drop).await?;
+            return Ok(());
+        }
         let Some(gate) = self.gate().cloned() else {
             return Ok(());
         };
@@ -271,7 +283,7 @@ impl GoodsApp {
                 report.stale_resolved += 1;
             }
         }
-        if drop.window.is_closed(now) {
+        if drop.is_closed(now) {
             return Ok(());
         }
         let needs_resync = match gate.remaining(drop.id).await? {

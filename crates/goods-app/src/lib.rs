@@ -16,6 +16,7 @@ mod purchase;
 pub mod telemetry;
 
 pub use actor::{Actor, Role};
+pub use drops::draw::{DrawView, EntryError, EntryView};
 pub use drops::operate::OperateDropError;
 pub use drops::stats::DropStats;
 pub use drops::view::{DropReadError, DropView};
@@ -34,9 +35,9 @@ pub use products::{CreateProductError, GetProductError};
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
 
 use goods_domain::ports::{
-    AdmissionGate, ChangeNotifier, Clock, DropRepository, EventOutbox, EventPublisher,
-    OrderRepository, PaymentRepository, ProductRepository, PurchaseLedger, SourceOfTruth,
-    StatsRecorder,
+    AdmissionGate, ChangeNotifier, Clock, DrawRepository, DropRepository, EventOutbox,
+    EventPublisher, OrderRepository, PaymentRepository, ProductRepository, PurchaseLedger,
+    SeedSource, SourceOfTruth, StatsRecorder,
 };
 use goods_domain::{DropId, InfraError, LimitedDrop, PaymentWindow, ProductId};
 use mechanisms::single_flight::{self, Shared, unshared};
@@ -62,6 +63,10 @@ pub struct Ports {
     pub outbox: Arc<dyn EventOutbox>,
     pub stats: Arc<dyn StatsRecorder>,
     pub flags: Arc<dyn goods_domain::ports::FlagStore>,
+    /// Draw drops' entries and draws.
+    pub draws: Arc<dyn DrawRepository>,
+    /// Where draw seeds come from.
+    pub seeds: Arc<dyn SeedSource>,
 }
 
 impl Ports {
@@ -73,6 +78,7 @@ impl Ports {
         clock: Arc<dyn Clock>,
         events: Arc<dyn EventPublisher>,
         stats: Arc<dyn StatsRecorder>,
+        seeds: Arc<dyn SeedSource>,
     ) -> Self {
         Self {
             products: store.clone(),
@@ -82,10 +88,12 @@ impl Ports {
             ledger: store.clone(),
             outbox: store.clone(),
             flags: store.clone(),
+            draws: store.clone(),
             gate,
             clock,
             events,
             stats,
+            seeds,
         }
     }
 }
@@ -110,6 +118,10 @@ pub struct GoodsApp {
     lease: time::Duration,
     /// One committer per drop, batching its admitted purchases.
     committers: Arc<group_commit::Committers>,
+    /// One committer per draw drop, batching its entries.
+    entries: Arc<group_commit::Committers<drops::draw::Entries>>,
+    /// Each draw drop's draw and counts, reused for [`REMAINING_TTL`].
+    draw_views: Arc<drops::draw::DrawViews>,
     healing: Arc<healing::HealState>,
     flags_cache: Arc<operations::flags::FlagCache>,
     /// Tells the other instances that a flag or a drop changed; `None`: they learn it at
@@ -126,13 +138,20 @@ impl GoodsApp {
     pub fn new(ports: Ports, buffer: WriteBuffer) -> Self {
         let tasks = Tasks::default();
         let committers = Arc::new(group_commit::Committers::new(
-            Arc::clone(&ports.ledger),
+            group_commit::Orders(Arc::clone(&ports.ledger)),
             GroupCommit::default(),
             tasks.clone(),
         ));
         let drops = Arc::new(drops::cache::DropCache::new(Arc::clone(&ports.drops)));
+        let entries = Arc::new(group_commit::Committers::new(
+            drops::draw::Entries(Arc::clone(&ports.draws)),
+            GroupCommit::default(),
+            tasks.clone(),
+        ));
         Self {
             committers,
+            entries,
+            draw_views: Arc::default(),
             ports,
             buffer,
             breaker: Arc::default(),
@@ -194,7 +213,12 @@ impl GoodsApp {
     #[must_use]
     pub fn with_group_commit(mut self, config: GroupCommit) -> Self {
         self.committers = Arc::new(group_commit::Committers::new(
-            Arc::clone(&self.ports.ledger),
+            group_commit::Orders(Arc::clone(&self.ports.ledger)),
+            config,
+            self.tasks.clone(),
+        ));
+        self.entries = Arc::new(group_commit::Committers::new(
+            drops::draw::Entries(Arc::clone(&self.ports.draws)),
             config,
             self.tasks.clone(),
         ));
@@ -213,6 +237,7 @@ impl GoodsApp {
     /// `within`; `false` when some task was still running then.
     pub async fn shutdown(&self, within: Duration) -> bool {
         self.committers.close();
+        self.entries.close();
         self.tasks.shutdown(within).await
     }
 
@@ -295,7 +320,8 @@ impl GoodsApp {
 
     /// Units left: the gate's counter when it has one, else the database's truth.
     async fn remaining(&self, drop: &LimitedDrop) -> Result<u32, InfraError> {
-        if let Some(gate) = self.gate() {
+        // A draw drop is never in the gate: its units are counted in the database.
+        if let Some(gate) = self.gate().filter(|_| !drop.mode.is_draw()) {
             match gate.remaining(drop.id).await {
                 Ok(Some(remaining)) => return Ok(remaining),
                 Ok(None) => {}

@@ -51,6 +51,9 @@ pub enum PurchaseError {
     /// Paused by its seller or an admin.
     #[error("the drop is paused")]
     Paused,
+    /// A draw drop: units go by its draw.
+    #[error("the drop sells by draw")]
+    DrawDrop,
     /// From closeAt on, or once closed.
     #[error("the drop is closed")]
     Closed,
@@ -111,6 +114,7 @@ impl PurchaseError {
             Self::KeyReused => "key_reused",
             Self::InProgress => "in_progress",
             Self::Paused => "paused",
+            Self::DrawDrop => "draw_drop",
             Self::Closed => "closed",
             Self::SoldOut { .. } => "sold_out",
             Self::PerUserLimitExceeded { .. } => "per_user_limit_exceeded",
@@ -132,6 +136,7 @@ impl PurchaseError {
             Self::Throttled => Some(PurchaseOutcome::Throttled),
             Self::DropNotFound
             | Self::Paused
+            | Self::DrawDrop
             | Self::KeyReused
             | Self::InProgress
             | Self::Unavailable
@@ -215,6 +220,7 @@ impl GoodsApp {
                 return Err(PurchaseError::TooEarly { open_at });
             }
             Err(PurchaseRejection::Paused) => return Err(PurchaseError::Paused),
+            Err(PurchaseRejection::DrawDrop) => return Err(PurchaseError::DrawDrop),
             Err(PurchaseRejection::Closed) => {
                 // A replay still wins over CLOSED; only closed drops pay for this lookup.
                 return match self.find_replay(&cmd).await? {

@@ -52,6 +52,13 @@ pub const ORDER_TRANSITIONS: &str = "order_transitions_total";
 /// Payment events applied (a repeated delivery is not counted again), by `outcome` (`PAID`,
 /// `REFUND_REQUIRED`, `AMOUNT_MISMATCH`, ...).
 pub const PAYMENT_EVENTS: &str = "payment_events_total";
+/// Draw entries answered, by `outcome` (`entered`, `repeated`, `too_early`, `entries_closed`,
+/// `paused`, `not_a_draw`, `throttled`).
+pub const DRAW_ENTRIES: &str = "draw_entries_total";
+/// Time a draw took, from closing the entries to revealing the seed.
+pub const DRAW_DURATION: &str = "draw_duration_seconds";
+/// Units given by draws, by `by` (`draw`: a winner; `promotion`: a waitlisted entry).
+pub const DRAW_AWARDS: &str = "draw_awards_total";
 
 thread_local! {
     static DECISIONS: std::cell::RefCell<Vec<(&'static str, metrics::Histogram)>> =
@@ -113,6 +120,19 @@ pub fn describe() {
     for outcome in goods_domain::PaymentOutcome::ALL {
         metrics::counter!(PAYMENT_EVENTS, "outcome" => outcome.as_str()).increment(0);
     }
+    for by in ["draw", "promotion"] {
+        metrics::counter!(DRAW_AWARDS, "by" => by).increment(0);
+    }
+    describe_counter!(DRAW_ENTRIES, "Draw entries answered, by outcome.");
+    describe_histogram!(
+        DRAW_DURATION,
+        Unit::Seconds,
+        "Time a draw took, from closing the entries to revealing the seed."
+    );
+    describe_counter!(
+        DRAW_AWARDS,
+        "Units given by draws, by who got them (draw: a winner; promotion: a waitlisted entry)."
+    );
     describe_histogram!(
         ADMISSION_TO_COMMIT,
         Unit::Seconds,

@@ -65,6 +65,7 @@ pub fn sample_drop(limited: i64, per_user: i64) -> LimitedDrop {
         price: goods_domain::Price::default(),
         paused: false,
         closed_at: None,
+        mode: goods_domain::DropMode::FirstCome,
     }
 }
 
@@ -133,6 +134,9 @@ pub struct Mocks {
     pub outbox: MockEventOutbox,
     pub flags: goods_domain::ports::MockFlagStore,
     pub stats: MockStatsRecorder,
+    pub draws: goods_domain::ports::MockDrawRepository,
+    /// Every seed is 32 bytes of 7.
+    pub seeds: goods_domain::ports::MockSeedSource,
     pub permits: usize,
 }
 
@@ -162,6 +166,14 @@ impl Mocks {
             outbox: MockEventOutbox::new(),
             flags: goods_domain::ports::MockFlagStore::new(),
             stats,
+            draws: goods_domain::ports::MockDrawRepository::new(),
+            seeds: {
+                let mut seeds = goods_domain::ports::MockSeedSource::new();
+                seeds
+                    .expect_seed()
+                    .returning(|| Ok(goods_domain::DrawSeed::from_bytes([7; 32])));
+                seeds
+            },
             permits: 4,
         }
     }
@@ -198,6 +210,8 @@ impl Mocks {
                 clock: Arc::new(self.clock),
                 events: Arc::new(self.events),
                 outbox: Arc::new(self.outbox),
+                draws: Arc::new(self.draws),
+                seeds: Arc::new(self.seeds),
                 flags: Arc::new(self.flags),
                 stats: Arc::new(self.stats),
             },
@@ -295,9 +309,10 @@ impl goods_domain::ports::DropRepository for HeldDrops {
     async fn create(
         &self,
         drop: &goods_domain::NewLimitedDrop,
+        seed: Option<goods_domain::DrawSeed>,
         now: OffsetDateTime,
     ) -> Result<LimitedDrop, goods_domain::ports::CreateDropError> {
-        self.inner.create(drop, now).await
+        self.inner.create(drop, seed, now).await
     }
     async fn get(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
         self.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -32,6 +32,7 @@ pub async fn app_with_drop<S: Store>(
             Arc::new(SystemClock),
             Arc::new(LogEventPublisher),
             Arc::new(MemoryStats::default()),
+            Arc::new(adapters_memory::OsSeeds),
         ),
         WriteBuffer::new(permits, Duration::from_secs(60)),
     )
@@ -50,6 +51,8 @@ pub async fn app_with_drop<S: Store>(
                 per_user_limit: 1,
                 price_minor: 0,
                 currency: "XXX".into(),
+                mode: "FIRST_COME".into(),
+                entry_close_at: None,
             },
             OPERATOR,
         )

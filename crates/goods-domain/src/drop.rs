@@ -75,9 +75,44 @@ impl DropStatus {
     }
 }
 
+/// How a drop sells its units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropMode {
+    /// First come, first served: purchases.
+    FirstCome,
+    /// A draw among the buyers who entered in `[openAt, entry_close_at)` ([`crate::draw`]).
+    Draw { entry_close_at: OffsetDateTime },
+}
+
+impl DropMode {
+    /// When entries close, for a draw.
+    pub fn entry_close_at(self) -> Option<OffsetDateTime> {
+        match self {
+            Self::FirstCome => None,
+            Self::Draw { entry_close_at } => Some(entry_close_at),
+        }
+    }
+
+    /// Whether it is a draw.
+    pub fn is_draw(self) -> bool {
+        matches!(self, Self::Draw { .. })
+    }
+
+    /// The stored and serialised name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FirstCome => "FIRST_COME",
+            Self::Draw { .. } => "DRAW",
+        }
+    }
+}
+
 /// Why the drop's sale window refuses a purchase (before the gate or any store).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PurchaseRejection {
+    /// A draw drop sells by its draw, never by purchase (checked first: it never changes).
+    #[error("the drop sells by draw")]
+    DrawDrop,
     /// `now < openAt`.
     #[error("the drop opens at {open_at}")]
     TooEarly {
@@ -147,6 +182,8 @@ pub struct LimitedDrop {
     pub paused: bool,
     /// When it was closed early, if it was; its sale ended then.
     pub closed_at: Option<OffsetDateTime>,
+    /// First come or draw.
+    pub mode: DropMode,
 }
 
 impl LimitedDrop {
@@ -204,11 +241,13 @@ impl LimitedDrop {
     /// the admission gate's and the database's to decide.
     ///
     /// # Errors
-    /// [`PurchaseRejection::TooEarly`] when `now < openAt` (and it was not closed early),
-    /// then [`PurchaseRejection::Paused`] while paused, then [`PurchaseRejection::Closed`] when
-    /// the sale has ended.
+    /// [`PurchaseRejection::DrawDrop`] for a draw, then [`PurchaseRejection::TooEarly`] when
+    /// `now < openAt` (and it was not closed early), then [`PurchaseRejection::Paused`] while
+    /// paused, then [`PurchaseRejection::Closed`] when the sale has ended.
     pub fn check_on_sale(&self, now: OffsetDateTime) -> Result<(), PurchaseRejection> {
-        if self.window.is_before_open(now) && self.closed_at.is_none() {
+        if self.mode.is_draw() {
+            Err(PurchaseRejection::DrawDrop)
+        } else if self.window.is_before_open(now) && self.closed_at.is_none() {
             Err(PurchaseRejection::TooEarly {
                 open_at: self.window.open_at(),
             })
@@ -236,6 +275,8 @@ pub struct NewLimitedDrop {
     pub per_user_limit: Quantity,
     /// What one unit costs.
     pub price: Price,
+    /// First come or draw.
+    pub mode: DropMode,
 }
 
 /// Raw creation input, as it comes from a client.
@@ -252,6 +293,10 @@ pub struct DropInput {
     pub price_minor: i64,
     /// ISO 4217 code (the API defaults it to `XXX`).
     pub currency: String,
+    /// `FIRST_COME` or `DRAW` (the API defaults it to `FIRST_COME`).
+    pub mode: String,
+    /// When a draw's entries close.
+    pub entry_close_at: Option<OffsetDateTime>,
 }
 
 /// How far in the past `openAt` may be when a drop is created.
@@ -260,6 +305,48 @@ pub const OPEN_AT_MAX_PAST: time::Duration = time::Duration::days(1);
 pub const OPEN_AT_MAX_AHEAD: time::Duration = time::Duration::days(730);
 /// The longest sale window (`closeAt - openAt`).
 pub const MAX_WINDOW: time::Duration = time::Duration::days(366);
+
+/// The mode's rules: `FIRST_COME` takes no `entryCloseAt`; `DRAW` needs one with `openAt <
+/// entryCloseAt <= closeAt`, and a `perUserLimit` of 1 (a draw gives each winner one unit).
+fn mode(input: &DropInput, per_user: Option<Quantity>) -> Result<DropMode, Vec<ValidationError>> {
+    match (input.mode.as_str(), input.entry_close_at) {
+        ("FIRST_COME", None) => Ok(DropMode::FirstCome),
+        ("FIRST_COME", Some(_)) => Err(vec![ValidationError::new(
+            "entryCloseAt",
+            "is for a DRAW drop only",
+        )]),
+        ("DRAW", entry_close_at) => {
+            let mut errors = Vec::new();
+            match entry_close_at {
+                None => errors.push(ValidationError::new(
+                    "entryCloseAt",
+                    "is required for a DRAW drop",
+                )),
+                Some(at) if at <= input.open_at || at > input.close_at => {
+                    errors.push(ValidationError::new(
+                        "entryCloseAt",
+                        "must be after openAt and not after closeAt",
+                    ))
+                }
+                Some(_) => {}
+            }
+            if per_user.is_some_and(|p| p.get() != 1) {
+                errors.push(ValidationError::new(
+                    "perUserLimit",
+                    "must be 1 for a DRAW drop",
+                ));
+            }
+            match (errors.is_empty(), entry_close_at) {
+                (true, Some(entry_close_at)) => Ok(DropMode::Draw { entry_close_at }),
+                _ => Err(errors),
+            }
+        }
+        _ => Err(vec![ValidationError::new(
+            "mode",
+            "must be FIRST_COME or DRAW",
+        )]),
+    }
+}
 
 impl NewLimitedDrop {
     /// Parses creation input at `now`, collecting every failing field: `openAt < closeAt`,
@@ -330,19 +417,22 @@ impl NewLimitedDrop {
                 "times perUserLimit must not exceed 2^53 - 1",
             ));
         }
-        match (product_id, window, limited, per_user, price) {
+        let mode = mode(input, per_user).map_err(|e| errors.extend(e)).ok();
+        match (product_id, window, limited, per_user, price, mode) {
             (
                 Some(product_id),
                 Some(window),
                 Some(limited_quantity),
                 Some(per_user_limit),
                 Some(price),
+                Some(mode),
             ) if errors.is_empty() => Ok(Self {
                 product_id,
                 window,
                 limited_quantity,
                 per_user_limit,
                 price,
+                mode,
             }),
             _ => Err(errors),
         }
@@ -385,6 +475,7 @@ mod tests {
             price: Price::default(),
             paused: false,
             closed_at: None,
+            mode: DropMode::FirstCome,
         }
     }
 
@@ -462,6 +553,16 @@ mod tests {
             per_user_limit: 1,
             price_minor: 0,
             currency: "XXX".into(),
+            mode: "FIRST_COME".into(),
+            entry_close_at: None,
+        }
+    }
+
+    fn draw_input() -> DropInput {
+        DropInput {
+            mode: "DRAW".into(),
+            entry_close_at: Some(OPEN + Duration::minutes(30)),
+            ..input()
         }
     }
 
@@ -494,6 +595,14 @@ mod tests {
     #[case::lowercase_currency(DropInput { currency: "eur".into(), ..input() }, vec!["currency"])]
     #[case::amount_past_2_to_the_53(DropInput { price_minor: 1_000_000_000_000, per_user_limit: 9008, limited_quantity: 10_000, ..input() }, vec!["priceMinor"])]
     #[case::largest_exact_amount(DropInput { price_minor: 1_000_000_000_000, per_user_limit: 9007, limited_quantity: 10_000, ..input() }, vec![])]
+    #[case::draw(draw_input(), vec![])]
+    #[case::draw_entries_until_close(DropInput { entry_close_at: Some(CLOSE), ..draw_input() }, vec![])]
+    #[case::draw_without_entry_close(DropInput { entry_close_at: None, ..draw_input() }, vec!["entryCloseAt"])]
+    #[case::draw_entries_closing_at_open(DropInput { entry_close_at: Some(OPEN), ..draw_input() }, vec!["entryCloseAt"])]
+    #[case::draw_entries_past_close(DropInput { entry_close_at: Some(CLOSE + MS), ..draw_input() }, vec!["entryCloseAt"])]
+    #[case::draw_two_per_buyer(DropInput { per_user_limit: 2, ..draw_input() }, vec!["perUserLimit"])]
+    #[case::first_come_with_entry_close(DropInput { entry_close_at: Some(CLOSE), ..input() }, vec!["entryCloseAt"])]
+    #[case::unknown_mode(DropInput { mode: "RAFFLE".into(), ..input() }, vec!["mode"])]
     fn drop_creation_validates_every_rule(
         #[case] input: DropInput,
         #[case] expected: Vec<&'static str>,
@@ -522,6 +631,8 @@ mod tests {
             per_user_limit: 0,
             price_minor: -5,
             currency: "euro".into(),
+            mode: "FIRST_COME".into(),
+            entry_close_at: None,
         };
         assert_eq!(
             failing_fields(bad, CLOSE),
@@ -533,6 +644,26 @@ mod tests {
                 "perUserLimit",
                 "currency"
             ]
+        );
+    }
+
+    #[test]
+    fn a_draw_drop_refuses_every_purchase_first() {
+        let draw = LimitedDrop {
+            mode: DropMode::Draw {
+                entry_close_at: CLOSE,
+            },
+            ..drop_of(5, 1)
+        };
+        for now in [OPEN - MS, OPEN, CLOSE] {
+            assert_eq!(draw.check_on_sale(now), Err(PurchaseRejection::DrawDrop));
+        }
+        let parsed = NewLimitedDrop::parse(&draw_input(), OPEN - Duration::hours(1)).unwrap();
+        assert_eq!(
+            parsed.mode,
+            DropMode::Draw {
+                entry_close_at: OPEN + Duration::minutes(30)
+            }
         );
     }
 

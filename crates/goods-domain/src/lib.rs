@@ -5,6 +5,7 @@
 //! tests through the `mock` feature.
 
 pub mod batch;
+pub mod draw;
 pub mod drop;
 pub mod error;
 pub mod ids;
@@ -15,9 +16,12 @@ pub mod ports;
 pub mod product;
 pub mod quantity;
 
+pub use draw::{
+    Draw, DrawCommitment, DrawCounts, DrawSeed, Entry, EntryRejection, EntryStatus, RankKey,
+};
 pub use drop::{
-    Closing, CreateDropError, DropInput, DropStatus, DropTransitionError, LimitedDrop, MAX_WINDOW,
-    NewLimitedDrop, OPEN_AT_MAX_AHEAD, OPEN_AT_MAX_PAST, PurchaseRejection, SaleWindow,
+    Closing, CreateDropError, DropInput, DropMode, DropStatus, DropTransitionError, LimitedDrop,
+    MAX_WINDOW, NewLimitedDrop, OPEN_AT_MAX_AHEAD, OPEN_AT_MAX_PAST, PurchaseRejection, SaleWindow,
 };
 pub use error::{InfraError, ValidationError};
 pub use ids::{DropId, IdempotencyKey, OrderId, ProductId, UserId};

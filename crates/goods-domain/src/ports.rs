@@ -8,6 +8,7 @@ mod budget;
 mod catalog;
 mod changes;
 mod clock;
+mod draw;
 mod events;
 mod flags;
 mod gate;
@@ -23,6 +24,7 @@ pub use catalog::{
 };
 pub use changes::ChangeNotifier;
 pub use clock::{Clock, SystemClock};
+pub use draw::{DrawRepository, EnterError, Entered, NewEntry, SeedSource};
 pub use events::{DomainEvent, DropOperation, EventPublisher};
 pub use flags::{Flag, FlagName, FlagStore};
 pub use gate::{
@@ -48,6 +50,7 @@ pub trait SourceOfTruth:
     + EventOutbox
     + FlagStore
     + LeaseStore
+    + DrawRepository
 {
 }
 
@@ -60,6 +63,7 @@ impl<T> SourceOfTruth for T where
         + EventOutbox
         + FlagStore
         + LeaseStore
+        + DrawRepository
 {
 }
 
@@ -71,6 +75,8 @@ pub use catalog::{MockDropRepository, MockOrderRepository, MockProductRepository
 pub use changes::MockChangeNotifier;
 #[cfg(feature = "mock")]
 pub use clock::MockClock;
+#[cfg(feature = "mock")]
+pub use draw::{MockDrawRepository, MockSeedSource};
 #[cfg(feature = "mock")]
 pub use events::MockEventPublisher;
 #[cfg(feature = "mock")]

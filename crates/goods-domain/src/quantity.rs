@@ -8,6 +8,9 @@ use crate::ValidationError;
 pub struct Quantity(u32);
 
 impl Quantity {
+    /// One unit.
+    pub const ONE: Self = Self(1);
+
     /// Parses a quantity.
     ///
     /// # Errors

@@ -196,6 +196,7 @@ impl Application {
             clock,
             Arc::new(LogEventPublisher),
             gate.stats,
+            Arc::new(adapters_memory::OsSeeds),
         );
         if let Some(budget) = gate.budget {
             // A permit outlives the longest a purchase transaction may take.

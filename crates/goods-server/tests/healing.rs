@@ -88,6 +88,7 @@ fn app_at(
             clock,
             Arc::new(LogEventPublisher),
             Arc::new(MemoryStats::default()),
+            Arc::new(adapters_memory::OsSeeds),
         ),
         WriteBuffer::new(permits, Duration::ZERO),
     )
@@ -130,10 +131,17 @@ async fn fixture_of(units: u32) -> (Arc<MysqlStore>, RedisGate, DropId) {
         per_user_limit: 1,
         price_minor: 0,
         currency: "XXX".into(),
+        mode: "FIRST_COME".into(),
+        entry_close_at: None,
     };
-    let drop = DropRepository::create(&*store, &NewLimitedDrop::parse(&input, now).unwrap(), now)
-        .await
-        .unwrap();
+    let drop = DropRepository::create(
+        &*store,
+        &NewLimitedDrop::parse(&input, now).unwrap(),
+        None,
+        now,
+    )
+    .await
+    .unwrap();
     (store, gate, drop.id)
 }
 

@@ -88,6 +88,7 @@ impl World {
                 clock.clone(),
                 Arc::new(LogEventPublisher),
                 Arc::new(MemoryStats::default()),
+                Arc::new(adapters_memory::OsSeeds),
             ),
             WriteBuffer::new(4, Duration::from_secs(5)),
         );
@@ -105,6 +106,8 @@ impl World {
                     per_user_limit: i64::from(PER_USER),
                     price_minor: 0,
                     currency: "XXX".into(),
+                    mode: "FIRST_COME".into(),
+                    entry_close_at: None,
                 },
                 ADMIN,
             )

@@ -101,6 +101,8 @@ fn new_drop(product: ProductId, limited: i64, per_user: i64, at: OffsetDateTime)
             per_user_limit: per_user,
             price_minor: 0,
             currency: "XXX".into(),
+            mode: "FIRST_COME".into(),
+            entry_close_at: None,
         },
         at,
     )
@@ -110,9 +112,14 @@ fn new_drop(product: ProductId, limited: i64, per_user: i64, at: OffsetDateTime)
 async fn open_drop<S: SqlStore>(store: &S, stock: i64, limited: i64, per_user: i64) -> LimitedDrop {
     let product = product(store, stock).await;
     let at = now();
-    DropRepository::create(store, &new_drop(product.id, limited, per_user, at), at)
-        .await
-        .unwrap()
+    DropRepository::create(
+        store,
+        &new_drop(product.id, limited, per_user, at),
+        None,
+        at,
+    )
+    .await
+    .unwrap()
 }
 
 fn order(drop: &LimitedDrop, buyer: i64, k: &str, quantity: i64) -> PlaceOrder {
@@ -177,13 +184,13 @@ pub async fn products_round_trip<S: SqlStore>(store: S) {
 pub async fn drop_creation_checks_its_product<S: SqlStore>(store: S) {
     let at = now();
     let missing = ProductId::parse(424_242).unwrap();
-    let err = DropRepository::create(&store, &new_drop(missing, 5, 1, at), at)
+    let err = DropRepository::create(&store, &new_drop(missing, 5, 1, at), None, at)
         .await
         .unwrap_err();
     assert!(matches!(err, CreateDropError::ProductNotFound), "{err:?}");
 
     let p = product(&store, 5).await;
-    let err = DropRepository::create(&store, &new_drop(p.id, 6, 1, at), at)
+    let err = DropRepository::create(&store, &new_drop(p.id, 6, 1, at), None, at)
         .await
         .unwrap_err();
     assert!(
@@ -192,17 +199,17 @@ pub async fn drop_creation_checks_its_product<S: SqlStore>(store: S) {
         "{err:?}"
     );
 
-    let first = DropRepository::create(&store, &new_drop(p.id, 5, 1, at), at)
+    let first = DropRepository::create(&store, &new_drop(p.id, 5, 1, at), None, at)
         .await
         .unwrap();
-    let err = DropRepository::create(&store, &new_drop(p.id, 5, 1, at), at)
+    let err = DropRepository::create(&store, &new_drop(p.id, 5, 1, at), None, at)
         .await
         .unwrap_err();
     assert!(matches!(err, CreateDropError::DropAlreadyActive), "{err:?}");
 
     // From the first drop's closeAt on, the product may get a new one.
     let later = first.window.close_at();
-    let second = DropRepository::create(&store, &new_drop(p.id, 5, 1, later), later)
+    let second = DropRepository::create(&store, &new_drop(p.id, 5, 1, later), None, later)
         .await
         .unwrap();
     assert_ne!(second.id, first.id);
@@ -860,7 +867,7 @@ pub async fn pausing_and_closing_are_stored_and_a_closed_drop_sells_nothing_more
     );
     // The product is free for a new drop.
     let at = now();
-    DropRepository::create(&store, &new_drop(drop.product_id, 5, 1, at), at)
+    DropRepository::create(&store, &new_drop(drop.product_id, 5, 1, at), None, at)
         .await
         .unwrap();
     assert!(
@@ -994,7 +1001,7 @@ async fn priced_drop<S: SqlStore>(
     let at = now();
     let mut new = new_drop(product.id, limited, per_user, at);
     new.price = Price::parse(1999, Currency::parse("currency", "EUR").unwrap()).unwrap();
-    DropRepository::create(store, &new, at).await.unwrap()
+    DropRepository::create(store, &new, None, at).await.unwrap()
 }
 
 pub async fn payment_events_pay_a_pending_order_once_and_every_other_outcome_is_recorded<

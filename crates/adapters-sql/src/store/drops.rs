@@ -6,7 +6,9 @@ use crate::rows::{DropRow, NumberRow, OrderRow, column, to_db};
 use crate::{Backend, Bind, Exec, Sql, TxError};
 use async_trait::async_trait;
 use goods_domain::ports::{DropRepository, GateSeed, HeldOrder};
-use goods_domain::{CreateDropError, DropId, InfraError, LimitedDrop, NewLimitedDrop, OrderStatus};
+use goods_domain::{
+    CreateDropError, DrawSeed, DropId, InfraError, LimitedDrop, NewLimitedDrop, OrderStatus,
+};
 use time::OffsetDateTime;
 
 impl<B: Backend> SqlStore<B> {
@@ -32,11 +34,18 @@ impl<B: Backend> DropRepository for SqlStore<B> {
     async fn create(
         &self,
         drop: &NewLimitedDrop,
+        seed: Option<DrawSeed>,
         now: OffsetDateTime,
     ) -> Result<LimitedDrop, CreateDropError> {
         let product = drop.product_id.get();
         let now = to_db(now);
         let drop = *drop;
+        if drop.mode.is_draw() != seed.is_some() {
+            return Err(InfraError::msg(
+                "a draw drop is created with its seed, and only a draw drop",
+            )
+            .into());
+        }
         let id = self
             .write_tx::<_, _, CreateDropError, _>("create drop", |_| false, move |c, _| {
                 Box::pin(async move {
@@ -77,7 +86,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                         Sql::new(
                             "INSERT INTO limited_drops (product_id, open_at, close_at, \
                              limited_quantity, per_user_limit, sold_quantity, price_minor, \
-                             currency) VALUES (",
+                             currency, mode, entry_close_at) VALUES (",
                         )
                         .bind(Bind::BigInt(product))
                         .sql(", ")
@@ -94,10 +103,27 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                         ))
                         .sql(", ")
                         .bind(Bind::Text(drop.price.currency().as_str().to_owned()))
+                        .sql(", ")
+                        .bind(Bind::Text(drop.mode.as_str().to_owned()))
+                        .sql(", ")
+                        .bind(Bind::OptTimestamp(drop.mode.entry_close_at().map(to_db)))
                         .sql(")"),
                     )
                     .await?;
-                    Ok(last_insert_id::<B>(c).await?)
+                    let id = last_insert_id::<B>(c).await?;
+                    if let Some(seed) = seed {
+                        c.run(
+                            Sql::new("INSERT INTO drop_draws (drop_id, seed, commitment) VALUES (")
+                                .bind(Bind::BigInt(id))
+                                .sql(", ")
+                                .bind(Bind::Text(seed.to_hex()))
+                                .sql(", ")
+                                .bind(Bind::Text(seed.commitment().to_hex()))
+                                .sql(")"),
+                        )
+                        .await?;
+                    }
+                    Ok(id)
                 })
             })
             .await?;
@@ -110,6 +136,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
             price: drop.price,
             paused: false,
             closed_at: None,
+            mode: drop.mode,
         })
     }
 
@@ -204,7 +231,9 @@ impl<B: Backend> DropRepository for SqlStore<B> {
             select_drops()
                 .sql(" WHERE close_at > ")
                 .bind(Bind::Timestamp(to_db(now)))
-                .sql(" AND closed_at IS NULL"),
+                .sql(" AND (closed_at IS NULL OR closed_at > ")
+                .bind(Bind::Timestamp(to_db(now)))
+                .sql(")"),
         )
         .await
     }

@@ -12,7 +12,7 @@ pub(super) const ORDER_COLUMNS: &str = "id, drop_id, product_id, user_id, quanti
 /// Every column of `limited_drops` a drop is made of, for SELECTs into
 /// [`DropRow`](crate::rows::DropRow).
 pub(super) const DROP_COLUMNS: &str = "id, product_id, open_at, close_at, limited_quantity, \
-    per_user_limit, paused, closed_at, price_minor, currency";
+    per_user_limit, paused, closed_at, price_minor, currency, mode, entry_close_at";
 
 /// Takes the database's write lock first where the backend needs it (see
 /// [`Dialect::begin_write`](crate::Dialect::begin_write)).

@@ -3,12 +3,14 @@
 use super::path_id;
 use crate::ApiState;
 use crate::auth::Identity;
-use crate::dto::{self, CreateDrop, DropBody, OrderBody, Purchase, ReconciliationBody, StatsBody};
+use crate::dto::{
+    self, CreateDrop, DropBody, EntryBody, OrderBody, Purchase, ReconciliationBody, StatsBody,
+};
 use crate::problem::Problem;
 use actix_web::http::header::{HeaderName, LOCATION};
 use actix_web::{HttpRequest, HttpResponse, ResponseError as _, web};
 use goods_app::PurchaseCommand;
-use goods_domain::{Currency, DropId, DropInput, IdempotencyKey, Quantity};
+use goods_domain::{Currency, DropId, DropInput, DropMode, IdempotencyKey, Quantity};
 
 fn drop_id(raw: &str) -> Result<DropId, Problem> {
     path_id(raw, DropId::parse, "DROP_NOT_FOUND")
@@ -56,6 +58,10 @@ pub async fn create(
                 currency: input
                     .currency
                     .unwrap_or_else(|| Currency::NONE.as_str().to_owned()),
+                mode: input
+                    .mode
+                    .unwrap_or_else(|| DropMode::FirstCome.as_str().to_owned()),
+                entry_close_at: input.entry_close_at,
             },
             seller,
         )
@@ -72,6 +78,38 @@ pub async fn get(
 ) -> Result<HttpResponse, Problem> {
     let view = state.app.get_drop(drop_id(&id)?).await?;
     Ok(HttpResponse::Ok().json(DropBody::from(view)))
+}
+
+/// `POST /limited-drops/{dropId}/entries` (buyer): 202 with the new entry, 200 with the
+/// buyer's existing one. The request carries no body (an empty JSON object is accepted).
+pub async fn enter(
+    state: web::Data<ApiState>,
+    who: Identity,
+    id: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, Problem> {
+    let buyer = who.buyer()?;
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        let _: dto::NoBody = dto::parse(&body)?;
+    }
+    let entry = state.app.enter_draw(drop_id(&id)?, buyer).await?;
+    let mut response = if entry.created {
+        HttpResponse::Accepted()
+    } else {
+        HttpResponse::Ok()
+    };
+    Ok(response.json(EntryBody::from(entry)))
+}
+
+/// `GET /limited-drops/{dropId}/entries/me` (buyer): the buyer's entry and where it stands.
+pub async fn my_entry(
+    state: web::Data<ApiState>,
+    who: Identity,
+    id: web::Path<String>,
+) -> Result<HttpResponse, Problem> {
+    let buyer = who.buyer()?;
+    let entry = state.app.my_entry(drop_id(&id)?, buyer).await?;
+    Ok(HttpResponse::Ok().json(EntryBody::from(entry)))
 }
 
 /// `POST /limited-drops/{dropId}/orders` (buyer), in the contract's order of checks:

@@ -1,8 +1,8 @@
 //! CreateLimitedDrop: store the drop, then seed the gate.
 
-use crate::{Actor, DropView, GoodsApp};
+use crate::{Actor, DrawView, DropView, GoodsApp};
 use goods_domain::ports::GateSeed;
-use goods_domain::{CreateDropError, DropInput, NewLimitedDrop};
+use goods_domain::{CreateDropError, DrawCounts, DropInput, NewLimitedDrop};
 
 impl GoodsApp {
     /// Validates and stores a drop of a product `actor` manages, then seeds the admission gate
@@ -28,11 +28,17 @@ impl GoodsApp {
         if !self.manages_product(new.product_id, actor).await? {
             return Err(CreateDropError::ProductNotFound);
         }
-        let drop = self.ports.drops.create(&new, now).await?;
+        // A draw's secret seed is drawn now and stored with the drop; only its commitment is
+        // shown until the draw.
+        let seed = match new.mode.is_draw() {
+            true => Some(self.ports.seeds.seed()?),
+            false => None,
+        };
+        let drop = self.ports.drops.create(&new, seed, now).await?;
         self.drops.created(drop.id);
         // The other instances learn of it by the notice at once (or their next scan).
         self.announce_change();
-        if let Some(gate) = &self.ports.gate {
+        if let Some(gate) = self.ports.gate.as_ref().filter(|_| !drop.mode.is_draw()) {
             let seed = GateSeed {
                 drop_id: drop.id,
                 remaining: drop.limited_quantity.get(),
@@ -43,7 +49,19 @@ impl GoodsApp {
                 tracing::warn!(drop.id = %drop.id, error = %error, "gate not seeded at creation; it will be seeded on first purchase");
             }
         }
-        Ok(DropView::new(drop, now, drop.limited_quantity.get()))
+        let draw = drop
+            .mode
+            .entry_close_at()
+            .zip(seed)
+            .map(|(entry_close_at, seed)| DrawView {
+                entry_close_at,
+                commitment: seed.commitment(),
+                seed: None,
+                drawn_at: None,
+                cutoff: None,
+                counts: DrawCounts::default(),
+            });
+        Ok(DropView::new(drop, now, drop.limited_quantity.get()).with_draw(draw))
     }
 }
 
@@ -62,6 +80,8 @@ mod tests {
             per_user_limit: 1,
             price_minor: 0,
             currency: "XXX".into(),
+            mode: "FIRST_COME".into(),
+            entry_close_at: None,
         }
     }
 
@@ -71,7 +91,7 @@ mod tests {
         m.drops
             .expect_create()
             .times(1)
-            .returning(|_, _| Ok(sample_drop(100, 1)));
+            .returning(|_, _, _| Ok(sample_drop(100, 1)));
         let mut gate = MockAdmissionGate::new();
         gate.expect_seed_if_absent()
             .withf(|seed| seed.remaining == 100 && seed.orders.is_empty())
@@ -120,7 +140,7 @@ mod tests {
         m.drops
             .expect_create()
             .times(1)
-            .returning(|_, _| Ok(sample_drop(100, 1)));
+            .returning(|_, _, _| Ok(sample_drop(100, 1)));
         assert!(m.app(None).create_drop(input(), seller(7)).await.is_ok());
 
         let mut m = Mocks::at(OPEN);
@@ -153,7 +173,7 @@ mod tests {
     async fn a_stock_below_the_limited_quantity_is_reported_on_that_field() {
         let mut m = Mocks::at(OPEN);
         // The store checks the stock with the drop's own rule, in its transaction.
-        m.drops.expect_create().returning(|drop, _| {
+        m.drops.expect_create().returning(|drop, _, _| {
             Err(CreateDropError::Invalid(
                 drop.check_stock(10).err().into_iter().collect(),
             ))

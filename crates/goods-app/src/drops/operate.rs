@@ -119,8 +119,7 @@ impl GoodsApp {
     }
 
     async fn view(&self, drop: LimitedDrop) -> Result<DropView, OperateDropError> {
-        let remaining = self.remaining(&drop).await?;
-        Ok(DropView::new(drop, self.ports.clock.now(), remaining))
+        Ok(self.view_of(drop).await?)
     }
 }
 

@@ -13,6 +13,8 @@ pub struct DropStats {
     pub remaining: u32,
     /// Units of the drop's orders by state (database).
     pub units: UnitsByStatus,
+    /// A draw drop's entries, winners and promotions.
+    pub draw: Option<goods_domain::DrawCounts>,
 }
 
 impl GoodsApp {
@@ -47,7 +49,18 @@ impl GoodsApp {
             .await
             .map_err(anyhow::Error::new)?;
         let remaining = self.remaining(&drop).await.map_err(anyhow::Error::new)?;
+        let draw = match drop.mode.is_draw() {
+            true => Some(
+                self.ports
+                    .draws
+                    .draw_counts(id)
+                    .await
+                    .map_err(anyhow::Error::new)?,
+            ),
+            false => None,
+        };
         Ok(DropStats {
+            draw,
             drop_id: id,
             counts,
             sold_quantity,

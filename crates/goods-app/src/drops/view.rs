@@ -1,7 +1,7 @@
 //! GetLimitedDrop.
 
-use crate::GoodsApp;
-use goods_domain::{DropId, DropStatus, LimitedDrop};
+use crate::{DrawView, GoodsApp};
+use goods_domain::{DropId, DropStatus, InfraError, LimitedDrop};
 use time::OffsetDateTime;
 
 /// A drop as clients see it, with its derived status.
@@ -11,16 +11,25 @@ pub struct DropView {
     /// Its status at read time.
     pub status: DropStatus,
     pub remaining: u32,
+    /// A draw drop's draw and counts.
+    pub draw: Option<DrawView>,
 }
 
 impl DropView {
-    /// The view of `drop` at `now` with `remaining` units left.
+    /// The view of `drop` at `now` with `remaining` units left (and no draw).
     pub fn new(drop: LimitedDrop, now: OffsetDateTime, remaining: u32) -> Self {
         Self {
             status: drop.status(now, remaining),
             drop,
             remaining,
+            draw: None,
         }
+    }
+
+    /// With a draw drop's draw.
+    #[must_use]
+    pub fn with_draw(self, draw: Option<DrawView>) -> Self {
+        Self { draw, ..self }
     }
 }
 
@@ -52,7 +61,15 @@ impl GoodsApp {
             .await
             .map_err(anyhow::Error::new)?
             .ok_or(DropReadError::NotFound)?;
-        let remaining = self.remaining(&drop).await.map_err(anyhow::Error::new)?;
-        Ok(DropView::new(drop, self.ports.clock.now(), remaining))
+        self.view_of(drop)
+            .await
+            .map_err(|e| anyhow::Error::new(e).into())
+    }
+
+    /// `drop` as clients see it now: units left, status, and a draw drop's draw.
+    pub(crate) async fn view_of(&self, drop: LimitedDrop) -> Result<DropView, InfraError> {
+        let remaining = self.remaining(&drop).await?;
+        let draw = self.draw_view(&drop).await?;
+        Ok(DropView::new(drop, self.ports.clock.now(), remaining).with_draw(draw))
     }
 }

@@ -9,7 +9,8 @@
 //! size follows the load: a lone buyer is committed at once, alone; a thousand buyers in the
 //! same second share a few dozen transactions.
 
-use goods_domain::ports::{PlaceOrder, PlaceOrderError, Placement, PurchaseLedger};
+use async_trait::async_trait;
+use goods_domain::ports::{PlaceOrder, Placement, PurchaseLedger};
 use goods_domain::{DropId, InfraError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -50,20 +51,59 @@ impl Default for GroupCommit {
 /// A drop's committer stops after this long without a purchase (it restarts on the next one).
 const IDLE: Duration = Duration::from_secs(60);
 
-struct Waiter {
-    order: PlaceOrder,
-    answer: oneshot::Sender<Placement>,
-    /// The purchase's span: the batch's span follows from every one of them, so a trace of a
+/// Where a drop's batches go: one call commits a batch and answers each item, in order. The
+/// purchases' ledger is one; a draw's entries are another.
+#[async_trait]
+pub(crate) trait Sink: Send + Sync + 'static {
+    /// What one request hands in.
+    type Item: Send + 'static;
+    /// What it is answered.
+    type Answer: Send + 'static;
+    /// The drop an item belongs to: one committer per drop.
+    fn drop_of(item: &Self::Item) -> DropId;
+    /// Commits `batch` in one transaction.
+    async fn commit(&self, batch: &[Self::Item]) -> Result<Vec<Self::Answer>, InfraError>;
+    /// Every item's answer when the batch failed.
+    fn failed(error: InfraError) -> Self::Answer;
+}
+
+/// The purchases' sink: the ledger's `place_orders`.
+pub(crate) struct Orders(pub(crate) Arc<dyn PurchaseLedger>);
+
+#[async_trait]
+impl Sink for Orders {
+    type Item = PlaceOrder;
+    type Answer = Placement;
+
+    fn drop_of(order: &PlaceOrder) -> DropId {
+        order.drop_id
+    }
+
+    async fn commit(&self, batch: &[PlaceOrder]) -> Result<Vec<Placement>, InfraError> {
+        self.0.place_orders(batch).await
+    }
+
+    fn failed(error: InfraError) -> Placement {
+        Err(error.into())
+    }
+}
+
+struct Waiter<S: Sink> {
+    item: S::Item,
+    answer: oneshot::Sender<S::Answer>,
+    /// The request's span: the batch's span follows from every one of them, so a trace of a
     /// purchase leads to the transaction that committed it.
     span: tracing::Span,
 }
 
-/// The committers of all drops, started on a drop's first purchase.
-pub(crate) struct Committers {
-    ledger: Arc<dyn PurchaseLedger>,
+type Queues<S> = HashMap<DropId, mpsc::UnboundedSender<Waiter<S>>>;
+
+/// The committers of all drops, started on a drop's first request.
+pub(crate) struct Committers<S: Sink = Orders> {
+    sink: Arc<S>,
     config: GroupCommit,
     /// `None` once closed: no committer starts any more.
-    queues: Mutex<Option<HashMap<DropId, mpsc::UnboundedSender<Waiter>>>>,
+    queues: Mutex<Option<Queues<S>>>,
     /// Committers run on the application's tracker, on the runtime it was built on, not on the
     /// runtime of the request that happened to start one: an HTTP worker's single-threaded
     /// runtime stops with its worker, while other workers' buyers still wait on the drop's
@@ -71,10 +111,10 @@ pub(crate) struct Committers {
     tasks: Tasks,
 }
 
-impl Committers {
-    pub(crate) fn new(ledger: Arc<dyn PurchaseLedger>, config: GroupCommit, tasks: Tasks) -> Self {
+impl<S: Sink> Committers<S> {
+    pub(crate) fn new(sink: S, config: GroupCommit, tasks: Tasks) -> Self {
         Self {
-            ledger,
+            sink: Arc::new(sink),
             config: GroupCommit {
                 max_batch: config.max_batch.max(1),
                 in_flight: config.in_flight.max(1),
@@ -91,62 +131,59 @@ impl Committers {
         self.lock().take();
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, Option<HashMap<DropId, mpsc::UnboundedSender<Waiter>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Queues<S>>> {
         match self.queues.lock() {
             Ok(queues) => queues,
             Err(poisoned) => poisoned.into_inner(),
         }
     }
 
-    /// Commits `order` with whatever else of its drop is waiting, and answers it alone.
+    /// Commits `item` with whatever else of its drop is waiting, and answers it alone.
     ///
     /// # Errors
-    /// The order's refusal, or the batch's failure (see [`PurchaseLedger::place_orders`]).
-    pub(crate) async fn place(&self, order: PlaceOrder) -> Placement {
+    /// The item's refusal, or the batch's failure (see [`Sink::commit`]).
+    pub(crate) async fn place(&self, item: S::Item) -> S::Answer {
         let (answer, answered) = oneshot::channel();
+        let drop = S::drop_of(&item);
         let mut waiter = Waiter {
-            order,
+            item,
             answer,
             span: tracing::Span::current(),
         };
         // A committer that stopped for idleness closes its queue first; the retry starts a
         // new one.
         loop {
-            let Some(queue) = self.queue(waiter.order.drop_id) else {
-                return Err(PlaceOrderError::Infra(InfraError::unavailable(
-                    "shutting down: no new purchase is committed",
-                )));
+            let Some(queue) = self.queue(drop) else {
+                return S::failed(InfraError::unavailable(
+                    "shutting down: nothing new is committed",
+                ));
             };
             match queue.send(waiter) {
                 Ok(()) => break,
                 Err(mpsc::error::SendError(back)) => {
                     waiter = back;
                     if let Some(queues) = self.lock().as_mut()
-                        && queues
-                            .get(&waiter.order.drop_id)
-                            .is_some_and(|q| q.same_channel(&queue))
+                        && queues.get(&drop).is_some_and(|q| q.same_channel(&queue))
                     {
-                        queues.remove(&waiter.order.drop_id);
+                        queues.remove(&drop);
                     }
                 }
             }
         }
         answered.await.unwrap_or_else(|_| {
-            Err(PlaceOrderError::Infra(InfraError::msg(
+            S::failed(InfraError::msg(
                 "the drop's committer stopped before answering",
-            )))
+            ))
         })
     }
 
     /// The drop's queue, its committer started if it has none; `None` once closed.
-    fn queue(&self, drop: DropId) -> Option<mpsc::UnboundedSender<Waiter>> {
+    fn queue(&self, drop: DropId) -> Option<mpsc::UnboundedSender<Waiter<S>>> {
         let mut queues = self.lock();
         let queue = queues.as_mut()?.entry(drop).or_insert_with(|| {
             let (queue, waiting) = mpsc::unbounded_channel();
             self.tasks
-                .spawn(run(Arc::clone(&self.ledger), self.config, waiting));
+                .spawn(run(Arc::clone(&self.sink), self.config, waiting));
             queue
         });
         Some(queue.clone())
@@ -156,10 +193,10 @@ impl Committers {
 /// A drop's committer: once fewer than `in_flight` of its batches are in the database, takes
 /// what is waiting, starts committing it, and again. The queue needs no bound of its own: only
 /// purchases holding a write slot (the buffer) reach it.
-async fn run(
-    ledger: Arc<dyn PurchaseLedger>,
+async fn run<S: Sink>(
+    sink: Arc<S>,
     config: GroupCommit,
-    mut waiting: mpsc::UnboundedReceiver<Waiter>,
+    mut waiting: mpsc::UnboundedReceiver<Waiter<S>>,
 ) {
     let mut committing = tokio::task::JoinSet::new();
     let mut busy = false;
@@ -179,7 +216,7 @@ async fn run(
                 }
                 while !rest.is_empty() {
                     let later = rest.split_off(rest.len().min(config.max_batch));
-                    commit(Arc::clone(&ledger), rest).await;
+                    commit(Arc::clone(&sink), rest).await;
                     rest = later;
                 }
                 break;
@@ -202,7 +239,7 @@ async fn run(
             }
         }
         busy = batch.len() > 1;
-        committing.spawn(commit(Arc::clone(&ledger), batch));
+        committing.spawn(commit(Arc::clone(&sink), batch));
     }
     // Batches still in the database finish and answer their buyers (dropping the set would
     // abort them).
@@ -212,34 +249,34 @@ async fn run(
 /// Commits one batch and answers each waiter. A waiter that is gone (its request timed out or
 /// was dropped) is left out: nobody would learn the outcome, and its reservation's lease
 /// resolves it.
-async fn commit(ledger: Arc<dyn PurchaseLedger>, batch: Vec<Waiter>) {
+async fn commit<S: Sink>(sink: Arc<S>, batch: Vec<Waiter<S>>) {
     let span = tracing::info_span!("group_commit", orders = tracing::field::Empty);
-    let (orders, answers): (Vec<PlaceOrder>, Vec<oneshot::Sender<Placement>>) = batch
+    let (items, answers): (Vec<S::Item>, Vec<oneshot::Sender<S::Answer>>) = batch
         .into_iter()
         .filter(|w| !w.answer.is_closed())
         .map(|w| {
             span.follows_from(&w.span);
-            (w.order, w.answer)
+            (w.item, w.answer)
         })
         .unzip();
-    if orders.is_empty() {
+    if items.is_empty() {
         return;
     }
-    span.record("orders", orders.len());
-    match ledger.place_orders(&orders).instrument(span).await {
-        Ok(placements) if placements.len() == orders.len() => {
+    span.record("orders", items.len());
+    match sink.commit(&items).instrument(span).await {
+        Ok(placements) if placements.len() == items.len() => {
             for (answer, placement) in answers.into_iter().zip(placements) {
                 let _ = answer.send(placement);
             }
         }
         Ok(placements) => {
             let error = format!(
-                "the ledger answered {} orders of a batch of {}",
+                "the store answered {} items of a batch of {}",
                 placements.len(),
-                orders.len()
+                items.len()
             );
             for answer in answers {
-                let _ = answer.send(Err(InfraError::msg(error.clone()).into()));
+                let _ = answer.send(S::failed(InfraError::msg(error.clone())));
             }
         }
         Err(error) => {
@@ -251,7 +288,7 @@ async fn commit(ledger: Arc<dyn PurchaseLedger>, batch: Vec<Waiter>) {
                 } else {
                     InfraError::msg(context.clone())
                 };
-                let _ = answer.send(Err(each.into()));
+                let _ = answer.send(S::failed(each));
             }
         }
     }
@@ -262,7 +299,9 @@ mod tests {
     use super::*;
     use crate::test_support::*;
     use async_trait::async_trait;
-    use goods_domain::ports::{CancelOrderError, Cancelled, Placed, StaleResolution};
+    use goods_domain::ports::{
+        CancelOrderError, Cancelled, PlaceOrderError, Placed, StaleResolution,
+    };
     use goods_domain::{IdempotencyKey, OrderId, OrderStatus, UserId};
     use time::OffsetDateTime;
     use tokio::sync::Semaphore;
@@ -362,7 +401,7 @@ mod tests {
         in_flight: usize,
     ) -> Arc<Committers> {
         Arc::new(Committers::new(
-            Arc::clone(ledger) as Arc<dyn PurchaseLedger>,
+            Orders(Arc::clone(ledger) as Arc<dyn PurchaseLedger>),
             GroupCommit {
                 max_batch,
                 linger: Duration::from_millis(linger_ms),
@@ -496,7 +535,7 @@ mod tests {
         let ledger = Recording::new(false, None);
         let tasks = Tasks::default();
         let committers = Arc::new(Committers::new(
-            Arc::clone(&ledger) as Arc<dyn PurchaseLedger>,
+            Orders(Arc::clone(&ledger) as Arc<dyn PurchaseLedger>),
             GroupCommit::default(),
             tasks.clone(),
         ));

@@ -27,18 +27,9 @@ impl GoodsApp {
             .await?;
         match cancelled {
             Cancelled::Now(order) => {
-                self.drops.units_changed(order.drop_id);
                 metrics::counter!(crate::telemetry::ORDER_TRANSITIONS, "to" => "CANCELLED")
                     .increment(1);
-                if let Some(gate) = &self.ports.gate
-                    && let Err(error) = gate
-                        .release(order.drop_id, order.user_id, order.quantity)
-                        .await
-                {
-                    // The database gave the units back; a gate that missed it under-sells
-                    // until the healer sees the same drift on two passes and resyncs it.
-                    tracing::warn!(error = %error, "gate did not take the cancelled units back");
-                }
+                self.units_back(&order).await;
                 Ok(order)
             }
             Cancelled::Already(order) => Ok(order),

@@ -119,20 +119,32 @@ impl GoodsApp {
         Ok(self.ports.orders.get(order.id).await?.unwrap_or(order))
     }
 
-    /// After the ledger expired `order`: the gate gets its units back (and tells every
-    /// instance's sold-out flag), once, since only one call expires an order.
+    /// After the ledger expired `order`: its units go back, once, since only one call expires
+    /// an order.
     pub(crate) async fn expired(&self, order: &GoodsOrder) {
-        self.drops.units_changed(order.drop_id);
         metrics::counter!(telemetry::ORDER_TRANSITIONS, "to" => "EXPIRED").increment(1);
         tracing::info!(order.id = %order.id, drop.id = %order.drop_id, "order expired unpaid");
+        self.units_back(order).await;
+    }
+
+    /// After the ledger gave `order`'s units back (cancelled or expired, by exactly one call):
+    /// the gate gets them back (and tells every instance's sold-out flag), or, in a draw drop,
+    /// the first waitlisted entry does.
+    pub(crate) async fn units_back(&self, order: &GoodsOrder) {
+        self.drops.units_changed(order.drop_id);
+        let draw = matches!(self.drops.load(order.drop_id).await, Ok(Some(d)) if d.mode.is_draw());
+        if draw {
+            self.promote_after(order);
+            return;
+        }
         if let Some(gate) = &self.ports.gate
             && let Err(error) = gate
                 .release(order.drop_id, order.user_id, order.quantity)
                 .await
         {
-            // As for a cancel: the database gave the units back; the healer resyncs a gate
-            // that missed it once the same drift shows on two passes.
-            tracing::warn!(error = %error, "gate did not take the expired units back");
+            // The database gave the units back; a gate that missed it under-sells until the
+            // healer sees the same drift on two passes and resyncs it.
+            tracing::warn!(error = %error, "gate did not take the units back");
         }
     }
 }

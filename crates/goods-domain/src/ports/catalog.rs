@@ -2,8 +2,8 @@
 
 use crate::ports::GateSeed;
 use crate::{
-    DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, NewLimitedDrop, NewProduct,
-    OrderId, OrderStatus, Product, ProductId, UserId,
+    DrawSeed, DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, NewLimitedDrop,
+    NewProduct, OrderId, OrderStatus, Product, ProductId, UserId,
 };
 use async_trait::async_trait;
 use time::OffsetDateTime;
@@ -33,7 +33,9 @@ pub use crate::drop::CreateDropError;
 pub trait DropRepository: Send + Sync + 'static {
     /// Stores `drop` atomically with its checks against the product: it exists, its stock covers
     /// `limitedQuantity` ([`NewLimitedDrop::check_stock`]), and it has no drop that is still
-    /// open or scheduled at `now` (a drop closed early does not count).
+    /// open or scheduled at `now` (a drop closed early does not count). A draw drop is stored
+    /// with its draw: `seed` (required for a draw) and its commitment, in the same transaction;
+    /// nothing writes the seed again.
     ///
     /// # Errors
     /// [`CreateDropError`] naming the failed check (`Invalid` for the stock), or the store's
@@ -41,6 +43,7 @@ pub trait DropRepository: Send + Sync + 'static {
     async fn create(
         &self,
         drop: &NewLimitedDrop,
+        seed: Option<DrawSeed>,
         now: OffsetDateTime,
     ) -> Result<LimitedDrop, CreateDropError>;
 
@@ -87,8 +90,9 @@ pub trait DropRepository: Send + Sync + 'static {
         at: OffsetDateTime,
     ) -> Result<Option<LimitedDrop>, InfraError>;
 
-    /// Drops whose `closeAt` is after `now` and that were not closed early: the ones worth
-    /// reconciling.
+    /// Drops whose sale had not ended at `now`: `closeAt` after it, and not closed early before
+    /// it. The healing pass asks with a time an hour back, so a drop that ended recently is
+    /// still healed (its in-flight work settles, its draw is revealed).
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.

@@ -1,0 +1,581 @@
+//! Draw drops: units go to a fair, verifiable draw among the buyers who entered, instead of to
+//! whoever reached the server first.
+//!
+//! Commit, draw, reveal: at creation a secret 32-byte seed is drawn and only its commitment
+//! (`SHA-256(seed)`) is published. Once entries close, every entry's rank key is
+//! `HMAC-SHA256(key = seed, message = the user id in decimal ASCII)`; entries sorted by rank key
+//! (bytes, ascending) are ranked 1, 2, ...; the first `limitedQuantity` win, the rest wait in
+//! rank order. The seed is revealed with the largest winning rank key (the cutoff), so a buyer
+//! checks their own result from the seed, their user id and the cutoff alone, and anyone checks
+//! the seed against the commitment published before the first entry.
+
+use crate::{DropId, LimitedDrop, OrderId, UserId};
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use time::OffsetDateTime;
+
+/// The draw's secret: 32 bytes from the operating system's CSPRNG, stored at creation, never
+/// changed, shown only once the draw is done. Its `Debug` does not show it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct DrawSeed([u8; 32]);
+
+impl fmt::Debug for DrawSeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DrawSeed(..)")
+    }
+}
+
+/// A 32-byte digest shown as 64 lowercase hex digits: a commitment, a rank key.
+macro_rules! digest {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name([u8; 32]);
+
+        impl $name {
+            /// The 32 bytes.
+            pub fn bytes(&self) -> &[u8; 32] {
+                &self.0
+            }
+
+            /// 64 lowercase hex digits.
+            pub fn to_hex(&self) -> String {
+                hex::encode(self.0)
+            }
+
+            /// Parses 64 hex digits.
+            ///
+            /// # Errors
+            /// [`BadHex`] when it is not 64 hex digits.
+            pub fn from_hex(raw: &str) -> Result<Self, BadHex> {
+                parse_hex(raw).map(Self)
+            }
+        }
+    };
+}
+
+digest!(
+    /// `SHA-256(seed)`: published at creation, before the first entry.
+    DrawCommitment
+);
+digest!(
+    /// An entry's `HMAC-SHA256(seed, user id in decimal)`; entries are ranked by it, ascending
+    /// as bytes (the order of its hex form too).
+    RankKey
+);
+
+/// Not 64 hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not 64 hex digits")]
+pub struct BadHex;
+
+fn parse_hex(raw: &str) -> Result<[u8; 32], BadHex> {
+    let mut bytes = [0_u8; 32];
+    hex::decode_to_slice(raw.trim(), &mut bytes).map_err(|_| BadHex)?;
+    Ok(bytes)
+}
+
+impl DrawSeed {
+    /// A seed of these bytes (from the CSPRNG, or as stored).
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// Parses 64 hex digits (a stored or revealed seed).
+    ///
+    /// # Errors
+    /// [`BadHex`] when it is not 64 hex digits.
+    pub fn from_hex(raw: &str) -> Result<Self, BadHex> {
+        parse_hex(raw).map(Self)
+    }
+
+    /// 64 lowercase hex digits: what is stored, and revealed after the draw.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// `SHA-256(seed)`.
+    pub fn commitment(&self) -> DrawCommitment {
+        DrawCommitment(Sha256::digest(self.0).into())
+    }
+
+    /// Whether this seed is the one `commitment` was made for.
+    pub fn opens(&self, commitment: &DrawCommitment) -> bool {
+        self.commitment() == *commitment
+    }
+
+    /// `user`'s rank key: HMAC-SHA256 keyed by the seed's 32 bytes over the user id in decimal
+    /// ASCII (`"42"` for user 42).
+    pub fn rank_key(&self, user: UserId) -> RankKey {
+        // HMAC takes a key of any length; 32 bytes never fails.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts every key length"));
+        mac.update(user.get().to_string().as_bytes());
+        RankKey(mac.finalize().into_bytes().into())
+    }
+}
+
+/// One entry's place in the draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ranked {
+    pub user_id: UserId,
+    pub rank_key: RankKey,
+    /// 1 for the smallest rank key.
+    pub rank: u32,
+}
+
+/// The draw over `entrants`: each one's rank key from `seed`, ranked by it ascending. Ranks are
+/// 1-based; rank keys are distinct for distinct users (a collision of HMAC-SHA256 outputs), and
+/// a tie would be broken by user id so the ranking is a function of the seed and the entrants
+/// alone, whatever order they were read in.
+pub fn rank(seed: &DrawSeed, entrants: &[UserId]) -> Vec<Ranked> {
+    let mut keyed: Vec<(RankKey, UserId)> = entrants
+        .iter()
+        .map(|&user| (seed.rank_key(user), user))
+        .collect();
+    keyed.sort_unstable();
+    keyed.dedup_by_key(|(_, user)| *user);
+    keyed
+        .into_iter()
+        .zip(1_u32..)
+        .map(|((rank_key, user_id), rank)| Ranked {
+            user_id,
+            rank_key,
+            rank,
+        })
+        .collect()
+}
+
+/// The largest winning rank key: that of rank `min(limited, entries)`; `None` without entries.
+pub fn winning_cutoff(ranked: &[Ranked], limited: u32) -> Option<RankKey> {
+    let winners = ranked
+        .len()
+        .min(usize::try_from(limited).unwrap_or(usize::MAX));
+    winners
+        .checked_sub(1)
+        .and_then(|last| ranked.get(last))
+        .map(|r| r.rank_key)
+}
+
+/// Whether a buyer with this rank key won, given the revealed cutoff: what a buyer checks.
+pub fn won(rank_key: &RankKey, cutoff: Option<&RankKey>) -> bool {
+    cutoff.is_some_and(|cutoff| rank_key <= cutoff)
+}
+
+/// Why an entry is refused. Nothing was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum EntryRejection {
+    /// A FIRST_COME drop takes purchases, not entries.
+    #[error("the drop is not a draw")]
+    NotADraw,
+    /// Before `openAt`.
+    #[error("the drop opens at {open_at}")]
+    TooEarly { open_at: OffsetDateTime },
+    /// Paused by its seller or an admin.
+    #[error("the drop is paused")]
+    Paused,
+    /// From `entryCloseAt` on, or once the drop was closed.
+    #[error("entries are closed")]
+    EntriesClosed,
+}
+
+/// The entry window's gate at `now`, in this order: not a draw, before `openAt`, paused, from
+/// `entryCloseAt` on (or closed early).
+///
+/// # Errors
+/// The first [`EntryRejection`] that applies.
+pub fn check_entry(drop: &LimitedDrop, now: OffsetDateTime) -> Result<(), EntryRejection> {
+    let Some(entry_close_at) = drop.mode.entry_close_at() else {
+        return Err(EntryRejection::NotADraw);
+    };
+    if drop.window.is_before_open(now) && drop.closed_at.is_none() {
+        Err(EntryRejection::TooEarly {
+            open_at: drop.window.open_at(),
+        })
+    } else if drop.paused {
+        Err(EntryRejection::Paused)
+    } else if now >= entry_close_at || drop.is_closed(now) {
+        Err(EntryRejection::EntriesClosed)
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether the draw of `drop` is due at `now`: a draw drop whose entries have closed, not
+/// drawn yet, and not closed early before its entries closed (such a drop is never drawn).
+pub fn draw_due(drop: &LimitedDrop, drawn: bool, now: OffsetDateTime) -> bool {
+    let Some(entry_close_at) = drop.mode.entry_close_at() else {
+        return false;
+    };
+    !drawn && now >= entry_close_at && drop.closed_at.is_none_or(|at| at >= entry_close_at)
+}
+
+/// Whether a unit freed in `drop` at `now` goes to the waitlist: a drawn draw drop still on
+/// sale (promotions stop at `closeAt`).
+pub fn promotes(drop: &LimitedDrop, drawn: bool, now: OffsetDateTime) -> bool {
+    drop.mode.is_draw() && drawn && !drop.is_closed(now)
+}
+
+/// An entry as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub drop_id: DropId,
+    pub user_id: UserId,
+    pub entered_at: OffsetDateTime,
+    /// Set by the draw.
+    pub ranked: Option<(u32, RankKey)>,
+    /// The order the draw or a promotion gave it.
+    pub order_id: Option<OrderId>,
+    /// Its order came from a promotion off the waitlist.
+    pub promoted: bool,
+}
+
+/// What a buyer sees of their entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryStatus {
+    /// Entered; the draw has not been made.
+    Entered,
+    /// Won a unit: its order.
+    Won { order_id: OrderId },
+    /// Waiting for a unit a winner gives back; 1 is next.
+    Waitlisted { position: u32 },
+    /// Not drawn, and the drop is closed: no unit will come.
+    Lost,
+}
+
+impl EntryStatus {
+    /// The serialised name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Entered => "ENTERED",
+            Self::Won { .. } => "WON",
+            Self::Waitlisted { .. } => "WAITLISTED",
+            Self::Lost => "LOST",
+        }
+    }
+}
+
+impl Entry {
+    /// Its status at `now` in `drop`, once the draw is `drawn` or not; `ahead` is how many
+    /// waitlisted entries (no order yet) rank before it.
+    pub fn status(
+        &self,
+        drop: &LimitedDrop,
+        drawn: bool,
+        ahead: u32,
+        now: OffsetDateTime,
+    ) -> EntryStatus {
+        if let Some(order_id) = self.order_id {
+            return EntryStatus::Won { order_id };
+        }
+        if drop.is_closed(now) {
+            return EntryStatus::Lost;
+        }
+        match (drawn, self.ranked) {
+            (true, Some(_)) => EntryStatus::Waitlisted {
+                position: ahead.saturating_add(1),
+            },
+            _ => EntryStatus::Entered,
+        }
+    }
+}
+
+/// A draw drop's counts (stats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DrawCounts {
+    pub entries: u32,
+    /// Entries that got an order, by the draw or a promotion.
+    pub winners: u32,
+    /// Of those, by a promotion off the waitlist.
+    pub promoted: u32,
+}
+
+/// A draw drop's draw as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Draw {
+    pub drop_id: DropId,
+    pub commitment: DrawCommitment,
+    /// Stored from creation; shown only once `drawn_at` is set.
+    pub seed: DrawSeed,
+    pub drawn_at: Option<OffsetDateTime>,
+    /// The largest winning rank key, set with `drawn_at` (`None` when nobody entered).
+    pub cutoff: Option<RankKey>,
+}
+
+impl Draw {
+    /// The seed, once it may be shown: after the draw.
+    pub fn revealed_seed(&self) -> Option<DrawSeed> {
+        self.drawn_at.map(|_| self.seed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DropMode, Price, ProductId, Quantity, SaleWindow};
+    use rstest::rstest;
+    use time::Duration;
+    use time::macros::datetime;
+
+    const OPEN: OffsetDateTime = datetime!(2026-12-01 09:00 UTC);
+    const ENTRIES_CLOSE: OffsetDateTime = datetime!(2026-12-01 09:30 UTC);
+    const CLOSE: OffsetDateTime = datetime!(2026-12-01 10:00 UTC);
+    const MS: Duration = Duration::milliseconds(1);
+
+    fn user(id: i64) -> UserId {
+        UserId::parse(id).unwrap()
+    }
+
+    fn seed(n: u8) -> DrawSeed {
+        DrawSeed::from_bytes([n; 32])
+    }
+
+    fn draw_drop(limited: i64) -> LimitedDrop {
+        LimitedDrop {
+            id: DropId::parse(1).unwrap(),
+            product_id: ProductId::parse(1).unwrap(),
+            window: SaleWindow::parse(OPEN, CLOSE).unwrap(),
+            limited_quantity: Quantity::parse("limitedQuantity", limited).unwrap(),
+            per_user_limit: Quantity::parse("perUserLimit", 1).unwrap(),
+            price: Price::default(),
+            paused: false,
+            closed_at: None,
+            mode: DropMode::Draw {
+                entry_close_at: ENTRIES_CLOSE,
+            },
+        }
+    }
+
+    #[test]
+    fn the_commitment_and_rank_keys_are_the_published_functions_of_the_seed() {
+        // Computed independently with Python's hashlib and hmac:
+        //   s = bytes(range(32))
+        //   hashlib.sha256(s).hexdigest()
+        //   hmac.new(s, b"42", hashlib.sha256).hexdigest()
+        let s = DrawSeed::from_bytes(std::array::from_fn(|i| u8::try_from(i).unwrap()));
+        assert_eq!(
+            s.commitment().to_hex(),
+            "630dcd2966c4336691125448bbb25b4ff412a49c732db2c8abc1b8581bd710dd"
+        );
+        assert_eq!(
+            s.rank_key(user(42)).to_hex(),
+            "7df989924b2ebf8832c80802d1213a8a21a062a23877f0718effe501daee1703"
+        );
+        assert!(s.opens(&s.commitment()));
+        assert!(!seed(1).opens(&s.commitment()));
+        assert_eq!(DrawSeed::from_hex(&s.to_hex()).unwrap(), s);
+        assert_eq!(
+            format!("{s:?}"),
+            "DrawSeed(..)",
+            "the seed never shows in logs"
+        );
+    }
+
+    #[test]
+    fn ranking_sorts_by_rank_key_and_is_the_same_whatever_the_order_entries_are_read_in() {
+        let users: Vec<UserId> = (1..=50).map(user).collect();
+        let ranked = rank(&seed(7), &users);
+        assert_eq!(ranked.len(), 50);
+        assert!(ranked.windows(2).all(|w| w[0].rank_key < w[1].rank_key));
+        assert_eq!(
+            ranked.iter().map(|r| r.rank).collect::<Vec<_>>(),
+            (1..=50).collect::<Vec<_>>()
+        );
+        let mut reversed = users.clone();
+        reversed.reverse();
+        reversed.push(user(3));
+        assert_eq!(
+            rank(&seed(7), &reversed),
+            ranked,
+            "order and duplicates do not matter"
+        );
+        assert_ne!(rank(&seed(8), &users), ranked, "another seed, another draw");
+        for r in &ranked {
+            assert_eq!(r.rank_key, seed(7).rank_key(r.user_id));
+        }
+    }
+
+    #[rstest]
+    #[case(50, 10, 10)]
+    #[case(5, 10, 5)]
+    #[case(0, 10, 0)]
+    fn the_cutoff_is_the_last_winners_rank_key(
+        #[case] entries: i64,
+        #[case] limited: u32,
+        #[case] winners: usize,
+    ) {
+        let users: Vec<UserId> = (1..=entries).map(user).collect();
+        let ranked = rank(&seed(3), &users);
+        let cutoff = winning_cutoff(&ranked, limited);
+        let won_by_cutoff = ranked
+            .iter()
+            .filter(|r| won(&r.rank_key, cutoff.as_ref()))
+            .count();
+        assert_eq!(won_by_cutoff, winners);
+        assert_eq!(cutoff, winners.checked_sub(1).map(|i| ranked[i].rank_key));
+    }
+
+    /// Every entrant's chance of winning is the same: over 4,000 draws with fixed seeds (so the
+    /// test never flakes), 5 units among 40 entrants, each entrant's wins are compared with the
+    /// 500 expected by Pearson's chi-square. With 39 degrees of freedom the statistic exceeds
+    /// 72.05 with probability 0.001 for a fair draw; a draw that favours low user ids by even
+    /// 15% fails it.
+    #[test]
+    fn every_entrant_has_the_same_chance_chi_square() {
+        const ENTRANTS: i64 = 40;
+        const LIMITED: u32 = 5;
+        const DRAWS: u32 = 4000;
+        const CRITICAL_39_DF_P001: f64 = 72.05;
+        let users: Vec<UserId> = (1..=ENTRANTS).map(user).collect();
+        let statistic = |draw: &dyn Fn(u32) -> Vec<UserId>| {
+            let mut wins = vec![0_u32; usize::try_from(ENTRANTS).unwrap()];
+            for n in 0..DRAWS {
+                for winner in draw(n) {
+                    wins[usize::try_from(winner.get() - 1).unwrap()] += 1;
+                }
+            }
+            let expected = f64::from(DRAWS * LIMITED) / ENTRANTS as f64;
+            wins.iter()
+                .map(|&w| (f64::from(w) - expected).powi(2) / expected)
+                .sum::<f64>()
+        };
+        let fair = |n: u32| {
+            let seed = DrawSeed::from_bytes(Sha256::digest(n.to_be_bytes()).into());
+            rank(&seed, &users)
+                .into_iter()
+                .take(LIMITED as usize)
+                .map(|r| r.user_id)
+                .collect()
+        };
+        let chi = statistic(&fair);
+        assert!(chi < CRITICAL_39_DF_P001, "chi-square {chi:.1} over 39 df");
+        // The test can fail: a draw that gives user ids 1-5 a head start is caught.
+        let biased = |n: u32| {
+            let seed = DrawSeed::from_bytes(Sha256::digest(n.to_be_bytes()).into());
+            let mut ranked = rank(&seed, &users);
+            if n.is_multiple_of(7) {
+                ranked.sort_by_key(|r| r.user_id);
+            }
+            ranked
+                .into_iter()
+                .take(LIMITED as usize)
+                .map(|r| r.user_id)
+                .collect()
+        };
+        let chi = statistic(&biased);
+        assert!(
+            chi > CRITICAL_39_DF_P001,
+            "the biased draw passed: {chi:.1}"
+        );
+    }
+
+    #[rstest]
+    #[case(OPEN - MS, Err(EntryRejection::TooEarly { open_at: OPEN }))]
+    #[case(OPEN, Ok(()))]
+    #[case(ENTRIES_CLOSE - MS, Ok(()))]
+    #[case(ENTRIES_CLOSE, Err(EntryRejection::EntriesClosed))]
+    #[case(CLOSE, Err(EntryRejection::EntriesClosed))]
+    fn entries_are_taken_from_open_at_until_entry_close_at(
+        #[case] now: OffsetDateTime,
+        #[case] expected: Result<(), EntryRejection>,
+    ) {
+        assert_eq!(check_entry(&draw_drop(3), now), expected);
+    }
+
+    #[test]
+    fn a_first_come_drop_or_a_paused_or_closed_draw_takes_no_entry() {
+        let first_come = LimitedDrop {
+            mode: DropMode::FirstCome,
+            ..draw_drop(3)
+        };
+        assert_eq!(
+            check_entry(&first_come, OPEN - MS),
+            Err(EntryRejection::NotADraw),
+            "checked first"
+        );
+        let paused = LimitedDrop {
+            paused: true,
+            ..draw_drop(3)
+        };
+        assert_eq!(check_entry(&paused, OPEN), Err(EntryRejection::Paused));
+        let closed = LimitedDrop {
+            closed_at: Some(OPEN + MS),
+            ..draw_drop(3)
+        };
+        assert_eq!(
+            check_entry(&closed, OPEN + MS),
+            Err(EntryRejection::EntriesClosed)
+        );
+    }
+
+    #[rstest]
+    #[case(ENTRIES_CLOSE - MS, false, None, false)]
+    #[case(ENTRIES_CLOSE, false, None, true)]
+    #[case(CLOSE + Duration::hours(1), false, None, true)]
+    #[case(ENTRIES_CLOSE, true, None, false)]
+    #[case(ENTRIES_CLOSE, false, Some(ENTRIES_CLOSE - MS), false)]
+    #[case(ENTRIES_CLOSE + MS, false, Some(ENTRIES_CLOSE + MS), true)]
+    fn the_draw_is_due_once_entries_close_unless_drawn_or_closed_before(
+        #[case] now: OffsetDateTime,
+        #[case] drawn: bool,
+        #[case] closed_at: Option<OffsetDateTime>,
+        #[case] due: bool,
+    ) {
+        let drop = LimitedDrop {
+            closed_at,
+            ..draw_drop(3)
+        };
+        assert_eq!(draw_due(&drop, drawn, now), due);
+    }
+
+    #[test]
+    fn promotions_run_after_the_draw_until_close_at() {
+        let drop = draw_drop(3);
+        assert!(!promotes(&drop, false, ENTRIES_CLOSE));
+        assert!(promotes(&drop, true, ENTRIES_CLOSE));
+        assert!(promotes(&drop, true, CLOSE - MS));
+        assert!(!promotes(&drop, true, CLOSE));
+    }
+
+    #[rstest]
+    #[case(false, None, None, 0, ENTRIES_CLOSE, EntryStatus::Entered)]
+    #[case(true, Some(4), None, 0, ENTRIES_CLOSE, EntryStatus::Waitlisted { position: 1 })]
+    #[case(true, Some(9), None, 4, ENTRIES_CLOSE, EntryStatus::Waitlisted { position: 5 })]
+    #[case(true, Some(2), Some(7), 0, ENTRIES_CLOSE, EntryStatus::Won { order_id: OrderId::parse(7).unwrap() })]
+    #[case(true, Some(2), Some(7), 0, CLOSE, EntryStatus::Won { order_id: OrderId::parse(7).unwrap() })]
+    #[case(true, Some(9), None, 4, CLOSE, EntryStatus::Lost)]
+    #[case(false, None, None, 0, CLOSE, EntryStatus::Lost)]
+    fn an_entrys_status_follows_the_draw_its_order_and_the_close(
+        #[case] drawn: bool,
+        #[case] rank: Option<u32>,
+        #[case] order: Option<i64>,
+        #[case] ahead: u32,
+        #[case] now: OffsetDateTime,
+        #[case] expected: EntryStatus,
+    ) {
+        let entry = Entry {
+            drop_id: DropId::parse(1).unwrap(),
+            user_id: user(5),
+            entered_at: OPEN,
+            ranked: rank.map(|r| (r, seed(1).rank_key(user(5)))),
+            order_id: order.map(|o| OrderId::parse(o).unwrap()),
+            promoted: false,
+        };
+        assert_eq!(entry.status(&draw_drop(3), drawn, ahead, now), expected);
+    }
+
+    #[test]
+    fn the_seed_shows_only_after_the_draw() {
+        let mut draw = Draw {
+            drop_id: DropId::parse(1).unwrap(),
+            commitment: seed(9).commitment(),
+            seed: seed(9),
+            drawn_at: None,
+            cutoff: None,
+        };
+        assert_eq!(draw.revealed_seed(), None);
+        draw.drawn_at = Some(ENTRIES_CLOSE);
+        assert_eq!(draw.revealed_seed(), Some(seed(9)));
+    }
+}

@@ -1,0 +1,4 @@
+DROP TABLE draw_entries;
+DROP TABLE drop_draws;
+ALTER TABLE limited_drops DROP COLUMN entry_close_at;
+ALTER TABLE limited_drops DROP COLUMN mode;
