@@ -151,3 +151,36 @@ async fn a_purchase_past_its_time_limit_releases_its_row_locks_at_once() {
     // And the pool serves the next purchase.
     assert!(test_support::contract::place(&store, &order).await.is_ok());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_refuses_to_change_a_draws_seed() {
+    use diesel_async::{AsyncConnection as _, AsyncMysqlConnection, SimpleAsyncConnection as _};
+    let url = test_support::mysql::fresh_database().await;
+    let store = adapters_mysql::Mysql::connect(&url, 2, true).await.unwrap();
+    let drop = test_support::contract::draw_drop(&store, 3).await;
+    let mut conn = AsyncMysqlConnection::establish(&url).await.unwrap();
+    let other = "0".repeat(64);
+    for column in ["seed", "commitment"] {
+        let refused = conn
+            .batch_execute(&format!(
+                "UPDATE drop_draws SET {column} = '{other}' WHERE drop_id = {}",
+                drop.id
+            ))
+            .await;
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.to_string().contains("never changed")),
+            "{column}: {refused:?}"
+        );
+    }
+    conn.batch_execute(&format!(
+        "UPDATE drop_draws SET drawn_at = NOW(6) WHERE drop_id = {}",
+        drop.id
+    ))
+    .await
+    .unwrap();
+    use goods_domain::ports::DrawRepository as _;
+    let draw = store.draw(drop.id).await.unwrap().unwrap();
+    assert_eq!(draw.seed, test_support::contract::seed());
+}

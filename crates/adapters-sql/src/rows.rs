@@ -349,6 +349,8 @@ pub struct EntryRow {
     pub user_id: i64,
     #[diesel(sql_type = diesel::sql_types::Timestamp)]
     pub entered_at: PrimitiveDateTime,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub entry_token: i64,
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Integer>)]
     pub draw_rank: Option<i32>,
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]

@@ -79,6 +79,8 @@ diesel::table! {
         drop_id -> BigInt,
         user_id -> BigInt,
         entered_at -> Timestamp,
+        /// The random token of the batch that wrote it.
+        entry_token -> BigInt,
         /// 1-based rank by rank key, set by the draw.
         draw_rank -> Nullable<Integer>,
         /// HMAC-SHA256(seed, user id), 64 hex digits, set by the draw.

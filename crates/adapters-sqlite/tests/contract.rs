@@ -42,3 +42,37 @@ async fn after_the_contract_step_a_product_needs_an_owner() {
     let refused = conn.batch_execute("UPDATE products SET owner_id = NULL");
     assert!(refused.is_err(), "an owner was removed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_refuses_to_change_a_draws_seed() {
+    use diesel::connection::SimpleConnection as _;
+    use diesel::{Connection as _, SqliteConnection};
+    let dir = tempfile::tempdir().unwrap().keep();
+    let path = format!("{}/goods.db", dir.display());
+    let store = adapters_sqlite::Sqlite::open(&format!("sqlite://{path}"), true)
+        .await
+        .unwrap();
+    let drop = test_support::contract::draw_drop(&store, 3).await;
+    let mut conn = SqliteConnection::establish(&path).unwrap();
+    let other = "0".repeat(64);
+    for column in ["seed", "commitment"] {
+        let refused = conn.batch_execute(&format!(
+            "UPDATE drop_draws SET {column} = '{other}' WHERE drop_id = {}",
+            drop.id
+        ));
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.to_string().contains("never changed")),
+            "{column}: {refused:?}"
+        );
+    }
+    conn.batch_execute(&format!(
+        "UPDATE drop_draws SET drawn_at = CURRENT_TIMESTAMP WHERE drop_id = {}",
+        drop.id
+    ))
+    .unwrap();
+    use goods_domain::ports::DrawRepository as _;
+    let draw = store.draw(drop.id).await.unwrap().unwrap();
+    assert_eq!(draw.seed, test_support::contract::seed());
+}

@@ -2,6 +2,10 @@
 //! races. Each case is a function over any store; [`sql_contract_tests!`](crate::sql_contract_tests)
 //! turns the list into one `#[tokio::test]` per case for a backend.
 
+mod draws;
+
+pub use draws::*;
+
 use futures::future::join_all;
 use goods_domain::ports::{
     AppliedPayment, CancelOrderError, Cancelled, CreateDropError, DomainEvent, DropRepository,
@@ -54,7 +58,11 @@ macro_rules! sql_contract_tests {
             an_overdue_order_expires_once_and_its_units_go_back,
             racing_payments_and_expiries_at_the_deadline_have_one_outcome,
             a_buyers_orders_are_listed_newest_first_a_page_at_a_time,
-            racing_instances_take_a_lease_one_at_a_time_until_it_lapses
+            racing_instances_take_a_lease_one_at_a_time_until_it_lapses,
+            entries_are_one_per_buyer_and_each_batch_tells_who_created_theirs,
+            racing_entries_of_one_buyer_create_one_entry,
+            the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once,
+            entries_racing_the_draw_commit_before_it_or_not_at_all
         );
     };
     (@cases $make:expr; $($case:ident),*) => {

@@ -25,6 +25,9 @@ CREATE TABLE draw_entries (
     drop_id BIGINT NOT NULL,
     user_id BIGINT NOT NULL,
     entered_at DATETIME(6) NOT NULL,
+    -- The random token of the batch that wrote the row: how a batch tells the entries it
+    -- created from those that were there.
+    entry_token BIGINT NOT NULL,
     draw_rank INT NULL,
     rank_key CHAR(64) CHARACTER SET ascii COLLATE ascii_bin NULL,
     order_id BIGINT NULL,

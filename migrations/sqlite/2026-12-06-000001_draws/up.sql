@@ -21,6 +21,7 @@ CREATE TABLE draw_entries (
     drop_id INTEGER NOT NULL,
     user_id BIGINT NOT NULL,
     entered_at TIMESTAMP NOT NULL,
+    entry_token BIGINT NOT NULL,
     draw_rank INTEGER NULL,
     rank_key TEXT NULL,
     order_id BIGINT NULL,

@@ -17,7 +17,8 @@ use time::OffsetDateTime;
 /// Rows one ranking or award statement writes at most.
 const CHUNK: usize = 500;
 
-const ENTRY_COLUMNS: &str = "drop_id, user_id, entered_at, draw_rank, rank_key, order_id, promoted";
+const ENTRY_COLUMNS: &str =
+    "drop_id, user_id, entered_at, entry_token, draw_rank, rank_key, order_id, promoted";
 
 /// The draw has begun: the batch is refused and rolls back.
 #[derive(Debug)]
@@ -39,15 +40,20 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
         if entries.is_empty() {
             return Ok(Vec::new());
         }
+        // A random token per batch, written with its rows: a row that carries it was created
+        // by this batch, whatever the clocks say.
+        let mut token = [0_u8; 8];
+        getrandom::fill(&mut token).map_err(|e| InfraError::msg(format!("entry token: {e}")))?;
+        let token = i64::from_le_bytes(token);
         let rows = self
             .write_tx::<_, _, EnterError, _>(
                 "enter draw",
                 |_| false,
-                |c, _| Box::pin(write_entries::<B>(c, drop, entries)),
+                |c, _| Box::pin(write_entries::<B>(c, drop, entries, token)),
             )
             .await?;
-        // Each buyer's first entry in the batch created the row if its time is the one stored;
-        // a buyer's later entries, or one whose row was there already, did not.
+        // Each buyer's first entry in the batch created the row if the row carries the batch's
+        // token; a buyer's later entries, or one whose row was there already, did not.
         let by_user: HashMap<i64, EntryRow> = rows.into_iter().map(|r| (r.user_id, r)).collect();
         let mut seen = HashSet::new();
         entries
@@ -57,7 +63,7 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                     InfraError::msg("an entry was not read back after its insert")
                 })?;
                 let first = seen.insert(asked.user_id);
-                let created = first && row.entered_at == to_db(asked.at);
+                let created = first && row.entry_token == token;
                 Ok(Entered {
                     entry: row.into_domain()?,
                     created,
@@ -293,6 +299,7 @@ async fn write_entries<B: Backend>(
     c: &mut B::Conn,
     drop: DropId,
     entries: &[NewEntry],
+    token: i64,
 ) -> Result<Vec<EntryRow>, TxError<Closed>> {
     begin_write::<B>(c).await?;
     let open = number::<B>(
@@ -314,7 +321,7 @@ async fn write_entries<B: Backend>(
     c.run(
         Sql::for_rows(batch.len())
             .sql(B::DIALECT.insert_ignore)
-            .sql(" draw_entries (drop_id, user_id, entered_at) VALUES ")
+            .sql(" draw_entries (drop_id, user_id, entered_at, entry_token) VALUES ")
             .list(&batch, |q, e| {
                 q.sql("(")
                     .bind(Bind::BigInt(drop.get()))
@@ -322,6 +329,8 @@ async fn write_entries<B: Backend>(
                     .bind(Bind::BigInt(e.user_id.get()))
                     .sql(", ")
                     .bind(Bind::Timestamp(to_db(e.at)))
+                    .sql(", ")
+                    .bind(Bind::BigInt(token))
                     .sql(")")
             }),
     )

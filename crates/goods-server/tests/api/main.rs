@@ -14,6 +14,7 @@ mod anonymous;
 mod auth;
 mod concurrency;
 mod degraded;
+mod draws;
 mod drops;
 mod flags;
 mod operations;

@@ -1,0 +1,491 @@
+//! Draw drops over HTTP: entries as the contract says, the draw (exact winners, the waitlist
+//! in rank order, a seed that opens the commitment and reproduces every rank), promotions off
+//! the waitlist exactly once, and draw orders paid like any order.
+
+use crate::helpers::*;
+use futures::StreamExt as _;
+use goods_domain::ports::Clock as _;
+use goods_domain::{DrawCommitment, DrawSeed, UserId};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+/// A draw drop of `limited` units on a new product with as much stock, opening `open_in` from
+/// the server's now, its entries closing `entries_for` later, closing an hour after that.
+async fn draw_drop(
+    app: &TestApp,
+    limited: i64,
+    open_in: time::Duration,
+    entries_for: time::Duration,
+) -> i64 {
+    let product = app.create_product(limited).await;
+    let open = app.clock.now() + open_in;
+    let res = app
+        .post_drop(&json!({
+            "productId": product,
+            "openAt": at(open),
+            "closeAt": at(open + entries_for + time::Duration::hours(1)),
+            "limitedQuantity": limited,
+            "mode": "DRAW",
+            "entryCloseAt": at(open + entries_for),
+        }))
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let view = body(res).await;
+    assert_eq!(view["mode"], "DRAW");
+    view["dropId"].as_i64().unwrap()
+}
+
+async fn enter(app: &TestApp, drop: i64, user: i64) -> reqwest::Response {
+    app.request(
+        reqwest::Method::POST,
+        &format!("/limited-drops/{drop}/entries"),
+        Some((user, "buyer")),
+    )
+    .send()
+    .await
+    .unwrap()
+}
+
+async fn my_entry(app: &TestApp, drop: i64, user: i64) -> reqwest::Response {
+    app.get(
+        &format!("/limited-drops/{drop}/entries/me"),
+        Some((user, "buyer")),
+    )
+    .await
+}
+
+async fn view(app: &TestApp, drop: i64) -> Value {
+    body(app.get(&format!("/limited-drops/{drop}"), None).await).await
+}
+
+/// Moves the server's clock past the entries' close and waits for the healing pass to draw.
+async fn until_drawn(app: &TestApp, drop: i64) -> Value {
+    app.clock.advance(time::Duration::minutes(11));
+    for _ in 0..400 {
+        let v = view(app, drop).await;
+        if v.get("drawnAt").is_some() {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the draw was not made within 10 s");
+}
+
+/// Servers that heal (and so draw) every 20 ms.
+async fn drawing_app() -> TestApp {
+    TestApp::spawn_with(&[("RECONCILE_INTERVAL_MS", "20")]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_follow_the_contract_before_during_and_after_their_window() {
+    let app = drawing_app().await;
+    let drop = draw_drop(
+        &app,
+        2,
+        time::Duration::minutes(1),
+        time::Duration::minutes(10),
+    )
+    .await;
+    let created = view(&app, drop).await;
+    assert_eq!(created["entryCount"], 0);
+    let commitment = created["drawCommitment"].as_str().unwrap().to_owned();
+    assert!(DrawCommitment::from_hex(&commitment).is_ok(), "{created}");
+    assert!(
+        created.get("drawSeed").is_none(),
+        "the seed is secret until the draw"
+    );
+
+    let early = problem(enter(&app, drop, 1).await, 425, "TOO_EARLY").await;
+    assert!(early["openAt"].is_string());
+
+    app.clock.advance(time::Duration::minutes(1));
+    let res = enter(&app, drop, 1).await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let entered = body(res).await;
+    assert_eq!(
+        (&entered["dropId"], &entered["userId"], &entered["status"]),
+        (&json!(drop), &json!(1), &json!("ENTERED"))
+    );
+    let again = enter(&app, drop, 1).await;
+    assert_eq!(again.status(), StatusCode::OK, "the same buyer again");
+    assert_eq!(body(again).await["enteredAt"], entered["enteredAt"]);
+    let mine = body(my_entry(&app, drop, 1).await).await;
+    assert_eq!(
+        (&mine["status"], &mine["enteredAt"]),
+        (&json!("ENTERED"), &entered["enteredAt"])
+    );
+    problem(my_entry(&app, drop, 2).await, 404, "ENTRY_NOT_FOUND").await;
+    assert_eq!(view(&app, drop).await["entryCount"], 1);
+
+    // Purchases are not how a draw sells.
+    problem(app.purchase(drop, 3, "k-3", 1).await, 409, "DRAW_DROP").await;
+    // A first-come drop takes no entry.
+    let (_, first_come) = app.open_drop(5, 5, 1).await;
+    problem(enter(&app, first_come, 1).await, 409, "NOT_A_DRAW").await;
+    // Only buyers enter.
+    let anonymous = app
+        .request(
+            reqwest::Method::POST,
+            &format!("/limited-drops/{drop}/entries"),
+            None,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let seller = app
+        .request(
+            reqwest::Method::POST,
+            &format!("/limited-drops/{drop}/entries"),
+            Some((SELLER, "seller")),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(seller.status(), StatusCode::FORBIDDEN);
+    // A body, if any, is an empty object.
+    let bad = app
+        .request(
+            reqwest::Method::POST,
+            &format!("/limited-drops/{drop}/entries"),
+            Some((4, "buyer")),
+        )
+        .json(&json!({"quantity": 2}))
+        .send()
+        .await
+        .unwrap();
+    problem(bad, 400, "MALFORMED_REQUEST").await;
+
+    let paused = app
+        .request(
+            reqwest::Method::POST,
+            &format!("/limited-drops/{drop}/pause"),
+            Some((SELLER, "seller")),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paused.status(), StatusCode::OK);
+    problem(enter(&app, drop, 2).await, 409, "DROP_PAUSED").await;
+    app.request(
+        reqwest::Method::POST,
+        &format!("/limited-drops/{drop}/resume"),
+        Some((SELLER, "seller")),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(enter(&app, drop, 2).await.status(), StatusCode::ACCEPTED);
+
+    app.clock.advance(time::Duration::minutes(10));
+    problem(enter(&app, drop, 3).await, 409, "ENTRIES_CLOSED").await;
+    assert_eq!(
+        enter(&app, drop, 1).await.status(),
+        StatusCode::OK,
+        "an entrant still sees theirs"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draw_drop_is_created_only_with_its_rules() {
+    let app = TestApp::spawn().await;
+    let product = app.create_product(5).await;
+    let now = app.clock.now();
+    let base = json!({
+        "productId": product,
+        "openAt": at(now),
+        "closeAt": at(now + time::Duration::hours(1)),
+        "limitedQuantity": 5,
+        "mode": "DRAW",
+        "entryCloseAt": at(now + time::Duration::minutes(30)),
+    });
+    let with = |changes: Value| {
+        let mut body = base.clone();
+        for (k, v) in changes.as_object().unwrap() {
+            if v.is_null() {
+                body.as_object_mut().unwrap().remove(k);
+            } else {
+                body[k] = v.clone();
+            }
+        }
+        body
+    };
+    for (changes, field) in [
+        (json!({"entryCloseAt": null}), "entryCloseAt"),
+        (json!({"entryCloseAt": at(now)}), "entryCloseAt"),
+        (
+            json!({"entryCloseAt": at(now + time::Duration::hours(2))}),
+            "entryCloseAt",
+        ),
+        (json!({"perUserLimit": 2}), "perUserLimit"),
+        (json!({"mode": "RAFFLE"}), "mode"),
+        (json!({"mode": "FIRST_COME"}), "entryCloseAt"),
+    ] {
+        let res = app.post_drop(&with(changes.clone())).await;
+        let problem = problem(res, 422, "VALIDATION_FAILED").await;
+        assert!(
+            problem["errors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["field"] == field),
+            "{changes}: {problem}"
+        );
+    }
+    assert_eq!(app.post_drop(&base).await.status(), StatusCode::CREATED);
+}
+
+/// The seed-spike's shape at test size: 5,000 buyers enter a drop of 300. Exactly 300 orders,
+/// no buyer twice, the seed opens the commitment, and every buyer's result is what anyone
+/// recomputes from the seed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn five_thousand_entries_for_three_hundred_units_make_exactly_three_hundred_orders() {
+    const ENTRANTS: i64 = 5000;
+    const LIMITED: usize = 300;
+    let app = drawing_app().await;
+    let drop = draw_drop(
+        &app,
+        LIMITED as i64,
+        time::Duration::seconds(-1),
+        time::Duration::minutes(10),
+    )
+    .await;
+    let statuses: Vec<StatusCode> = futures::stream::iter(1..=ENTRANTS)
+        .map(|user| {
+            let app = &app;
+            async move { enter(app, drop, user).await.status() }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    assert!(
+        statuses.iter().all(|s| *s == StatusCode::ACCEPTED),
+        "every entry accepted once"
+    );
+    assert_eq!(view(&app, drop).await["entryCount"], ENTRANTS);
+
+    let drawn = until_drawn(&app, drop).await;
+    let seed = DrawSeed::from_hex(drawn["drawSeed"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        seed.commitment().to_hex(),
+        drawn["drawCommitment"].as_str().unwrap(),
+        "SHA-256(drawSeed) = drawCommitment"
+    );
+    // Everyone's rank, recomputed from the seed alone.
+    let mut ranked: Vec<(String, i64)> = (1..=ENTRANTS)
+        .map(|u| (seed.rank_key(UserId::parse(u).unwrap()).to_hex(), u))
+        .collect();
+    ranked.sort();
+    assert_eq!(drawn["winningRankCutoff"], json!(ranked[LIMITED - 1].0));
+    let rank_of: HashMap<i64, usize> = ranked
+        .iter()
+        .enumerate()
+        .map(|(i, (_, u))| (*u, i + 1))
+        .collect();
+
+    let entries: Vec<(i64, Value)> = futures::stream::iter(1..=ENTRANTS)
+        .map(|user| {
+            let app = &app;
+            async move { (user, body(my_entry(app, drop, user).await).await) }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let mut orders = HashSet::new();
+    for (user, entry) in &entries {
+        let rank = rank_of[user];
+        assert_eq!(entry["rankKey"], json!(ranked[rank - 1].0), "user {user}");
+        if rank <= LIMITED {
+            assert_eq!(entry["status"], "WON", "user {user} ranked {rank}: {entry}");
+            assert!(
+                orders.insert(entry["orderId"].as_i64().unwrap()),
+                "an order twice"
+            );
+        } else {
+            assert_eq!(
+                entry["status"], "WAITLISTED",
+                "user {user} ranked {rank}: {entry}"
+            );
+            assert_eq!(
+                entry["position"],
+                json!(rank - LIMITED),
+                "the waitlist in rank order"
+            );
+        }
+    }
+    assert_eq!(orders.len(), LIMITED, "exactly one order per winner");
+    let stats = app
+        .seller_json(&format!("/limited-drops/{drop}/stats"))
+        .await;
+    assert_eq!(
+        (
+            &stats["entryCount"],
+            &stats["winnerCount"],
+            &stats["promotedCount"],
+            &stats["soldQuantity"]
+        ),
+        (
+            &json!(ENTRANTS),
+            &json!(LIMITED),
+            &json!(0),
+            &json!(LIMITED)
+        ),
+        "{stats}"
+    );
+    // A winner's order is theirs, PENDING, one unit, its window from the draw.
+    let (winner, entry) = entries.iter().find(|(_, e)| e["status"] == "WON").unwrap();
+    let order = body(
+        app.get(
+            &format!("/orders/{}", entry["orderId"]),
+            Some((*winner, "buyer")),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (&order["status"], &order["quantity"]),
+        (&json!("PENDING"), &json!(1))
+    );
+}
+
+/// Winners giving back: a cancel and expiries (with a cancel racing the expiry of the same
+/// order) each pass one unit to the next waitlisted entry, exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_unit_given_back_goes_to_the_next_waitlisted_entry_exactly_once() {
+    const LIMITED: usize = 3;
+    let app =
+        TestApp::spawn_with(&[("RECONCILE_INTERVAL_MS", "20"), ("PAYMENT_WINDOW_S", "60")]).await;
+    let drop = draw_drop(
+        &app,
+        LIMITED as i64,
+        time::Duration::seconds(-1),
+        time::Duration::minutes(10),
+    )
+    .await;
+    for user in 1..=10 {
+        assert_eq!(enter(&app, drop, user).await.status(), StatusCode::ACCEPTED);
+    }
+    let drawn = until_drawn(&app, drop).await;
+    let seed = DrawSeed::from_hex(drawn["drawSeed"].as_str().unwrap()).unwrap();
+    let mut ranked: Vec<(String, i64)> = (1..=10)
+        .map(|u| (seed.rank_key(UserId::parse(u).unwrap()).to_hex(), u))
+        .collect();
+    ranked.sort();
+    let by_rank: Vec<i64> = ranked.iter().map(|(_, u)| *u).collect();
+    let order_of = |entry: &Value| entry["orderId"].as_i64().unwrap();
+
+    // The first winner cancels: the first waitlisted entry wins.
+    let first = body(my_entry(&app, drop, by_rank[0]).await).await;
+    let cancel = app
+        .request(
+            reqwest::Method::POST,
+            &format!("/orders/{}/cancel", order_of(&first)),
+            Some((by_rank[0], "buyer")),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancel.status(), StatusCode::OK);
+    let promoted = until_status(&app, drop, by_rank[LIMITED], "WON").await;
+    assert_ne!(order_of(&promoted), order_of(&first));
+    let next = body(my_entry(&app, drop, by_rank[LIMITED + 1]).await).await;
+    assert_eq!(
+        (&next["status"], &next["position"]),
+        (&json!("WAITLISTED"), &json!(1))
+    );
+
+    // Past the payment window every live order expires: the two other winners' and the
+    // promoted one's. The second winner cancels at the same time, racing the expiry.
+    app.clock.advance(time::Duration::seconds(61));
+    let second = body(my_entry(&app, drop, by_rank[1]).await).await;
+    let racing = (0..5).map(|_| {
+        app.request(
+            reqwest::Method::POST,
+            &format!("/orders/{}/cancel", order_of(&second)),
+            Some((by_rank[1], "buyer")),
+        )
+        .send()
+    });
+    for res in futures::future::join_all(racing).await {
+        let status = res.unwrap().status();
+        assert!(
+            status == StatusCode::OK || status == StatusCode::CONFLICT,
+            "{status}"
+        );
+    }
+    // Three units went back after the cancel's: the next three waitlisted entries win.
+    for rank in LIMITED + 1..LIMITED + 4 {
+        until_status(&app, drop, by_rank[rank], "WON").await;
+    }
+    let stats = app
+        .seller_json(&format!("/limited-drops/{drop}/stats"))
+        .await;
+    assert_eq!(
+        (
+            &stats["winnerCount"],
+            &stats["promotedCount"],
+            &stats["soldQuantity"]
+        ),
+        (&json!(LIMITED + 4), &json!(4), &json!(LIMITED)),
+        "one promotion per unit given back: {stats}"
+    );
+    assert_eq!(
+        (
+            &stats["cancelledQuantity"],
+            &stats["expiredQuantity"],
+            &stats["pendingQuantity"]
+        ),
+        (&json!(1), &json!(3), &json!(3)),
+        "{stats}"
+    );
+    let after = body(my_entry(&app, drop, by_rank[LIMITED + 4]).await).await;
+    assert_eq!(
+        (&after["status"], &after["position"]),
+        (&json!("WAITLISTED"), &json!(1))
+    );
+    // At closeAt the waitlist is lost.
+    app.clock.advance(time::Duration::hours(2));
+    let lost = body(my_entry(&app, drop, by_rank[9]).await).await;
+    assert_eq!(lost["status"], "LOST");
+}
+
+async fn until_status(app: &TestApp, drop: i64, user: i64, status: &str) -> Value {
+    for _ in 0..400 {
+        let entry = body(my_entry(app, drop, user).await).await;
+        if entry["status"] == status {
+            return entry;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("user {user}'s entry never became {status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draw_order_is_paid_by_the_providers_event_like_any_order() {
+    let app = drawing_app().await;
+    let drop = draw_drop(
+        &app,
+        1,
+        time::Duration::seconds(-1),
+        time::Duration::minutes(10),
+    )
+    .await;
+    assert_eq!(enter(&app, drop, 5).await.status(), StatusCode::ACCEPTED);
+    until_drawn(&app, drop).await;
+    let entry = body(my_entry(&app, drop, 5).await).await;
+    assert_eq!(entry["status"], "WON");
+    let order = body(
+        app.get(&format!("/orders/{}", entry["orderId"]), Some((5, "buyer")))
+            .await,
+    )
+    .await;
+    let paid = app.pay(&order, "evt-draw-1", "ref-draw-1").await;
+    assert_eq!(paid.status(), StatusCode::OK);
+    assert_eq!(body(paid).await["outcome"], "PAID");
+    let stats = app
+        .seller_json(&format!("/limited-drops/{drop}/stats"))
+        .await;
+    assert_eq!(stats["paidQuantity"], 1, "{stats}");
+}
