@@ -109,6 +109,9 @@ pub const NAMES: &[&str] = &[
     GLOBAL_PERMITS_HELD,
     BUDGET_EXHAUSTED,
     BUDGET_BYPASSED,
+    DRAW_ENTRIES,
+    DRAW_DURATION,
+    DRAW_AWARDS,
 ];
 
 /// The help texts, for the exposition; and the counters alerts watch, exported at zero from the

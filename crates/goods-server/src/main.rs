@@ -3,13 +3,15 @@
 //! `goods-server sign-payment` prints the `Payment-Signature` a payment provider would send for
 //! the event read from standard input (for trying the service, and for load tests);
 //! `goods-server health` asks the ops listener's `/health/ready` (a container's health check,
-//! with no curl in the image).
+//! with no curl in the image); `goods-server verify-draw` checks a draw drop's revealed seed
+//! against its commitment and computes a buyer's rank key (what any buyer can do without the
+//! service).
 
 use goods_server::config::MigrateConfig;
 use goods_server::{Application, Config, telemetry};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: goods-server [migrate [--to VERSION] | sign-payment | health]";
+const USAGE: &str = "usage: goods-server [migrate [--to VERSION] | sign-payment | health | verify-draw --seed HEX --commitment HEX --user ID [--cutoff HEX]]";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -21,6 +23,7 @@ async fn main() -> ExitCode {
         ["migrate", "--to", to] => migrate(Some(to)).await,
         ["sign-payment"] => sign_payment(),
         ["health"] => health(),
+        ["verify-draw", rest @ ..] => verify_draw(rest),
         _ => {
             eprintln!("goods-server: unknown arguments {args:?}; {USAGE}");
             ExitCode::from(2)
@@ -97,6 +100,74 @@ fn sign_payment() -> ExitCode {
         api_actix::signature::sign(secret.expose_secret().as_bytes(), now, &body)
     );
     ExitCode::SUCCESS
+}
+
+/// Checks a draw: `SHA-256(seed)` against the commitment published at creation, then the
+/// user's rank key `HMAC-SHA256(seed, user id in decimal)`, and with the cutoff whether it won
+/// (rank key <= cutoff). Exit 0 when the seed opens the commitment, 1 when it does not, 2 on
+/// bad arguments.
+fn verify_draw(args: &[&str]) -> ExitCode {
+    use goods_domain::{DrawCommitment, DrawSeed, RankKey, UserId};
+    let mut named = std::collections::HashMap::new();
+    for pair in args.chunks(2) {
+        match pair {
+            [
+                name @ ("--seed" | "--commitment" | "--user" | "--cutoff"),
+                value,
+            ] => {
+                named.insert(*name, *value);
+            }
+            _ => {
+                eprintln!("goods-server verify-draw: unexpected arguments {args:?}; {USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let (Some(seed), Some(commitment), Some(user)) = (
+        named.get("--seed").map(|s| DrawSeed::from_hex(s)),
+        named
+            .get("--commitment")
+            .map(|c| DrawCommitment::from_hex(c)),
+        named
+            .get("--user")
+            .map(|u| u.parse::<i64>().ok().and_then(|u| UserId::parse(u).ok())),
+    ) else {
+        eprintln!(
+            "goods-server verify-draw: --seed, --commitment and --user are required; {USAGE}"
+        );
+        return ExitCode::from(2);
+    };
+    let cutoff = named.get("--cutoff").map(|c| RankKey::from_hex(c));
+    let (Ok(seed), Ok(commitment), Some(user)) = (seed, commitment, user) else {
+        eprintln!(
+            "goods-server verify-draw: the seed and commitment are 64 hex digits, the user a positive integer"
+        );
+        return ExitCode::from(2);
+    };
+    let cutoff = match cutoff.transpose() {
+        Ok(cutoff) => cutoff,
+        Err(_) => {
+            eprintln!("goods-server verify-draw: the cutoff is 64 hex digits");
+            return ExitCode::from(2);
+        }
+    };
+    let key = seed.rank_key(user);
+    println!("rankKey {}", key.to_hex());
+    if let Some(cutoff) = &cutoff {
+        let won = goods_domain::draw::won(&key, Some(cutoff));
+        println!("{}", if won { "WON" } else { "NOT_WON" });
+    }
+    if seed.opens(&commitment) {
+        println!("commitment ok: SHA-256(seed) = {}", commitment.to_hex());
+        ExitCode::SUCCESS
+    } else {
+        println!(
+            "COMMITMENT MISMATCH: SHA-256(seed) = {}, published {}",
+            seed.commitment().to_hex(),
+            commitment.to_hex()
+        );
+        ExitCode::FAILURE
+    }
 }
 
 /// Exit 0 when the ops listener (`OPS_BIND_ADDR`; a wildcard address is asked on loopback)

@@ -31,7 +31,7 @@ pub fn names() -> Vec<&'static str> {
     .concat()
 }
 
-/// The recorder, installed on first use (from within the runtime: it starts its upkeep task) (one per process; a second server in the same process,
+/// The recorder, installed on first use (one per process; a second server in the same process,
 /// as in tests, shares it). A gauge nobody has set for three healing passes (at least a minute)
 /// is dropped from the exposition: that is how a closed drop's drift series goes away.
 pub fn recorder(reconcile_interval: Option<Duration>) -> PrometheusHandle {

@@ -526,3 +526,67 @@ fn sign_payment_prints_the_signature_the_provider_would_send() {
         .unwrap();
     assert_eq!(unset.status.code(), Some(2));
 }
+
+/// docs/api.md's worked example of `verify-draw`, to the letter: the seed opens the commitment,
+/// user 42's rank key, under the cutoff; a commitment that is not the seed's exits 1.
+#[test]
+fn verify_draw_checks_the_commitment_and_computes_a_buyers_rank_key() {
+    const SEED: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+    const COMMITMENT: &str = "630dcd2966c4336691125448bbb25b4ff412a49c732db2c8abc1b8581bd710dd";
+    const CUTOFF: &str = "8000000000000000000000000000000000000000000000000000000000000000";
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_goods-server"))
+            .arg("verify-draw")
+            .args(args)
+            .env_clear()
+            .output()
+            .unwrap()
+    };
+    let ok = run(&[
+        "--seed",
+        SEED,
+        "--commitment",
+        COMMITMENT,
+        "--user",
+        "42",
+        "--cutoff",
+        CUTOFF,
+    ]);
+    assert_eq!(ok.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(ok.stdout).unwrap(),
+        "rankKey 7df989924b2ebf8832c80802d1213a8a21a062a23877f0718effe501daee1703\n\
+         WON\n\
+         commitment ok: SHA-256(seed) = 630dcd2966c4336691125448bbb25b4ff412a49c732db2c8abc1b8581bd710dd\n"
+    );
+    let lower = "7000000000000000000000000000000000000000000000000000000000000000";
+    let lost = run(&[
+        "--seed",
+        SEED,
+        "--commitment",
+        COMMITMENT,
+        "--user",
+        "42",
+        "--cutoff",
+        lower,
+    ]);
+    assert!(
+        String::from_utf8(lost.stdout)
+            .unwrap()
+            .contains("\nNOT_WON\n")
+    );
+    let forged = run(&["--seed", SEED, "--commitment", CUTOFF, "--user", "42"]);
+    assert_eq!(forged.status.code(), Some(1));
+    assert!(
+        String::from_utf8(forged.stdout)
+            .unwrap()
+            .contains("COMMITMENT MISMATCH")
+    );
+    assert_eq!(
+        run(&["--seed", "xyz", "--commitment", COMMITMENT, "--user", "42"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(run(&["--seed", SEED]).status.code(), Some(2));
+}

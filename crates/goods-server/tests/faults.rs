@@ -250,6 +250,146 @@ async fn sigterm_mid_sale_answers_the_buyers_in_flight_and_exits_within_the_grac
     assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
 }
 
+/// The instance drawing a draw drop is killed (SIGKILL) while it awards the winners: another
+/// instance takes the background lease and finishes the draw, and the drop ends with exactly
+/// `limitedQuantity` winners, one order each, the lowest rank keys of the revealed seed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_killed_mid_draw_leaves_exactly_the_winners_after_another_finishes() {
+    use diesel_async::{AsyncConnection as _, AsyncMysqlConnection, SimpleAsyncConnection as _};
+    const ENTRIES: i64 = 20_000;
+    const LIMITED: i64 = 15_000;
+    let database = test_support::mysql::fresh_database().await;
+    let prefix = fresh_prefix();
+    let mut vars = shared_redis(&prefix).to_vec();
+    vars.push(("DATABASE_URL", database.clone()));
+    let mut first = Server::start(&env(&vars));
+    let client = Client::new();
+    // The first instance leads before the second starts.
+    let start = Instant::now();
+    while !harness::process::exposition(&client.http, &first.base)
+        .await
+        .lines()
+        .any(|l| l == "background_leader 1")
+    {
+        assert!(start.elapsed() < Duration::from_secs(5), "nobody leads");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut second = Server::start(&env(&vars));
+    let drop = client
+        .open_draw(&first.base, LIMITED, LIMITED, time::Duration::seconds(4))
+        .await["dropId"]
+        .as_i64()
+        .unwrap();
+    // 20,000 entries at once, straight into the table (the entry path has tests of its own).
+    let mut conn = AsyncMysqlConnection::establish(&database).await.unwrap();
+    conn.batch_execute(&format!(
+        "INSERT INTO draw_entries (drop_id, user_id, entered_at, entry_token) \
+         SELECT {drop}, seq, NOW(6), 0 FROM seq_1_to_{ENTRIES}"
+    ))
+    .await
+    .unwrap();
+    let winners_q = format!("SELECT COUNT(order_id) AS n FROM draw_entries WHERE drop_id = {drop}");
+    // The leader is awarding: kill it halfway.
+    let start = Instant::now();
+    loop {
+        let awarded = count(&mut conn, &winners_q).await;
+        if awarded > 0 {
+            assert!(
+                awarded < LIMITED,
+                "the draw finished before the kill could catch it"
+            );
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the draw never began"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    first.kill9();
+    let killed_at = count(&mut conn, &winners_q).await;
+    eprintln!("leader killed with {killed_at} of {LIMITED} winners awarded");
+    let start = Instant::now();
+    let drawn = loop {
+        let view: serde_json::Value = client
+            .http
+            .get(format!("{}/limited-drops/{drop}", second.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if view.get("drawnAt").is_some() {
+            break view;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "nobody finished the draw: {view}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    eprintln!(
+        "the second instance finished the draw {:?} after the kill",
+        start.elapsed()
+    );
+    assert_eq!(
+        count(&mut conn, &winners_q).await,
+        LIMITED,
+        "exactly the units, awarded"
+    );
+    let orders = count(
+        &mut conn,
+        &format!("SELECT COUNT(*) AS n FROM orders WHERE drop_id = {drop}"),
+    )
+    .await;
+    let buyers = count(
+        &mut conn,
+        &format!("SELECT COUNT(DISTINCT user_id) AS n FROM orders WHERE drop_id = {drop}"),
+    )
+    .await;
+    assert_eq!(
+        (orders, buyers),
+        (LIMITED, LIMITED),
+        "one order per winner, none twice"
+    );
+    // The winners are the lowest rank keys of the revealed seed.
+    let seed = goods_domain::DrawSeed::from_hex(drawn["drawSeed"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        seed.commitment().to_hex(),
+        drawn["drawCommitment"].as_str().unwrap()
+    );
+    let users: Vec<goods_domain::UserId> = (1..=ENTRIES)
+        .map(|u| goods_domain::UserId::parse(u).unwrap())
+        .collect();
+    let ranked = goods_domain::draw::rank(&seed, &users);
+    let cutoff = &ranked[usize::try_from(LIMITED).unwrap() - 1];
+    assert_eq!(drawn["winningRankCutoff"], json!(cutoff.rank_key.to_hex()));
+    let won_by_rank = count(
+        &mut conn,
+        &format!(
+            "SELECT COUNT(*) AS n FROM draw_entries WHERE drop_id = {drop} \
+             AND order_id IS NOT NULL AND rank_key <= '{}'",
+            cutoff.rank_key.to_hex()
+        ),
+    )
+    .await;
+    assert_eq!(won_by_rank, LIMITED);
+    second.kill9();
+}
+
+/// One number a query selects as `n`.
+async fn count(conn: &mut diesel_async::AsyncMysqlConnection, q: &str) -> i64 {
+    use diesel::QueryableByName;
+    use diesel_async::RunQueryDsl as _;
+    #[derive(QueryableByName)]
+    struct N {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    diesel::sql_query(q).get_result::<N>(conn).await.unwrap().n
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_redis_stall_mid_sale_heals_and_refusals_stop_touching_the_database() {
     const LIMITED: i64 = 200;

@@ -416,8 +416,8 @@ async fn every_unit_given_back_goes_to_the_next_waitlisted_entry_exactly_once() 
         );
     }
     // Three units went back after the cancel's: the next three waitlisted entries win.
-    for rank in LIMITED + 1..LIMITED + 4 {
-        until_status(&app, drop, by_rank[rank], "WON").await;
+    for user in &by_rank[LIMITED + 1..LIMITED + 4] {
+        until_status(&app, drop, *user, "WON").await;
     }
     let stats = app
         .seller_json(&format!("/limited-drops/{drop}/stats"))

@@ -181,6 +181,39 @@ impl Client {
         drop["dropId"].as_i64().unwrap()
     }
 
+    /// A draw drop of `limited` units on a product with `stock`, open since a second ago, its
+    /// entries closing `entries_for` from now.
+    pub async fn open_draw(
+        &self,
+        base: &str,
+        stock: i64,
+        limited: i64,
+        entries_for: time::Duration,
+    ) -> Value {
+        let product = self
+            .seller_post(
+                base,
+                "/products",
+                json!({"name": "Sneaker", "stockQuantity": stock}),
+            )
+            .await;
+        let now = OffsetDateTime::now_utc();
+        let at = |t: OffsetDateTime| t.format(&Rfc3339).unwrap();
+        self.seller_post(
+            base,
+            "/limited-drops",
+            json!({
+                "productId": product["productId"],
+                "openAt": at(now - time::Duration::seconds(1)),
+                "closeAt": at(now + time::Duration::hours(1)),
+                "limitedQuantity": limited,
+                "mode": "DRAW",
+                "entryCloseAt": at(now + entries_for),
+            }),
+        )
+        .await
+    }
+
     /// `body` posted to `path` as the seller; the answer's body.
     async fn seller_post(&self, base: &str, path: &str, body: Value) -> Value {
         self.as_seller(self.http.post(format!("{base}{path}")))
