@@ -5,7 +5,8 @@
 #     which fails on its own checks: client 202s = database sold = stats successCount = LIMITED);
 #   - sold-out refusals per second through the balancer (wrk, a new buyer per request);
 #   - /health/live per second through the balancer, the same way (the balancer's own ceiling).
-# Fails when a sell-out's checks fail or a wrk run sees a non-409 answer.
+# Fails when a sell-out's checks fail, the sold-out drop answers anything but 409 (timed: every
+# answer non-2xx; untimed: every status 409), or /health/live answers anything but 2xx.
 #
 #   loadtest/fleet-scaling.sh        # LIMITED=20000 CONNECTIONS=64 DURATION=5s
 #
@@ -49,9 +50,16 @@ new_drop() { # $1 base, $2 units: prints the drop id of a drop open now
     "$1/limited-drops" | python3 -c 'import json,sys; print(json.load(sys.stdin)["dropId"])'
 }
 
-wrk_rate() { # wrk output on stdin: requests/s, after checking every answer was a 409
-  local out; out=$(cat)
-  if echo "$out" | grep -q 'Non-2xx or 3xx responses'; then :; fi
+wrk_rate() { # $1 = 2xx or non-2xx, wrk output on stdin: requests/s, failing (exit 1) unless
+  # every answer was what $1 says (the sold-out run's statuses are checked separately, untimed)
+  local out total non; out=$(cat)
+  total=$(echo "$out" | awk '/requests in/ {print $1}')
+  non=$(echo "$out" | awk '/Non-2xx or 3xx responses/ {print $5}'); non="${non:-0}"
+  case "$1" in
+    2xx) [ "$non" = 0 ] || { echo "FAIL: $non of $total answers were not 2xx" >&2; return 1; } ;;
+    non-2xx) [ "$non" = "$total" ] || { echo "FAIL: $((total - non)) of $total answers were 2xx" >&2; return 1; } ;;
+  esac
+  [ "${total:-0}" -gt 0 ] || { echo "FAIL: wrk completed no request" >&2; return 1; }
   echo "$out" | awk '/Requests\/sec/ {printf "%d", $2}'
 }
 
@@ -96,13 +104,16 @@ for n in $SIZES; do
   curl -sf -H "X-User-Id: 7" -H "Idempotency-Key: first" -H "Content-Type: application/json" -d "{\"quantity\":1}" "$base/limited-drops/$drop/orders" >/dev/null # sells the unit
   before=$(costs)
   refused_out=$(DROP_ID="$drop" wrk -t2 -c"$CONNECTIONS" -d"$DURATION" -s loadtest/wrk/purchase.lua "$base")
-  refused=$(echo "$refused_out" | wrk_rate)
+  refused=$(echo "$refused_out" | wrk_rate non-2xx) || { echo "$refused_out"; exit 1; }
   total=$(echo "$refused_out" | awk '/requests in/ {print $1}')
   refusal_cost=$(per "$before" "$(costs)" "$total")
-  non=$(echo "$refused_out" | awk '/Non-2xx or 3xx responses/ {print $5}')
-  [ "${non:-0}" = "$total" ] || { echo "$refused_out"; echo "FAIL: some sold-out answers were 2xx"; exit 1; }
+  # Untimed: which statuses they were (the counting script slows wrk): 409 only.
+  statuses=$(DROP_ID="$drop" wrk -t2 -c"$CONNECTIONS" -d2s -s loadtest/wrk/sale.lua "$base" | awk '$1 == "status"')
+  if ! echo "$statuses" | awk '$2 != 409 {bad += $3} $2 == 409 {ok += $3} END {exit (bad == 0 && ok > 0) ? 0 : 1}'; then
+    echo "$statuses"; echo "FAIL: answers other than 409 on the sold-out drop (or none)"; exit 1
+  fi
   stats=$(curl -sf "${seller[@]}" "$base/limited-drops/$drop/stats")
-  live=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" "$base/health/live" | wrk_rate)
+  live=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" "$base/health/live" | wrk_rate 2xx) || exit 1
   echo "   sold-out refusals $refused/s ($total requests, all non-2xx; stats $stats); /health/live $live/s"
   printf '| %s | %s | %s | %s |\n' "$n" "$orders" "$refused" "$live" >>"$WORK/table"
   printf '| %s | %s | %s |\n' "$n" "$purchase_cost" "$refusal_cost" >>"$WORK/costs"

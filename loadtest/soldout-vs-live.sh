@@ -94,6 +94,11 @@ fail=0
 if echo "$statuses" | awk '$2 != 409 {bad += $3} END {exit bad > 0 ? 0 : 1}'; then
   echo "FAIL: answers other than 409 on the sold-out drop"; fail=1
 fi
+# Every timed answer was a SOLD_OUT the server counted: at least wrk's completed requests, and at
+# most those plus one in flight per connection when each round stopped.
+if [ "$refused" -lt "$sent" ] || [ "$refused" -gt $((sent + CONNECTIONS * ROUNDS)) ]; then
+  echo "FAIL: the server counted $refused SOLD_OUT answers, wrk completed $sent (allowed up to $((sent + CONNECTIONS * ROUNDS)) with those in flight)"; fail=1
+fi
 if ! awk -v r="$ratio" -v min="$MIN_RATIO" 'BEGIN {exit (r >= min) ? 0 : 1}'; then
   echo "FAIL: sold-out purchases at $ratio of live, below $MIN_RATIO"; fail=1
 fi

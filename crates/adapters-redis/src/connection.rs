@@ -31,6 +31,9 @@ pub struct RedisConnection {
     pub(crate) pool: Pool,
     pub(crate) subscriber: SubscriberClient,
     pub(crate) prefix: String,
+    /// Prefix of a drop's keys: `prefix`, then the identity of the database the drops belong
+    /// to once [`mirroring`](Self::mirroring) named it.
+    pub(crate) drops: String,
     pub(crate) tasks: Tasks,
 }
 
@@ -152,8 +155,22 @@ impl RedisConnection {
             pool,
             subscriber,
             prefix: config.prefix.clone(),
+            drops: config.prefix.clone(),
             tasks: Tasks::new(),
         })
+    }
+
+    /// This connection, with the keys of drops named by `identity`, the identity of the
+    /// database whose drops they mirror (`{prefix}{identity}:drop:{42}:..`). Drop ids are the
+    /// database's: after a reset or a restore they start again, and two databases sharing a
+    /// Redis and a prefix have the same ones, so without the identity a new drop could meet an
+    /// old drop's gate state (sold out before it sold anything). The channels and the write
+    /// budget stay on the prefix: a notice another database's instances hear only hurries a
+    /// refresh from their own database.
+    #[must_use]
+    pub fn mirroring(mut self, identity: &str) -> Self {
+        self.drops = format!("{}{identity}:", self.prefix);
+        self
     }
 
     /// Stops the background tasks (the counters are flushed one last time), waits up to

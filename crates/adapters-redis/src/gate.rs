@@ -57,7 +57,7 @@ impl RedisGate {
     }
 
     fn keys(&self, drop: DropId) -> DropKeys {
-        DropKeys::new(&self.conn.prefix, drop)
+        DropKeys::new(&self.conn.drops, drop)
     }
 
     /// Loads the marker snapshot behind a sold-out flag, in the background.

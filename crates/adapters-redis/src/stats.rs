@@ -99,7 +99,7 @@ impl RedisStats {
         }
         let pipeline = self.conn.pool.next().pipeline();
         for ((drop, field), n) in &batch {
-            let key = DropKeys::new(&self.conn.prefix, *drop).stats;
+            let key = DropKeys::new(&self.conn.drops, *drop).stats;
             let _: () = pipeline
                 .hincrby(&key, *field, *n)
                 .await
@@ -132,7 +132,7 @@ impl StatsRecorder for RedisStats {
             .conn
             .pool
             .next()
-            .hgetall(DropKeys::new(&self.conn.prefix, drop_id).stats)
+            .hgetall(DropKeys::new(&self.conn.drops, drop_id).stats)
             .await
             .map_err(|e| InfraError::new("stats read", e))?;
         let get = |outcome| raw.get(field(outcome)).copied().unwrap_or(0);

@@ -444,3 +444,10 @@ pub struct UserRow {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub user_id: i64,
 }
+
+/// The database's identity (`store_identity`).
+#[derive(Debug, QueryableByName)]
+pub struct IdentityRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub identity: String,
+}

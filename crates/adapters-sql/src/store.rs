@@ -74,6 +74,26 @@ impl<B: Backend> SqlStore<B> {
         .await
     }
 
+    /// The database's identity: a random id its first migration of `store_identity` wrote.
+    /// Whatever mirrors this database elsewhere (the gate's Redis keys) is named by it, so a
+    /// database reset or restored, or another one sharing that place, never reads a mirror that
+    /// is not its own.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the database fails or has no identity (not migrated).
+    pub async fn identity(&self) -> Result<String, InfraError> {
+        let rows: Vec<crate::rows::IdentityRow> = self
+            .read(
+                "database identity",
+                Sql::new("SELECT identity FROM store_identity WHERE id = 1"),
+            )
+            .await?;
+        rows.into_iter()
+            .next()
+            .map(|row| row.identity)
+            .ok_or_else(|| InfraError::msg("database identity: store_identity is empty"))
+    }
+
     pub(crate) async fn conn(&self) -> Result<B::Pooled, InfraError> {
         self.backend.conn().await
     }

@@ -193,6 +193,9 @@ pub struct EntryBody {
     position: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     rank_key: Option<String>,
+    /// Present (true) only on a won entry whose unit came from the waitlist.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    promoted: bool,
 }
 
 impl From<EntryView> for EntryBody {
@@ -210,6 +213,7 @@ impl From<EntryView> for EntryBody {
             order_id,
             position,
             rank_key: e.rank_key.map(|k| k.to_hex()),
+            promoted: e.promoted,
         }
     }
 }

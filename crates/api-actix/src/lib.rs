@@ -1,4 +1,4 @@
-//! The HTTP edge of the limited-drop service (shared/spec/api.md).
+//! The HTTP edge of the limited-drop service (the contract: docs/api.md and docs/openapi.yaml).
 //!
 //! Handlers parse requests into domain types, call one use case of [`goods_app::GoodsApp`], and
 //! map its result; the only place HTTP statuses are chosen is [`problem`], with an exhaustive

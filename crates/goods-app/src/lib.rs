@@ -122,6 +122,8 @@ pub struct GoodsApp {
     entries: Arc<group_commit::Committers<drops::draw::Entries>>,
     /// Each draw drop's draw and counts, reused for [`REMAINING_TTL`].
     draw_views: Arc<drops::draw::DrawViews>,
+    /// Draw drops whose waitlist promotion is running here (see `promote_after`).
+    promotions: Arc<drops::draw::Promotions>,
     healing: Arc<healing::HealState>,
     flags_cache: Arc<operations::flags::FlagCache>,
     /// Tells the other instances that a flag or a drop changed; `None`: they learn it at
@@ -152,6 +154,7 @@ impl GoodsApp {
             committers,
             entries,
             draw_views: Arc::default(),
+            promotions: Arc::default(),
             ports,
             buffer,
             breaker: Arc::default(),

@@ -40,6 +40,11 @@ pub struct Config {
     /// The healing pass and the cache refresh.
     pub background: Background,
     pub observability: Observability,
+    /// The feature flags a database that never had them set starts with
+    /// (`FLAGS_AT_FIRST_START=on|off`, default `on`). `off` ships the release dark, as the design
+    /// document's release plan asks: the drop routes answer 404 until an admin turns
+    /// `limited-drop.enabled` on. A flag that was ever set keeps its value.
+    pub flags_at_first_start: bool,
 }
 
 /// The listeners.
@@ -213,6 +218,11 @@ impl Config {
             payment_secret: payment_secret(&get)?,
             background: Background::read(&get)?,
             observability: Observability::read(&get)?,
+            flags_at_first_start: match get("FLAGS_AT_FIRST_START").as_deref() {
+                None | Some("on") => true,
+                Some("off") => false,
+                Some(_) => return Err(bad("FLAGS_AT_FIRST_START", "must be on or off")),
+            },
             http,
             database,
             redis,
@@ -235,6 +245,22 @@ mod tests {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         Config::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn flags_start_on_unless_shipped_dark() {
+        assert!(config(&[]).unwrap().flags_at_first_start);
+        assert!(
+            !config(&[("FLAGS_AT_FIRST_START", "off")])
+                .unwrap()
+                .flags_at_first_start
+        );
+        assert_eq!(
+            config(&[("FLAGS_AT_FIRST_START", "false")])
+                .unwrap_err()
+                .var,
+            "FLAGS_AT_FIRST_START"
+        );
     }
 
     #[test]

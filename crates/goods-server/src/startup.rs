@@ -164,11 +164,16 @@ impl Application {
     /// As [`build`](Self::build).
     pub async fn build_with_clock(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         let db = &config.database;
-        let sql = match &db.source {
+        // The database's identity names the gate's keys in Redis (RedisConnection::mirroring).
+        let (sql, identity) = match &db.source {
             Database::Sqlite(url) => {
                 let store =
                     adapters_sqlite::Sqlite::open_with(url, db.migrate, db.bounds()).await?;
-                sql_ports(store, |s| async move { s.ping().await })
+                let identity = store.identity().await?;
+                (
+                    sql_ports(store, |s| async move { s.ping().await }),
+                    identity,
+                )
             }
             Database::Mysql(url) => {
                 let store = adapters_mysql::Mysql::connect_with(
@@ -179,12 +184,18 @@ impl Application {
                     &db.tls,
                 )
                 .await?;
-                sql_ports(store, |s| async move { s.ping().await })
+                let identity = store.identity().await?;
+                (
+                    sql_ports(store, |s| async move { s.ping().await }),
+                    identity,
+                )
             }
         };
         let redis = match &config.redis {
             Some(redis) => {
-                Some(RedisConnection::connect(&redis.connection(), Duration::from_secs(2)).await?)
+                let conn =
+                    RedisConnection::connect(&redis.connection(), Duration::from_secs(2)).await?;
+                Some(conn.mirroring(&identity))
             }
             None => None,
         };
@@ -225,6 +236,10 @@ impl Application {
             }
             None => app,
         };
+        if !config.flags_at_first_start {
+            // Before the listener opens: a dark release never serves a drop route.
+            app.ship_dark().await?;
+        }
         let auth = match &config.auth {
             Auth::Jwt {
                 secret,

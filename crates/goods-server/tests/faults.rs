@@ -38,7 +38,7 @@ async fn on_private_redis(
 }
 
 /// Buyers `1..=buyers` buy at once; `then` runs as soon as `wins` of them have their 202, while
-/// the rest are in flight. Every buyer's answer (`None`: the connection failed).
+/// the rest are in flight. Every buyer's outcome (a [`Failure`] when `then` cut it).
 async fn all_at_once_until(
     client: &Client,
     base: &str,
@@ -46,7 +46,7 @@ async fn all_at_once_until(
     buyers: i64,
     wins: usize,
     then: impl FnOnce(),
-) -> Vec<(i64, Option<Answer>)> {
+) -> Vec<(i64, Result<Answer, Failure>)> {
     let won = Arc::new(AtomicUsize::new(0));
     let enough = Arc::new(tokio::sync::Notify::new());
     let tries = (1..=buyers).map(|user| {
@@ -54,7 +54,7 @@ async fn all_at_once_until(
         let (won, enough) = (Arc::clone(&won), Arc::clone(&enough));
         tokio::spawn(async move {
             let answer = client.buy(&base, drop, user).await;
-            if answer.as_ref().is_some_and(|a| a.status == 202)
+            if answer.as_ref().is_ok_and(|a| a.status == 202)
                 && won.fetch_add(1, Ordering::SeqCst) + 1 == wins
             {
                 enough.notify_one();
@@ -90,12 +90,18 @@ async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
         server.kill9()
     })
     .await;
-    let cut = before.iter().filter(|(_, a)| a.is_none()).count();
+    let cut = before.iter().filter(|(_, a)| a.is_err()).count();
     assert!(cut > 0, "the kill must cut purchases in flight");
+    for (user, outcome) in &before {
+        assert!(
+            !matches!(outcome, Err(Failure::Hang | Failure::NotJson(_))),
+            "buyer {user}: {outcome:?} (a kill cuts connections; nothing may hang)"
+        );
+    }
     let won_before: HashMap<i64, i64> = before
         .iter()
         .filter_map(|(user, answer)| {
-            let answer = answer.as_ref()?;
+            let answer = answer.as_ref().ok()?;
             (answer.status == 202).then_some((*user, answer.order?))
         })
         .collect();
@@ -190,9 +196,15 @@ async fn sigterm_mid_sale_answers_the_buyers_in_flight_and_exits_within_the_grac
         took <= Duration::from_millis(GRACE_MS),
         "exited {took:?} after SIGTERM, past SHUTDOWN_GRACE_MS={GRACE_MS}"
     );
+    for (user, outcome) in &before {
+        assert!(
+            !matches!(outcome, Err(Failure::Hang | Failure::NotJson(_))),
+            "buyer {user}: {outcome:?} (a stopping server closes its door; nothing may hang)"
+        );
+    }
     let answered: Answers = before
         .iter()
-        .filter_map(|(user, a)| a.clone().map(|a| (*user, a)))
+        .filter_map(|(user, a)| a.clone().ok().map(|a| (*user, a)))
         .collect();
     let refused_at_the_door = before.len() - answered.len();
     for a in answered.values() {
@@ -739,4 +751,152 @@ async fn until_ready_status(http: &reqwest::Client, base: &str, status: u16) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Drop ids are the database's: a database reset (or restored) starts them again, and another
+/// database sharing the Redis and its prefix has the same ones. The gate's keys carry the
+/// database's identity, so a new drop never meets an old drop's gate state (which once left a
+/// 2-unit drop with nothing sold answering SOLD_OUT to everyone). Here: a drop sells out; its
+/// database is dropped and made again under the same name while Redis keeps every key; the new
+/// drop gets the same id and sells out exactly; and a second database on the same Redis and
+/// prefix, at the same time, sells its drop of the same id exactly too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_database_reset_under_a_kept_redis_and_a_second_database_on_it_sell_exactly() {
+    const LIMITED: i64 = 2;
+    let prefix = fresh_prefix();
+    let database = test_support::mysql::fresh_database().await;
+    let mut vars = shared_redis(&prefix).to_vec();
+    vars.push(("DATABASE_URL", database.clone()));
+    let client = Client::new();
+
+    let server = Server::start(&env(&vars));
+    let first = client.open_drop(&server.base, LIMITED).await;
+    let answers = wave(&client, &server.base, first, 1..=10).await;
+    assert_sold_out_exactly(&client, &server.base, first, LIMITED, &answers).await;
+    std::mem::drop(server);
+
+    // The reset: the same database name, empty again; Redis untouched.
+    use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
+    let (url, name) = database.rsplit_once('/').unwrap();
+    let mut conn = diesel_async::AsyncMysqlConnection::establish(url)
+        .await
+        .unwrap();
+    conn.batch_execute(&format!("DROP DATABASE {name}; CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let server = Server::start(&env(&vars));
+    let again = client.open_drop(&server.base, LIMITED).await;
+    assert_eq!(
+        again, first,
+        "a reset database gives the new drop the old drop's id"
+    );
+    let answers = wave(&client, &server.base, again, 101..=110).await;
+    assert_sold_out_exactly(&client, &server.base, again, LIMITED, &answers).await;
+
+    // Another database on the same Redis and prefix, while the first one runs.
+    let mut other_vars = shared_redis(&prefix).to_vec();
+    other_vars.push(("DATABASE_URL", test_support::mysql::fresh_database().await));
+    let other = Server::start(&env(&other_vars));
+    let same_id = client.open_drop(&other.base, LIMITED).await;
+    assert_eq!(
+        same_id, first,
+        "the second database's first drop has the same id"
+    );
+    let answers = wave(&client, &other.base, same_id, 201..=210).await;
+    assert_sold_out_exactly(&client, &other.base, same_id, LIMITED, &answers).await;
+    // The first database's drop is untouched by the second's sale.
+    let recon = client.reconciliation(&server.base, again).await;
+    assert_eq!(
+        (
+            &recon["soldQuantity"],
+            &recon["gateRemaining"],
+            &recon["drift"]
+        ),
+        (&json!(LIMITED), &json!(0), &json!(0)),
+        "{recon}"
+    );
+}
+
+/// A stalled database (SIGSTOP on a private mariadbd mid-sale: connections stay open, nothing
+/// answers): every purchase is answered within the bounds of database.md's "Bounded waits"
+/// (`DB_WRITE_WAIT_MS + DB_ACQUIRE_TIMEOUT_MS + DB_TX_TIMEOUT_MS`, plus slack for the machine),
+/// as 503 or 429 (never a 202 that did not commit, never a hang: the wave fails on one);
+/// `/health/ready` answers 503 within its bound; after SIGCONT the drop sells out exactly, every
+/// 202 has its order, and the gate heals to drift 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_mariadb_mid_sale_answers_every_buyer_within_the_bounds_and_heals() {
+    const LIMITED: i64 = 120;
+    // The harness's bounds: DB_WRITE_WAIT_MS 500 + DB_ACQUIRE_TIMEOUT_MS 500 + DB_TX_TIMEOUT_MS
+    // 1000; the slack covers the gate's scripts and a loaded 2-core machine.
+    let bound = Duration::from_millis(500 + 500 + 1000) + Duration::from_millis(1500);
+    let mariadb = PrivateMariadb::start();
+    let database = mariadb.database("faults");
+    let mut vars = shared_redis(&fresh_prefix()).to_vec();
+    vars.push(("DATABASE_URL", database));
+    let server = Server::start(&env(&vars));
+    let client = Client::new();
+    let drop = client.open_drop(&server.base, LIMITED).await;
+    let mut answers = wave(&client, &server.base, drop, 1..=40).await;
+    assert_eq!(answers.values().filter(|a| a.status == 202).count(), 40);
+
+    mariadb.pause();
+    let timed = (41..=80).map(|user| {
+        let (client, base) = (client.clone(), server.base.clone());
+        tokio::spawn(async move {
+            let sent = Instant::now();
+            let outcome = client.buy(&base, drop, user).await;
+            (user, outcome, sent.elapsed())
+        })
+    });
+    let stalled = join_all(timed).await;
+    let mut slowest = Duration::ZERO;
+    for result in stalled {
+        let (user, outcome, took) = result.unwrap();
+        let answer = outcome.unwrap_or_else(|failure| panic!("buyer {user}: {failure:?}"));
+        assert!(
+            answer.is("SERVICE_UNAVAILABLE") || answer.is("THROTTLED"),
+            "buyer {user}: with the database stalled a purchase is 503 or 429: {answer:?}"
+        );
+        assert!(
+            took <= bound,
+            "buyer {user} answered after {took:?}, past {bound:?}"
+        );
+        slowest = slowest.max(took);
+    }
+    let paused = Instant::now();
+    until_ready_status(&client.http, &server.base, 503).await;
+    eprintln!(
+        "stalled: slowest purchase answered in {slowest:?} (bound {bound:?}); ready 503 within {:?}",
+        paused.elapsed()
+    );
+
+    mariadb.resume();
+    let back = Instant::now();
+    let mut next = 81;
+    loop {
+        assert!(
+            back.elapsed() < Duration::from_secs(20),
+            "the drop never sold out"
+        );
+        let got = wave(&client, &server.base, drop, next..next + 40).await;
+        next += 40;
+        assert!(got.values().all(|a| a.status != 500), "{got:?}");
+        answers.extend(got);
+        let recon = client.reconciliation(&server.base, drop).await;
+        if recon["soldQuantity"] == json!(LIMITED) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(HEAL_MS)).await;
+    }
+    client.until_healed(&server.base, drop, HEAL_WITHIN).await;
+    until_ready_status(&client.http, &server.base, 200).await;
+    assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
+    let orders = mariadb.sql(&format!(
+        "SELECT COUNT(*) FROM faults.orders WHERE drop_id = {drop}"
+    ));
+    assert_eq!(
+        orders.trim(),
+        LIMITED.to_string(),
+        "no order lost, none extra"
+    );
 }

@@ -16,7 +16,7 @@ mod support;
 use support::fleet::{Fleet, INSTANCES};
 use support::harness;
 use support::harness::{
-    Answer, Answers, Client, assert_sold_out_exactly, env, fresh_prefix, shared_redis,
+    Answer, Answers, Client, Failure, assert_sold_out_exactly, env, fresh_prefix, shared_redis,
 };
 
 const LIMITED: i64 = 150;
@@ -46,23 +46,25 @@ async fn fleet_env_with(extra: &[(&'static str, &str)]) -> Vec<(&'static str, St
 }
 
 /// A buyer's purchase, retried with the same key until it has a final answer (202 or
-/// SOLD_OUT): a connection cut by a dying instance, a 502/503 from the balancer, or a key still
-/// in progress on a dead instance are retried, as a real client would.
+/// SOLD_OUT): a connection cut by a dying instance, the balancer's 502/503, the service's 503 or
+/// 429, or a key still in progress on a dead instance are retried, as a real client would. A 500,
+/// a hang or any other answer fails the test: a crash must not read as a retry that succeeded.
 async fn buy_until_final(client: &Client, base: &str, drop: i64, user: i64) -> (Answer, usize) {
     let start = Instant::now();
     let mut retries = 0;
     loop {
         match client.buy(base, drop, user).await {
-            Some(answer) if answer.status == 202 || answer.is("SOLD_OUT") => {
+            Ok(answer) if answer.status == 202 || answer.is("SOLD_OUT") => {
                 return (answer, retries);
             }
-            Some(answer) => assert!(
-                answer.status >= 500
+            Ok(answer) => assert!(
+                answer.is("SERVICE_UNAVAILABLE")
                     || answer.is("IDEMPOTENCY_KEY_IN_PROGRESS")
                     || answer.is("THROTTLED"),
                 "buyer {user}: unexpected {answer:?}"
             ),
-            None => {}
+            Err(Failure::Transport(_) | Failure::NotJson(502 | 503)) => {}
+            Err(failure) => panic!("buyer {user}: {failure:?}"),
         }
         assert!(
             start.elapsed() < Duration::from_secs(30),
@@ -87,7 +89,7 @@ async fn three_instances_behind_the_balancer_sell_a_drop_exactly() {
     let mut answers = Answers::new();
     for result in join_all(tries).await {
         let (user, answer) = result.unwrap();
-        let answer = answer.unwrap_or_else(|| panic!("buyer {user}: no answer"));
+        let answer = answer.unwrap_or_else(|failure| panic!("buyer {user}: {failure:?}"));
         assert!(
             answer.status == 202 || answer.is("SOLD_OUT"),
             "buyer {user}: {answer:?} (no 5xx, no other refusal)"

@@ -25,10 +25,21 @@ pub fn server_url() -> String {
     .clone()
 }
 
+/// A new test database's name: `{kind}_{run}_{random}`. `TEST_RUN_ID` (set by scripts/test:
+/// the run's start in unix seconds and its process id) names the run, so a run drops its own
+/// databases and leftovers of old runs, never those of another run on the same server.
+pub fn database_name(kind: &str) -> String {
+    let run = std::env::var("TEST_RUN_ID")
+        .ok()
+        .filter(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .unwrap_or_else(|| "local".to_owned());
+    format!("{kind}_{run}_{}", uuid::Uuid::new_v4().simple())
+}
+
 /// Creates a fresh, empty database and returns its URL, so tests run in parallel.
 pub async fn fresh_database() -> String {
     let server = server_url();
-    let name = format!("adapter_{}", uuid::Uuid::new_v4().simple());
+    let name = database_name("adapter");
     let mut conn = AsyncMysqlConnection::establish(&server)
         .await
         .unwrap_or_else(|e| panic!("TEST_MYSQL_URL={server} is unreachable: {e}"));

@@ -33,5 +33,8 @@ CREATE TABLE draw_entries (
     order_id BIGINT NULL,
     promoted BOOLEAN NOT NULL DEFAULT FALSE,
     PRIMARY KEY (drop_id, user_id),
-    INDEX draw_entries_rank (drop_id, draw_rank)
+    INDEX draw_entries_rank (drop_id, draw_rank),
+    -- A waitlisted buyer's position counts the promoted entries ranked before it (few), not
+    -- the waitlist (many).
+    INDEX draw_entries_promoted (drop_id, promoted, draw_rank)
 ) ENGINE = InnoDB;

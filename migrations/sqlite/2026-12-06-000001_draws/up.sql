@@ -29,3 +29,6 @@ CREATE TABLE draw_entries (
     PRIMARY KEY (drop_id, user_id)
 );
 CREATE INDEX draw_entries_rank ON draw_entries (drop_id, draw_rank);
+-- A waitlisted buyer's position counts the promoted entries ranked before it (few), not the
+-- waitlist (many).
+CREATE INDEX draw_entries_promoted ON draw_entries (drop_id, promoted, draw_rank);

@@ -94,21 +94,37 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
         };
         let ahead = match (entry.ranked, entry.order_id) {
             (Some((rank, _)), None) => {
-                // Waiting entries ranked before it: past the winners, still without an order.
+                // Waiting entries ranked before it: past the winners (ranks are 1..n), less the
+                // ones promoted since. Counting the promoted ones keeps this cheap however long
+                // the waitlist is.
                 let mut conn = self.conn().await?;
-                let n = number::<B>(
+                let limited = number::<B>(
                     &mut conn,
-                    Sql::new("SELECT COUNT(*) AS n FROM draw_entries WHERE drop_id = ")
-                        .bind(Bind::BigInt(drop.get()))
-                        .sql(" AND order_id IS NULL AND draw_rank < ")
-                        .bind(Bind::Integer(column(rank)))
-                        .sql(" AND draw_rank > (SELECT limited_quantity FROM limited_drops WHERE id = ")
-                        .bind(Bind::BigInt(drop.get()))
-                        .sql(")"),
+                    Sql::new("SELECT limited_quantity AS n FROM limited_drops WHERE id = ")
+                        .bind(Bind::BigInt(drop.get())),
                 )
                 .await
                 .map_err(|e| crate::db_failure("entry position", e, B::unavailable))?;
-                count(n, "entry position")?
+                let limited = count(limited, "entry position")?;
+                if rank <= limited {
+                    0
+                } else {
+                    let n = number::<B>(
+                        &mut conn,
+                        Sql::new("SELECT COUNT(*) AS n FROM draw_entries WHERE drop_id = ")
+                            .bind(Bind::BigInt(drop.get()))
+                            .sql(" AND promoted = ")
+                            .bind(Bind::Bool(true))
+                            .sql(" AND draw_rank > ")
+                            .bind(Bind::Integer(column(limited)))
+                            .sql(" AND draw_rank < ")
+                            .bind(Bind::Integer(column(rank))),
+                    )
+                    .await
+                    .map_err(|e| crate::db_failure("entry position", e, B::unavailable))?;
+                    let promoted = count(n, "entry position")?;
+                    (rank - limited - 1).saturating_sub(promoted)
+                }
             }
             _ => 0,
         };

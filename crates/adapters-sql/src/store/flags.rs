@@ -86,4 +86,32 @@ impl<B: Backend> FlagStore for SqlStore<B> {
             updated_by: Some(by),
         })
     }
+
+    async fn set_flag_if_unset(
+        &self,
+        name: FlagName,
+        enabled: bool,
+        at: OffsetDateTime,
+    ) -> Result<Flag, InfraError> {
+        // `updated_by` 0: set by the configuration, not by a user.
+        let mut conn = self.conn().await?;
+        conn.run(
+            Sql::new(B::DIALECT.insert_ignore)
+                .sql(" feature_flags (name, enabled, updated_at, updated_by) VALUES (")
+                .bind(Bind::Text(name.as_str().to_owned()))
+                .sql(", ")
+                .bind(Bind::Bool(enabled))
+                .sql(", ")
+                .bind(Bind::Timestamp(to_db(at)))
+                .sql(", 0)"),
+        )
+        .await
+        .map_err(|e| crate::db_failure("set flag if unset", e, B::unavailable))?;
+        drop(conn);
+        self.flags()
+            .await?
+            .into_iter()
+            .find(|flag| flag.name == name)
+            .ok_or_else(|| InfraError::msg("a flag set if unset was not read back"))
+    }
 }

@@ -77,6 +77,9 @@ pub struct EntryView {
     pub entered_at: OffsetDateTime,
     /// Its rank key, once the draw is done (the buyer checks it against the revealed seed).
     pub rank_key: Option<RankKey>,
+    /// Its order came from the waitlist (a winner's unit given back), not from the draw: its
+    /// rank key is past the winning cutoff.
+    pub promoted: bool,
     /// This request created it (202); `false`: it existed (200).
     pub created: bool,
 }
@@ -266,6 +269,7 @@ impl GoodsApp {
                     status: EntryStatus::Entered,
                     entered_at: entered.entry.entered_at,
                     rank_key: None,
+                    promoted: false,
                     created: entered.created,
                 })
             }
@@ -376,7 +380,7 @@ impl GoodsApp {
             .draws
             .rank_entries(drop.id, &draw.seed, limited, now)
             .await?;
-        let awarded = self.award(drop, 0, Some(limited), false, now).await?;
+        let awarded = self.award(drop, 0, Some(limited), false).await?;
         let finished = self.ports.draws.finish_draw(drop.id, now, cutoff).await?;
         self.draw_views.forget(drop.id);
         if finished {
@@ -412,7 +416,7 @@ impl GoodsApp {
             if free == 0 {
                 break;
             }
-            let made = self.award(drop, limited, None, true, now).await?;
+            let made = self.award(drop, limited, None, true).await?;
             if made == 0 {
                 break;
             }
@@ -427,17 +431,19 @@ impl GoodsApp {
 
     /// Awards entries ranked in `(after, up_to]` without an order, lowest rank first, a batch
     /// at a time, until none is left or the drop has no free unit; the orders this call
-    /// created.
+    /// created. Each batch's orders start their payment window when the batch is placed (the
+    /// clock is read per batch: a promotion that runs on while units keep coming back must not
+    /// give new orders a window that has already passed).
     async fn award(
         &self,
         drop: &LimitedDrop,
         after: u32,
         up_to: Option<u32>,
         promoted: bool,
-        now: OffsetDateTime,
     ) -> Result<u32, InfraError> {
         let mut created = 0;
         loop {
+            let now = self.ports.clock.now();
             let batch = match up_to {
                 Some(_) => AWARD_BATCH,
                 // Promotions: no more than the units free now.
@@ -465,10 +471,11 @@ impl GoodsApp {
             let placements = self.ports.ledger.place_orders(&orders).await?;
             let mut awards: Vec<(UserId, OrderId)> = Vec::with_capacity(users.len());
             let mut refused = false;
+            let mut made = 0_u32;
             for (user, placement) in users.iter().zip(placements) {
                 match placement {
                     Ok(Placed::Created(order)) => {
-                        created += 1;
+                        made += 1;
                         awards.push((*user, order.id));
                     }
                     Ok(Placed::Replayed(order)) => awards.push((*user, order.id)),
@@ -486,7 +493,8 @@ impl GoodsApp {
             }
             self.ports.draws.award(drop.id, &awards, promoted).await?;
             let by = if promoted { "promotion" } else { "draw" };
-            metrics::counter!(telemetry::DRAW_AWARDS, "by" => by).increment(created.into());
+            metrics::counter!(telemetry::DRAW_AWARDS, "by" => by).increment(made.into());
+            created += made;
             if refused {
                 return Ok(created);
             }
@@ -494,21 +502,74 @@ impl GoodsApp {
     }
 
     /// After `order`'s units went back (cancelled, or expired): a draw drop's waitlist gets
-    /// them, in the background.
+    /// them, in the background. One promotion per drop runs here at a time: when 300 orders
+    /// expire in one pass, the first call starts it and the others only ask it to look again
+    /// once it is done, instead of 300 promotions racing for the same free units.
     pub(crate) fn promote_after(&self, order: &GoodsOrder) {
-        let app = self.clone();
         let drop = order.drop_id;
+        if !self.promotions.start(drop) {
+            return;
+        }
+        let app = self.clone();
         self.tasks.spawn(async move {
-            let result = match app.drops.load(drop).await {
-                Ok(Some(drop)) => app.promote_waitlist(&drop).await.map(|_| ()),
-                Ok(None) => Ok(()),
-                Err(error) => Err(error),
-            };
-            if let Err(error) = result {
-                // The next healing pass promotes what this one did not.
-                tracing::warn!(drop.id = %drop, error = %error, "waitlist promotion failed");
+            loop {
+                let result = match app.drops.load(drop).await {
+                    Ok(Some(drop)) => app.promote_waitlist(&drop).await.map(|_| ()),
+                    Ok(None) => Ok(()),
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = result {
+                    // The next healing pass promotes what this one did not.
+                    tracing::warn!(drop.id = %drop, error = %error, "waitlist promotion failed");
+                }
+                if app.promotions.finish(drop) {
+                    break;
+                }
             }
         });
+    }
+}
+
+/// The draw drops whose promotion runs in this instance, each with whether more units came
+/// back since it started.
+#[derive(Debug, Default)]
+pub(crate) struct Promotions(Mutex<HashMap<DropId, bool>>);
+
+impl Promotions {
+    /// `true` when the caller is to run `drop`'s promotion; otherwise the running one is asked
+    /// to look again.
+    fn start(&self, drop: DropId) -> bool {
+        let Ok(mut running) = self.0.lock() else {
+            return true;
+        };
+        match running.get_mut(&drop) {
+            Some(again) => {
+                *again = true;
+                false
+            }
+            None => {
+                running.insert(drop, false);
+                true
+            }
+        }
+    }
+
+    /// `true` when the promotion of `drop` is done; `false` when units came back meanwhile
+    /// and it must run once more.
+    fn finish(&self, drop: DropId) -> bool {
+        let Ok(mut running) = self.0.lock() else {
+            return true;
+        };
+        match running.get_mut(&drop) {
+            Some(again) if *again => {
+                *again = false;
+                false
+            }
+            _ => {
+                running.remove(&drop);
+                true
+            }
+        }
     }
 }
 
@@ -525,6 +586,7 @@ fn view_of(
         status: entry.status(drop, drawn, ahead, now),
         entered_at: entry.entered_at,
         rank_key: entry.ranked.filter(|_| drawn).map(|(_, key)| key),
+        promoted: entry.promoted,
         created: false,
     }
 }

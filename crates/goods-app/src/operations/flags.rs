@@ -127,6 +127,26 @@ impl GoodsApp {
         Ok(flag)
     }
 
+    /// Ships the release dark: every flag that was never set is set off (by the
+    /// configuration, `FLAGS_AT_FIRST_START=off`), then the flags are applied. A flag set before
+    /// (by an admin, or by an earlier start) keeps its value, so a restart of a dark release
+    /// that an admin has since switched on stays on.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    pub async fn ship_dark(&self) -> Result<(), InfraError> {
+        let now = self.ports.clock.now();
+        for name in FlagName::ALL {
+            let flag = self.ports.flags.set_flag_if_unset(name, false, now).await?;
+            tracing::info!(
+                flag = name.as_str(),
+                enabled = flag.enabled,
+                "flag at first start"
+            );
+        }
+        self.refresh_flags().await
+    }
+
     /// Re-reads the flags from the store and applies them (the refresh loop calls it).
     ///
     /// # Errors

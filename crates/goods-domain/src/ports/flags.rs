@@ -77,4 +77,17 @@ pub trait FlagStore: Send + Sync + 'static {
         by: UserId,
         at: OffsetDateTime,
     ) -> Result<Flag, InfraError>;
+
+    /// Sets a flag only if it was never set (a new database: the release ships dark), as set
+    /// by the configuration (no user); a flag already set keeps its value, so a restart never
+    /// undoes an operator's switch. Returns the flag as stored.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn set_flag_if_unset(
+        &self,
+        name: FlagName,
+        enabled: bool,
+        at: OffsetDateTime,
+    ) -> Result<Flag, InfraError>;
 }

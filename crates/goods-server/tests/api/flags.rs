@@ -273,3 +273,62 @@ async fn with_a_shared_redis_a_change_arrives_by_notice_long_before_the_poll() {
     );
     hidden_within_a_second(&b, drop, flipped).await;
 }
+
+/// The design document's release plan: the code ships dark (`FLAGS_AT_FIRST_START=off`): on a
+/// database whose flags were never set, both start off and every drop route answers as if the
+/// feature did not exist; an admin turns the feature on, and a restart with the same
+/// configuration keeps it on (only flags never set are set by the configuration).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_shipped_dark_serves_no_drop_until_an_admin_turns_it_on_and_a_restart_keeps_it() {
+    let app = TestApp::spawn_with(&[("FLAGS_AT_FIRST_START", "off")]).await;
+    let flags = body(app.get("/admin/flags", Some(ADMIN)).await).await;
+    for (flag, name) in flags
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(["limited-drop.enabled", "limited-drop.redis-gate.enabled"])
+    {
+        assert_eq!(
+            (&flag["name"], &flag["enabled"], &flag["updatedBy"]),
+            (&json!(name), &json!(false), &json!(null)),
+            "{flags}"
+        );
+        assert!(flag["updatedAt"].is_string(), "{flags}");
+    }
+    let product = app.create_product(10).await;
+    let now = OffsetDateTime::now_utc();
+    let drop_body = json!({
+        "productId": product,
+        "openAt": at(now - time::Duration::seconds(1)),
+        "closeAt": at(now + time::Duration::hours(1)),
+        "limitedQuantity": 5,
+    });
+    problem(app.post_drop(&drop_body).await, 404, "DROP_NOT_FOUND").await;
+
+    assert_eq!(
+        set(&app, "limited-drop.enabled", true, ADMIN)
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    let created = app.post_drop(&drop_body).await;
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let drop = body(created).await["dropId"].as_i64().unwrap();
+
+    let app = app.restart().await;
+    let view = app.get(&format!("/limited-drops/{drop}"), None).await;
+    assert_eq!(
+        view.status(),
+        StatusCode::OK,
+        "the feature stays on after a restart"
+    );
+    let flags = body(app.get("/admin/flags", Some(ADMIN)).await).await;
+    assert_eq!(flags[0]["enabled"], json!(true), "{flags}");
+    assert_eq!(flags[1]["enabled"], json!(false), "{flags}");
+    let res = app.purchase(drop, 1, "k-1", 1).await;
+    assert_eq!(
+        res.status(),
+        StatusCode::ACCEPTED,
+        "the database-only path sells"
+    );
+}

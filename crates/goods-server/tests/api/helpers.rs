@@ -43,7 +43,7 @@ impl Backend {
                     server.starts_with("mysql://"),
                     "E2E_DATABASE_URL must be a mysql:// server URL without a database name"
                 );
-                let name = format!("e2e_{}", uuid::Uuid::new_v4().simple());
+                let name = test_support::mysql::database_name("e2e");
                 let mut conn = AsyncMysqlConnection::establish(&server)
                     .await
                     .unwrap_or_else(|e| panic!("E2E_DATABASE_URL={server} is unreachable: {e}"));

@@ -121,6 +121,27 @@ pub fn as_user(req: reqwest::RequestBuilder, user: i64, role: &str) -> reqwest::
         .header("X-User-Role", role)
 }
 
+/// A purchase that got no answer to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// No answer within the client's timeout (15 s).
+    Hang,
+    /// The connection failed or was cut.
+    Transport(String),
+    /// An answer whose body is not JSON (a balancer's error page), with its status.
+    NotJson(u16),
+}
+
+impl Failure {
+    fn of(error: reqwest::Error) -> Self {
+        if error.is_timeout() {
+            Self::Hang
+        } else {
+            Self::Transport(error.to_string())
+        }
+    }
+}
+
 /// One purchase's answer.
 #[derive(Debug, Clone)]
 pub struct Answer {
@@ -226,8 +247,10 @@ impl Client {
             .unwrap()
     }
 
-    /// A purchase; `None` when the connection failed (the server died under it).
-    pub async fn buy(&self, base: &str, drop: i64, user: i64) -> Option<Answer> {
+    /// A purchase: the answer, or how it failed without one. A hang (no answer within the
+    /// client's 15 s) and a transport error are outcomes of their own, which [`wave`] refuses
+    /// and a test that cuts connections on purpose has to expect by name.
+    pub async fn buy(&self, base: &str, drop: i64, user: i64) -> Result<Answer, Failure> {
         let res = as_user(
             self.http
                 .post(format!("{base}/limited-drops/{drop}/orders")),
@@ -238,10 +261,13 @@ impl Client {
         .json(&json!({"quantity": 1}))
         .send()
         .await
-        .ok()?;
+        .map_err(Failure::of)?;
         let status = res.status().as_u16();
-        let body: Value = res.json().await.ok()?;
-        Some(Answer {
+        let body: Value = res.json().await.map_err(|e| match Failure::of(e) {
+            Failure::Transport(_) => Failure::NotJson(status),
+            other => other,
+        })?;
+        Ok(Answer {
             status,
             code: body["code"].as_str().map(str::to_owned),
             order: body["orderId"].as_i64(),
@@ -301,7 +327,9 @@ impl Client {
 /// Every buyer's latest answer, by buyer.
 pub type Answers = HashMap<i64, Answer>;
 
-/// `buyers` buy at once; their answers (connection failures left out).
+/// `buyers` buy at once; their answers. A hang or a transport error fails the test: a wave
+/// is sent to a server that is up (a test that kills one mid-flight uses [`Client::buy`] and
+/// expects the failures it causes by name).
 pub async fn wave(
     client: &Client,
     base: &str,
@@ -315,9 +343,12 @@ pub async fn wave(
     join_all(tries)
         .await
         .into_iter()
-        .filter_map(|r| {
-            let (user, answer) = r.unwrap();
-            answer.map(|a| (user, a))
+        .map(|r| {
+            let (user, outcome) = r.unwrap();
+            let answer = outcome.unwrap_or_else(|failure| {
+                panic!("buyer {user}: {failure:?}, where every purchase must be answered")
+            });
+            (user, answer)
         })
         .collect()
 }

@@ -1,0 +1,183 @@
+//! Draw entries over HTTP, open loop: new buyers enter a draw drop at `RATE` per second for
+//! `SECONDS`, each request started on schedule whether the ones before it were answered or not
+//! (at most `IN_FLIGHT` at once; a generator that falls behind its schedule says so). It creates
+//! the product and the draw drop (entries open at once, closing an hour later) and reports:
+//!
+//! - the rate reached (answered entries per second over the run) and how far behind schedule the
+//!   last request started;
+//! - p50/p95/p99 of the accepted entries (202);
+//! - the checks that make the run able to fail: every request answered 202 (each is a new
+//!   buyer: a 200 would be an entry recorded twice, anything else a lost one), and the drop's
+//!   `entryCount` equals the client's count of 202s. Exit status 1 when any check fails.
+//!
+//! `BASE=http://127.0.0.1:18080 RATE=10000 SECONDS=10 cargo run --release -p goods-bench --bin http_entries`
+//! (loadtest/entries-spike.sh starts the server and runs it). The server must trust identity
+//! headers (`AUTH_MODE=trusted-header`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn quantile(sorted: &[Duration], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+async fn seller(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> anyhow::Result<serde_json::Value> {
+    let request = match body {
+        Some(body) => client.post(format!("{base}{path}")).json(&body),
+        None => client.get(format!("{base}{path}")),
+    };
+    let answer = request
+        .header("X-User-Id", "1")
+        .header("X-User-Role", "seller")
+        .send()
+        .await?;
+    anyhow::ensure!(answer.status().is_success(), "{path}: {}", answer.status());
+    Ok(answer.json().await?)
+}
+
+#[derive(Default)]
+struct Seen {
+    accepted: Vec<Duration>,
+    other: BTreeMap<String, u64>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let base: String = env("BASE", "http://127.0.0.1:18080".to_owned());
+    let rate: u64 = env("RATE", 10_000);
+    let seconds: u64 = env("SECONDS", 10);
+    let in_flight: usize = env("IN_FLIGHT", 512);
+    let limited: i64 = env("LIMITED", 1_000);
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(in_flight)
+        .timeout(Duration::from_secs(30))
+        .build()?;
+    let product = seller(
+        &client,
+        &base,
+        "/products",
+        Some(serde_json::json!({"name": "entries", "stockQuantity": limited})),
+    )
+    .await?;
+    let now = time::OffsetDateTime::now_utc();
+    let format = time::format_description::well_known::Rfc3339;
+    let drop = seller(
+        &client,
+        &base,
+        "/limited-drops",
+        Some(serde_json::json!({
+            "productId": product["productId"],
+            "openAt": (now - time::Duration::seconds(1)).replace_nanosecond(0)?.format(&format)?,
+            "entryCloseAt": (now + time::Duration::hours(1)).replace_nanosecond(0)?.format(&format)?,
+            "closeAt": (now + time::Duration::hours(2)).replace_nanosecond(0)?.format(&format)?,
+            "limitedQuantity": limited,
+            "mode": "DRAW",
+        })),
+    )
+    .await?;
+    let drop_id = drop["dropId"].as_i64().unwrap_or_default();
+    let url = Arc::new(format!("{base}/limited-drops/{drop_id}/entries"));
+
+    let total = rate * seconds;
+    let interval = Duration::from_secs_f64(1.0 / rate as f64);
+    let slots = Arc::new(tokio::sync::Semaphore::new(in_flight));
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let started = Instant::now();
+    let mut behind = Duration::ZERO;
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..total {
+        let due = started + interval.mul_f64(n as f64);
+        tokio::time::sleep_until(due.into()).await;
+        let permit = Arc::clone(&slots).acquire_owned().await?;
+        behind = behind.max(Instant::now().saturating_duration_since(due));
+        let (client, url, seen) = (client.clone(), Arc::clone(&url), Arc::clone(&seen));
+        tasks.spawn(async move {
+            let user = 1_000_000 + n;
+            let sent = Instant::now();
+            let answer = client
+                .post(url.as_str())
+                .header("X-User-Id", user.to_string())
+                .send()
+                .await;
+            let took = sent.elapsed();
+            let (status, body) = match answer {
+                Ok(answer) => {
+                    let status = answer.status().as_u16();
+                    (status, answer.text().await.unwrap_or_default())
+                }
+                Err(error) => (0, error.to_string()),
+            };
+            std::mem::drop(permit);
+            let mut seen = seen.lock().unwrap();
+            if status == 202 {
+                seen.accepted.push(took);
+            } else {
+                let code = serde_json::from_str::<serde_json::Value>(&body)
+                    .ok()
+                    .and_then(|v| v["code"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                *seen.other.entry(format!("{status} {code}")).or_default() += 1;
+            }
+        });
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    let wall = started.elapsed();
+    let mut seen = std::mem::take(&mut *seen.lock().unwrap());
+    seen.accepted.sort_unstable();
+    let accepted = seen.accepted.len() as u64;
+    let view = seller(&client, &base, &format!("/limited-drops/{drop_id}"), None).await?;
+    let counted = view["entryCount"].as_u64().unwrap_or(0);
+    println!(
+        "http_entries rate_target={rate} seconds={seconds} sent={total} accepted={accepted} entry_count={counted} \
+         wall_s={:.3} entries_per_s={:.0} behind_ms={:.1} \
+         accepted_p50_ms={:.1} accepted_p95_ms={:.1} accepted_p99_ms={:.1} other={:?}",
+        wall.as_secs_f64(),
+        accepted as f64 / wall.as_secs_f64(),
+        behind.as_secs_f64() * 1e3,
+        quantile(&seen.accepted, 0.5),
+        quantile(&seen.accepted, 0.95),
+        quantile(&seen.accepted, 0.99),
+        seen.other,
+    );
+    let mut failed = Vec::new();
+    if accepted != total {
+        failed.push(format!(
+            "{} of {total} new buyers were not answered 202: {:?}",
+            total - accepted,
+            seen.other
+        ));
+    }
+    if counted != accepted {
+        failed.push(format!(
+            "the drop counts {counted} entries, the client {accepted} 202s"
+        ));
+    }
+    for f in &failed {
+        println!("FAIL: {f}");
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        std::process::exit(1)
+    }
+}
