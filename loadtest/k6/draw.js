@@ -1,6 +1,6 @@
 // A draw drop's life under load: a spike of entries at the opening, the draw once entries close,
 // then a share of the winners paying while the rest let their orders expire into promotions off
-// the waitlist. Outcomes are classified as SLIs (seeds/003) by the body's `code`.
+// the waitlist. Outcomes are classified as SLIs by the body's `code`.
 //
 //   k6 run -e BASE=http://127.0.0.1:8080 -e RATE=2000 -e DURATION=10s -e LIMITED=300 \
 //     -e PAY_SHARE=0.5 -e WEBHOOK_SECRET=... loadtest/k6/draw.js

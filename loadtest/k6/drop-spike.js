@@ -1,5 +1,5 @@
 // A limited drop's opening second: a spike of buyers on one drop, classified as SLIs
-// (seeds/003): good / bad / domain rejection (excluded) / input error (excluded) / test-data
+// (the load-test method note): good / bad / domain rejection (excluded) / input error (excluded) / test-data
 // error (invalidates the run). Latency SLOs use valid events only; consistency must be 100%.
 //
 //   k6 run -e BASE=http://127.0.0.1:8080 -e RATE=10000 -e RAMP=2s -e DURATION=10s -e LIMITED=3000 loadtest/k6/drop-spike.js
@@ -41,13 +41,21 @@ if (PAY_SHARE > 0 && !WEBHOOK_SECRET) {
   throw new Error('PAY_SHARE needs WEBHOOK_SECRET: the server\'s PAYMENT_WEBHOOK_SECRET');
 }
 
-// Classification by the body's `code`, not the status alone (409 is both SOLD_OUT and busy).
-// Every buyer and key is new, so IDEMPOTENCY_KEY_IN_PROGRESS, IDEMPOTENCY_KEY_REUSED and
-// PER_USER_LIMIT_EXCEEDED cannot be the buyer's doing: they count as bad events, not as domain
-// rejections.
-const DOMAIN_REJECTIONS = new Set(['SOLD_OUT', 'CLOSED', 'TOO_EARLY']);
-const INPUT_ERRORS = new Set(['MALFORMED_REQUEST', 'IDEMPOTENCY_KEY_REQUIRED', 'VALIDATION_FAILED']);
-const TEST_DATA_ERRORS = new Set(['UNAUTHENTICATED', 'FORBIDDEN', 'DROP_NOT_FOUND', 'NOT_FOUND']);
+// Classification by the body's `code`, not the status alone (409 is both SOLD_OUT and busy),
+// exactly as docs/observability.md's "Outcome classes" table says (the one source;
+// tests/observability.rs compares these sets with it). Good is a 202; bad is THROTTLED,
+// SERVICE_UNAVAILABLE, INTERNAL, a timeout or anything unclassified.
+const DOMAIN_REJECTIONS = new Set([
+  'TOO_EARLY', 'SOLD_OUT', 'CLOSED', 'DROP_PAUSED', 'DRAW_DROP', 'PER_USER_LIMIT_EXCEEDED',
+  'ORDER_LIMIT_REACHED', 'IDEMPOTENCY_KEY_IN_PROGRESS',
+]);
+const INPUT_ERRORS = new Set(['MALFORMED_REQUEST', 'IDEMPOTENCY_KEY_REQUIRED', 'IDEMPOTENCY_KEY_REUSED']);
+const TEST_DATA_ERRORS = new Set(['UNAUTHENTICATED', 'FORBIDDEN', 'DROP_NOT_FOUND']);
+// Every buyer and key here is new, so these are classified as the table says but cannot be
+// the buyers' doing: counted apart, with a threshold of 0.
+const IMPOSSIBLE_HERE = new Set([
+  'PER_USER_LIMIT_EXCEEDED', 'ORDER_LIMIT_REACHED', 'IDEMPOTENCY_KEY_IN_PROGRESS', 'IDEMPOTENCY_KEY_REUSED',
+]);
 
 const availability = new Rate('sli_availability');          // good / (good + bad)
 const apiDuration = new Trend('api_duration', true);         // valid events only
@@ -55,6 +63,7 @@ const rejectionDuration = new Trend('rejection_duration', true);
 const domainRejections = new Counter('business_rejections');
 const inputErrors = new Counter('input_errors');
 const testDataErrors = new Counter('test_data_errors');
+const impossibleOutcomes = new Counter('impossible_outcomes');
 const consistency = new Rate('consistency');
 const accepted = new Counter('accepted');                    // the client's count of 202s
 const acceptedDuration = new Trend('accepted_duration', true); // admitted purchases (202) only
@@ -84,6 +93,7 @@ export const options = {
     accepted_duration: ['p(95)<800'],
     rejection_duration: ['p(95)<200'],
     test_data_errors: ['count==0'],
+    impossible_outcomes: ['count==0'],
     consistency: ['rate==1'],
     // A run with no valid event measured nothing and must not pass.
     valid_events: ['count>0'],
@@ -150,7 +160,14 @@ export default function (data) {
         paid.add(1);
       }
     }
-  } else if (code && DOMAIN_REJECTIONS.has(code)) {
+  }
+  if (code && IMPOSSIBLE_HERE.has(code)) {
+    impossibleOutcomes.add(1, { code });
+  }
+  if (res.status === 202) {
+    return;
+  }
+  if (code && DOMAIN_REJECTIONS.has(code)) {
     domainRejections.add(1, { code });
     rejectionDuration.add(res.timings.duration);
   } else if (code && INPUT_ERRORS.has(code)) {
@@ -158,8 +175,7 @@ export default function (data) {
   } else if (code && TEST_DATA_ERRORS.has(code)) {
     testDataErrors.add(1, { code });
   } else {
-    // 5xx, timeouts (status 0), THROTTLED, the impossible key/limit answers above and anything
-    // unclassified count against the SLO.
+    // 5xx, timeouts (status 0), THROTTLED and anything unclassified count against the SLO.
     availability.add(false);
     apiDuration.add(res.timings.duration);
     validEvents.add(1);

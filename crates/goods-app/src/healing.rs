@@ -297,11 +297,47 @@ impl GoodsApp {
                 metrics::gauge!(crate::telemetry::DRIFT, "drop_id" => id.clone()).set(drift as f64);
                 metrics::gauge!(crate::telemetry::GATE_REMAINING, "drop_id" => id)
                     .set(f64::from(remaining));
+                if drift < 0 {
+                    self.confirm_gate_oversell(drop, limited).await?;
+                }
                 self.healing.drift_calls_for_resync(drop.id, drift)
             }
         };
         if needs_resync && self.resync_drop(drop).await? {
             report.resynced += 1;
+        }
+        Ok(())
+    }
+
+    /// Negative drift: the gate would admit more units than the database can still sell, the
+    /// design document's own definition of an oversell at the gate. A cancel or expiry racing
+    /// this pass's two reads can show it for a moment, so it is read again: confirmed, it is
+    /// counted and logged as critical (`source=oversell`); the caller resyncs either way.
+    async fn confirm_gate_oversell(
+        &self,
+        drop: &LimitedDrop,
+        limited: u32,
+    ) -> Result<(), InfraError> {
+        let Some(gate) = self.gate() else {
+            return Ok(());
+        };
+        let sold = self.ports.drops.sold_quantity(drop.id).await?;
+        let Some(remaining) = gate.remaining(drop.id).await? else {
+            return Ok(());
+        };
+        let drift = i64::from(limited) - i64::from(sold) - i64::from(remaining);
+        if drift < 0 {
+            metrics::counter!(crate::telemetry::GATE_OVERSELLS).increment(1);
+            tracing::error!(
+                source = "oversell",
+                severity = "critical",
+                kind = "gate",
+                drop.id = %drop.id,
+                sold,
+                gate_remaining = remaining,
+                drift,
+                "the gate admits more than the database can sell; resyncing it from the database"
+            );
         }
         Ok(())
     }

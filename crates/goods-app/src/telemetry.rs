@@ -35,6 +35,9 @@ pub const GATE_REMAINING: &str = "gate_remaining_units";
 pub const LAST_PASS: &str = "reconcile_last_success_timestamp_seconds";
 /// Oversells recorded (once per drop, by the instance that recorded it).
 pub const OVERSELLS: &str = "oversell_events_total";
+/// The gate found admitting more units than the database can still sell (negative drift, seen
+/// twice in one pass), by this instance; each is resynced at once.
+pub const GATE_OVERSELLS: &str = "gate_oversell_events_total";
 /// Drops paused, resumed or closed, by operation.
 pub const DROP_OPERATIONS: &str = "drop_operations_total";
 /// Runtime flags set by admins, by flag and new value.
@@ -101,6 +104,7 @@ pub const NAMES: &[&str] = &[
     GATE_REMAINING,
     LAST_PASS,
     OVERSELLS,
+    GATE_OVERSELLS,
     DROP_OPERATIONS,
     FLAG_CHANGES,
     ORDER_TRANSITIONS,
@@ -120,6 +124,7 @@ pub const NAMES: &[&str] = &[
 pub fn describe() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     metrics::counter!(OVERSELLS).increment(0);
+    metrics::counter!(GATE_OVERSELLS).increment(0);
     for outcome in goods_domain::PaymentOutcome::ALL {
         metrics::counter!(PAYMENT_EVENTS, "outcome" => outcome.as_str()).increment(0);
     }
@@ -228,4 +233,8 @@ pub fn describe() {
         "Unix time at which the last healing and reconciliation pass finished."
     );
     describe_counter!(OVERSELLS, "Oversold drops recorded (once per drop).");
+    describe_counter!(
+        GATE_OVERSELLS,
+        "Times the gate admitted more than the database can still sell (negative drift), each resynced."
+    );
 }

@@ -617,15 +617,10 @@ async fn a_redis_stall_under_a_global_budget_lets_purchases_run_on_the_local_bou
     let stalled = wave(&client, &server.base, drop, 51..151).await;
     redis.resume();
     let sold_in_stall = stalled.values().filter(|a| a.status == 202).count();
-    assert!(
-        stalled
-            .values()
-            .all(|a| a.status == 202 || a.is("THROTTLED")),
-        "a stalled budget is no 5xx and no other refusal: {stalled:?}"
-    );
-    assert!(
-        sold_in_stall > 0,
-        "the sale went on while Redis was stalled"
+    // docs/scaling.md: "100 of 100 buyers bought during the stall".
+    assert_eq!(
+        sold_in_stall, 100,
+        "every buyer of the stall bought, on the local bound: {stalled:?}"
     );
     let during = bypassed().await;
     assert!(during > 0.0, "the stalled budget was bypassed, and counted");
@@ -719,9 +714,10 @@ async fn a_change_notice_lost_in_a_redis_stall_reaches_the_other_instance_by_the
         }
         // Until it learns of the pause it still sells, through the database.
         assert_eq!(answer.status, 202, "{answer:?}");
+        // docs/api.md: a pause reaches the fleet within a second, the notice lost included.
         assert!(
-            asked.elapsed() < Duration::from_millis(POLL_MS) + Duration::from_secs(2),
-            "the other instance did not learn of the pause by its poll"
+            asked.elapsed() < Duration::from_secs(1),
+            "the other instance did not learn of the pause within a second, by its poll"
         );
     }
     let learned = asked.elapsed();
@@ -899,4 +895,111 @@ async fn a_stalled_mariadb_mid_sale_answers_every_buyer_within_the_bounds_and_he
         LIMITED.to_string(),
         "no order lost, none extra"
     );
+}
+
+/// The design document's oversell at the gate: the gate admitting more than the database can
+/// still sell. Forced here by writing the gate's own key (`remaining` raised by 5 on a sold-out
+/// drop, as a stray script or a restore would): the next healing pass confirms the negative
+/// drift, counts it in `gate_oversell_events_total` (the `GoodsGateOversell` alert, critical,
+/// `source=oversell`) and resyncs the gate; buyers meanwhile get no unit the database does not
+/// have (its guard holds), and afterwards the gate agrees again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gate_admitting_beyond_the_database_is_counted_as_an_oversell_and_resynced() {
+    const LIMITED: i64 = 10;
+    const COUNTER: &str = "gate_oversell_events_total";
+    let redis = PrivateRedis::start();
+    let vars = on_private_redis(&redis, &[]).await;
+    let server = Server::start(&env(&vars));
+    let client = Client::new();
+    let drop = client.open_drop(&server.base, LIMITED).await;
+    let answers = wave(&client, &server.base, drop, 1..=30).await;
+    assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
+    let counted = || harness::process::metric_sum(&client.http, &server.base, COUNTER);
+    assert_eq!(counted().await, 0.0, "a healthy gate is never counted");
+
+    let keys = redis
+        .cli(&[
+            "--scan",
+            "--pattern",
+            &format!("*drop:{{{drop}}}:remaining"),
+        ])
+        .unwrap();
+    let key = keys.lines().next().expect("the drop's remaining key");
+    redis.cli(&["SET", key, "5"]).unwrap();
+
+    let start = Instant::now();
+    while counted().await < 1.0 {
+        assert!(
+            start.elapsed() < HEAL_WITHIN,
+            "negative drift not counted within {HEAL_WITHIN:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.until_healed(&server.base, drop, HEAL_WITHIN).await;
+    let late = wave(&client, &server.base, drop, 31..=40).await;
+    assert!(late.values().all(|a| a.is("SOLD_OUT")), "{late:?}");
+    assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
+    let recon = client.reconciliation(&server.base, drop).await;
+    assert_eq!(
+        recon["oversold"],
+        json!(false),
+        "the database kept its guard: {recon}"
+    );
+}
+
+/// An oversell in the database (orders for more units than the drop has), which the
+/// service's own writes cannot make, forged by a writer outside it: healing records it once in
+/// the outbox, counts it in `oversell_events_total` (the `GoodsOversell` alert, critical,
+/// `source=oversell`) and reconciliation reports it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_order_forged_past_the_limit_is_recorded_as_an_oversell_once() {
+    use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
+    const LIMITED: i64 = 5;
+    let database = test_support::mysql::fresh_database().await;
+    let mut vars = shared_redis(&fresh_prefix()).to_vec();
+    vars.push(("DATABASE_URL", database.clone()));
+    let server = Server::start(&env(&vars));
+    let client = Client::new();
+    let drop = client.open_drop(&server.base, LIMITED).await;
+    let answers = wave(&client, &server.base, drop, 1..=20).await;
+    assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
+    let counted =
+        || harness::process::metric_sum(&client.http, &server.base, "oversell_events_total");
+    assert_eq!(counted().await, 0.0);
+
+    let mut conn = diesel_async::AsyncMysqlConnection::establish(&database)
+        .await
+        .unwrap();
+    conn.batch_execute(&format!(
+        "INSERT INTO orders (drop_id, product_id, user_id, quantity, status, idempotency_key, \
+         created_at, amount_minor, currency) \
+         SELECT drop_id, product_id, 999999, 1, 'PENDING', 'forged', created_at, amount_minor, \
+         currency FROM orders WHERE drop_id = {drop} LIMIT 1"
+    ))
+    .await
+    .unwrap();
+
+    let start = Instant::now();
+    while counted().await < 1.0 {
+        assert!(
+            start.elapsed() < HEAL_WITHIN,
+            "the oversell was not recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let recon = client.reconciliation(&server.base, drop).await;
+    assert_eq!(
+        (&recon["oversold"], &recon["soldQuantity"]),
+        (&json!(true), &json!(LIMITED + 1)),
+        "{recon}"
+    );
+    // Later passes see it again; it is recorded once.
+    tokio::time::sleep(Duration::from_millis(4 * HEAL_MS)).await;
+    assert_eq!(counted().await, 1.0, "recorded once per drop");
+    let outbox = count(
+        &mut conn,
+        &format!("SELECT COUNT(*) AS n FROM outbox_events WHERE event_key = 'oversell:{drop}'"),
+    )
+    .await;
+    assert_eq!(outbox, 1);
 }
