@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A store behind every SQL port.
+pub mod http;
+
 pub use goods_domain::ports::SourceOfTruth as Store;
 
 /// An application over `store` and `gate` with `permits` write slots and `batching`, and an

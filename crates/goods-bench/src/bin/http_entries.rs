@@ -16,43 +16,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use goods_bench::http::{env, quantile, seller};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn quantile(sorted: &[Duration], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i].as_secs_f64() * 1e3
-}
-
-async fn seller(
-    client: &reqwest::Client,
-    base: &str,
-    path: &str,
-    body: Option<serde_json::Value>,
-) -> anyhow::Result<serde_json::Value> {
-    let request = match body {
-        Some(body) => client.post(format!("{base}{path}")).json(&body),
-        None => client.get(format!("{base}{path}")),
-    };
-    let answer = request
-        .header("X-User-Id", "1")
-        .header("X-User-Role", "seller")
-        .send()
-        .await?;
-    anyhow::ensure!(answer.status().is_success(), "{path}: {}", answer.status());
-    Ok(answer.json().await?)
-}
 
 #[derive(Default)]
 struct Seen {
