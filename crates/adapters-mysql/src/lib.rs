@@ -236,6 +236,16 @@ impl Backend for Mysql {
         self.statements.load(Ordering::Relaxed)
     }
 
+    fn pool_status(&self) -> adapters_sql::PoolStatus {
+        let status = self.pool.status();
+        adapters_sql::PoolStatus {
+            max: status.max_size,
+            open: status.size,
+            idle: status.available,
+            waiting: status.waiting,
+        }
+    }
+
     /// Deadlocks (1213) and lock wait timeouts (1205) roll the transaction back; a fresh one may
     /// succeed. diesel-async keeps only the server's message for these (their kind is
     /// `Unknown`), so they are recognised by the message both MySQL 8 and MariaDB send.

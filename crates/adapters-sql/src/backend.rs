@@ -59,6 +59,9 @@ pub trait Backend: Send + Sync + 'static {
     /// Statements sent since the store was opened.
     fn statements(&self) -> u64;
 
+    /// Its connection pool's state now.
+    fn pool_status(&self) -> crate::PoolStatus;
+
     /// Whether a fresh transaction may cure the failure (deadlocks, lock wait timeouts).
     fn retryable(error: &DbError) -> bool;
 

@@ -94,6 +94,11 @@ impl<B: Backend> SqlStore<B> {
             .ok_or_else(|| InfraError::msg("database identity: store_identity is empty"))
     }
 
+    /// The connection pool's state now (for the `db_pool_*` gauges).
+    pub fn pool_status(&self) -> crate::PoolStatus {
+        self.backend.pool_status()
+    }
+
     pub(crate) async fn conn(&self) -> Result<B::Pooled, InfraError> {
         self.backend.conn().await
     }

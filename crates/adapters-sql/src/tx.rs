@@ -157,8 +157,47 @@ pub const TRANSACTIONS: &str = "db_transactions_total";
 /// `contended` (a batch's conditional write lost a race), `other`.
 pub const RETRIES: &str = "db_transaction_retries_total";
 
+/// The connection pool at the last scrape, by `state`: `in_use` (lent out), `idle` (open,
+/// waiting to be lent).
+pub const POOL_CONNECTIONS: &str = "db_pool_connections";
+/// The pool's size bound (`DATABASE_POOL_SIZE`).
+pub const POOL_MAX: &str = "db_pool_max_connections";
+/// Callers waiting for a pooled connection at the last scrape.
+pub const POOL_WAITING: &str = "db_pool_waiting";
+
 /// Every database metric name.
-pub const METRIC_NAMES: &[&str] = &[TRANSACTIONS, RETRIES, crate::instrument::STATEMENTS];
+pub const METRIC_NAMES: &[&str] = &[
+    TRANSACTIONS,
+    RETRIES,
+    crate::instrument::STATEMENTS,
+    POOL_CONNECTIONS,
+    POOL_MAX,
+    POOL_WAITING,
+];
+
+/// A connection pool's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Its size bound.
+    pub max: usize,
+    /// Connections open (lent out or idle).
+    pub open: usize,
+    /// Open connections not lent out.
+    pub idle: usize,
+    /// Callers waiting for one.
+    pub waiting: usize,
+}
+
+impl PoolStatus {
+    /// Sets the pool gauges to this state (called at each scrape).
+    pub fn record(self) {
+        let in_use = self.open.saturating_sub(self.idle);
+        metrics::gauge!(POOL_CONNECTIONS, "state" => "in_use").set(in_use as f64);
+        metrics::gauge!(POOL_CONNECTIONS, "state" => "idle").set(self.idle as f64);
+        metrics::gauge!(POOL_MAX).set(self.max as f64);
+        metrics::gauge!(POOL_WAITING).set(self.waiting as f64);
+    }
+}
 
 /// The help texts of the database metrics, for the exposition.
 pub fn describe() {
@@ -173,6 +212,15 @@ pub fn describe() {
     metrics::describe_counter!(
         crate::instrument::STATEMENTS,
         "Statements this instance sent to the database."
+    );
+    metrics::describe_gauge!(
+        POOL_CONNECTIONS,
+        "Pooled database connections at the last scrape, by state (in_use, idle)."
+    );
+    metrics::describe_gauge!(POOL_MAX, "The database pool's size bound.");
+    metrics::describe_gauge!(
+        POOL_WAITING,
+        "Callers waiting for a pooled database connection at the last scrape."
     );
 }
 

@@ -115,6 +115,16 @@ impl Backend for Sqlite {
         self.statements.load(Ordering::Relaxed)
     }
 
+    fn pool_status(&self) -> adapters_sql::PoolStatus {
+        let status = self.pool.status();
+        adapters_sql::PoolStatus {
+            max: status.max_size,
+            open: status.size,
+            idle: status.available,
+            waiting: status.waiting,
+        }
+    }
+
     /// With one connection there is no concurrent writer, so nothing is worth retrying.
     fn retryable(_: &diesel::result::Error) -> bool {
         false

@@ -8,13 +8,11 @@ use anyhow::Context as _;
 use api_actix::{ApiState, AuthMode, Probe, Readiness};
 use futures::FutureExt as _;
 use goods_app::{GoodsApp, Ports, WriteBuffer};
-use goods_domain::InfraError;
 use goods_domain::ports::{
     AdmissionGate, BACKGROUND, Clock, LeaseStore, SourceOfTruth, StatsRecorder, SystemClock,
     WriteBudget,
 };
 use secrecy::ExposeSecret as _;
-use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,21 +55,22 @@ pub struct Stopped {
 struct SqlPorts {
     store: Arc<dyn SourceOfTruth>,
     probe: Probe,
+    /// The pool's state, read at each scrape.
+    pool: Arc<dyn Fn() -> adapters_sql::PoolStatus + Send + Sync>,
 }
 
-fn sql_ports<S, F>(store: S, ping: fn(S) -> F) -> SqlPorts
+fn sql_ports<B: adapters_sql::Backend>(store: adapters_sql::SqlStore<B>) -> SqlPorts
 where
-    S: SourceOfTruth + Clone,
-    F: Future<Output = Result<(), InfraError>> + Send + 'static,
+    adapters_sql::SqlStore<B>: SourceOfTruth + Clone,
 {
-    let probe_store = store.clone();
+    let (probe_store, pool_store) = (store.clone(), store.clone());
     SqlPorts {
         store: Arc::new(store),
         probe: Arc::new(move || {
-            ping(probe_store.clone())
-                .map(|r| r.map_err(|e| e.to_string()))
-                .boxed()
+            let store = probe_store.clone();
+            async move { store.ping().await.map_err(|e| e.to_string()) }.boxed()
         }),
+        pool: Arc::new(move || pool_store.pool_status()),
     }
 }
 
@@ -170,10 +169,7 @@ impl Application {
                 let store =
                     adapters_sqlite::Sqlite::open_with(url, db.migrate, db.bounds()).await?;
                 let identity = store.identity().await?;
-                (
-                    sql_ports(store, |s| async move { s.ping().await }),
-                    identity,
-                )
+                (sql_ports(store), identity)
             }
             Database::Mysql(url) => {
                 let store = adapters_mysql::Mysql::connect_with(
@@ -185,10 +181,7 @@ impl Application {
                 )
                 .await?;
                 let identity = store.identity().await?;
-                (
-                    sql_ports(store, |s| async move { s.ping().await }),
-                    identity,
-                )
+                (sql_ports(store), identity)
             }
         };
         let redis = match &config.redis {
@@ -260,8 +253,10 @@ impl Application {
             readiness: readiness.clone(),
             metrics: {
                 let (prometheus, app) = (prometheus.clone(), app.clone());
+                let pool = Arc::clone(&sql.pool);
                 Arc::new(move || {
                     app.record_gauges();
+                    pool().record();
                     prometheus.run_upkeep();
                     prometheus.render()
                 })

@@ -42,8 +42,16 @@ async fn health_and_metrics_answer() {
     );
     assert!(text.contains("db_write_slots_available 8"), "{text}");
     // The counters alerts watch exist at zero from the start, so their first increase shows.
+    // The pool's state at the scrape: its bound, connections by state, nobody waiting.
+    let max = series_value(&text, "db_pool_max_connections").unwrap_or_default();
+    assert!(max >= 1.0, "{text}");
+    let in_use = series_value(&text, "db_pool_connections{state=\"in_use\"}").unwrap();
+    let idle = series_value(&text, "db_pool_connections{state=\"idle\"}").unwrap();
+    assert!(in_use + idle <= max, "{in_use} + {idle} > {max}");
+    assert_eq!(series_value(&text, "db_pool_waiting"), Some(0.0), "{text}");
     for series in [
         "oversell_events_total 0",
+        "gate_oversell_events_total 0",
         "payment_events_total{outcome=\"REFUND_REQUIRED\"} 0",
         "payment_events_total{outcome=\"AMOUNT_MISMATCH\"} 0",
     ] {
