@@ -21,3 +21,14 @@ pub use changes::RedisChanges;
 pub use connection::{RedisConfig, RedisConnection};
 pub use gate::RedisGate;
 pub use stats::RedisStats;
+
+/// Every metric this crate records.
+pub const METRIC_NAMES: &[&str] = &[sold_out::FLAG_CHANGES];
+
+/// The help texts of this crate's metrics, for the exposition.
+pub fn describe() {
+    metrics::describe_counter!(
+        sold_out::FLAG_CHANGES,
+        "Sold-out flags raised (the instance answers SOLD_OUT alone) and lowered early by a restock, by change."
+    );
+}

@@ -15,6 +15,10 @@ use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// Sold-out flags raised (this instance answers SOLD_OUT for a drop on its own) and lowered
+/// before their expiry (a restock message: units came back), by `change`.
+pub const FLAG_CHANGES: &str = "gate_sold_out_flag_changes_total";
+
 /// A stored marker, parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Marker {
@@ -129,6 +133,7 @@ impl SoldOutFlags {
             if self.epoch.load(Ordering::SeqCst) == epoch {
                 let until = Instant::now() + self.ttl;
                 flags.insert(drop, Flag::Ready { until, markers });
+                metrics::counter!(FLAG_CHANGES, "change" => "raised").increment(1);
             } else {
                 flags.remove(&drop);
             }
@@ -139,7 +144,11 @@ impl SoldOutFlags {
     pub fn clear(&self, drop: DropId) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         if let Ok(mut flags) = self.flags.write() {
-            flags.remove(&drop);
+            if let Some(Flag::Ready { until, .. }) = flags.remove(&drop) {
+                if until > Instant::now() {
+                    metrics::counter!(FLAG_CHANGES, "change" => "lowered").increment(1);
+                }
+            }
         }
     }
 }

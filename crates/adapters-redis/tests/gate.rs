@@ -96,6 +96,20 @@ async fn contract_gate() -> test_support::gate_contract::Gate {
 
 test_support::gate_contract_tests!(contract_gate());
 
+/// The same contract with the sold-out flags on, as production runs the gate (the server's
+/// flag lifetime): a flag may answer SOLD_OUT on its own, and the contract must still hold,
+/// which it does only if every change that gives units back brings the flag down first.
+mod with_sold_out_flags {
+    use super::*;
+
+    async fn contract_gate() -> test_support::gate_contract::Gate {
+        let gate = gate_with_flags(&server_url(), &fresh_prefix(), Duration::from_secs(2)).await;
+        std::sync::Arc::new(gate)
+    }
+
+    test_support::gate_contract_tests!(contract_gate());
+}
+
 /// The same contract on a Redis Cluster of three masters (`TEST_REDIS_CLUSTER_URL`, which
 /// scripts/test starts): every script touches the keys of one drop, which share its hash tag,
 /// so each runs on the one node that owns the slot.

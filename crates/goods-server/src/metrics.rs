@@ -27,6 +27,7 @@ pub fn names() -> Vec<&'static str> {
         api_actix::HTTP_METRIC_NAMES,
         goods_app::telemetry::NAMES,
         adapters_sql::METRIC_NAMES,
+        adapters_redis::METRIC_NAMES,
     ]
     .concat()
 }
@@ -56,6 +57,7 @@ pub fn recorder(reconcile_interval: Option<Duration>) -> PrometheusHandle {
             api_actix::describe_http_metrics();
             goods_app::telemetry::describe();
             adapters_sql::describe_metrics();
+            adapters_redis::describe();
             handle
         })
         .clone()

@@ -307,12 +307,26 @@ async fn a_cancel_on_one_instance_lets_another_sell_the_unit_within_a_second() {
     let drop = client.open_drop(&fleet.base, 1).await;
     let winner = client.buy(&fleet.servers[0].base, drop, 1).await.unwrap();
     assert_eq!(winner.status, 202);
-    // Each instance hears SOLD_OUT from Redis once, then keeps the flag.
+    // Each instance hears SOLD_OUT from Redis once, then keeps the flag: seen raised in its
+    // own counter.
+    let flag = |i: usize, change: &'static str| {
+        let (fleet, http) = (&fleet, &client.http);
+        async move {
+            let text = fleet.metrics(http, i).await;
+            let series = format!("gate_sold_out_flag_changes_total{{change=\"{change}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(series.as_str())?.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        }
+    };
     for (i, server) in fleet.servers.iter().enumerate() {
-        for attempt in 0..3 {
-            let user = 100 + i64::try_from(i * 10 + attempt).unwrap();
+        let mut attempt = 0;
+        while flag(i, "raised").await < 1.0 {
+            let user = 100 + i64::try_from(i * 1000 + attempt).unwrap();
             let answer = client.buy(&server.base, drop, user).await.unwrap();
             assert!(answer.is("SOLD_OUT"), "{answer:?}");
+            attempt += 1;
+            assert!(attempt < 100, "instance {i} never raised its sold-out flag");
         }
     }
     let cancelled = client
@@ -350,6 +364,13 @@ async fn a_cancel_on_one_instance_lets_another_sell_the_unit_within_a_second() {
         "the returned unit was sold through another instance {:?} after the cancel",
         at.elapsed()
     );
+    // The restock brought the raised flags down before their expiry, on the other instances.
+    for i in 1..fleet.servers.len() {
+        assert!(
+            flag(i, "lowered").await >= 1.0,
+            "instance {i}'s flag was not brought down by the restock"
+        );
+    }
 }
 
 /// The edge as deployed: in trusted-header mode, identity headers a client forges through the

@@ -2,7 +2,7 @@
 //! healing pass and lazily), units coming back for other buyers, and the buyer's listing. Time
 //! moves on the server's clock; nothing sleeps through a payment window.
 
-use crate::helpers::{SELLER, TestApp, body, problem};
+use crate::helpers::{SELLER, TestApp, body, problem, series_value};
 use futures::future::join_all;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -314,15 +314,31 @@ async fn an_expiry_on_one_instance_brings_the_sold_out_flag_down_on_another() {
     let (a, b) = TestApp::pair_on_shared_redis(&[]).await;
     let (_, drop) = a.open_drop(5, 1, 1).await;
     let order = bought(&a, drop, 7, "first").await;
-    // b learns of the sell-out from Redis, then keeps answering it alone.
-    for i in 0..3 {
+    // b learns of the sell-out from Redis, then keeps answering it alone: its flag is seen
+    // raised (the counter, shared by the two in-process instances, is b's: a never refused).
+    let flags = |change: &'static str| {
+        let b = &b;
+        async move {
+            let text = b.metrics().await;
+            series_value(
+                &text,
+                &format!("gate_sold_out_flag_changes_total{{change=\"{change}\"}}"),
+            )
+            .unwrap_or(0.0)
+        }
+    };
+    let mut i = 0;
+    while flags("raised").await < 1.0 {
         problem(
             b.purchase(drop, 8, &format!("no-{i}"), 1).await,
             409,
             "SOLD_OUT",
         )
         .await;
+        i += 1;
+        assert!(i < 100, "b never raised its sold-out flag");
     }
+    assert_eq!(flags("lowered").await, 0.0);
     a.clock.advance(WINDOW);
     let id = order["orderId"].as_i64().unwrap();
     let read = body(a.get(&format!("/orders/{id}"), Some((7, "buyer"))).await).await;
@@ -347,6 +363,10 @@ async fn an_expiry_on_one_instance_brings_the_sold_out_flag_down_on_another() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert!(
+        flags("lowered").await >= 1.0,
+        "the restock brought b's raised flag down before its expiry"
+    );
 }
 
 /// Past its deadline an order shows EXPIRED in every answer that carries it, whoever asks
