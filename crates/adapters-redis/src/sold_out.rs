@@ -143,12 +143,11 @@ impl SoldOutFlags {
     /// Drops the flag (a loading that failed, or units came back).
     pub fn clear(&self, drop: DropId) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
-        if let Ok(mut flags) = self.flags.write() {
-            if let Some(Flag::Ready { until, .. }) = flags.remove(&drop) {
-                if until > Instant::now() {
-                    metrics::counter!(FLAG_CHANGES, "change" => "lowered").increment(1);
-                }
-            }
+        if let Ok(mut flags) = self.flags.write()
+            && let Some(Flag::Ready { until, .. }) = flags.remove(&drop)
+            && until > Instant::now()
+        {
+            metrics::counter!(FLAG_CHANGES, "change" => "lowered").increment(1);
         }
     }
 }
