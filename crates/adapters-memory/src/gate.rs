@@ -48,7 +48,7 @@ impl DropGate {
         }
         for ((user, key), marker) in previous.map(|p| &p.markers).into_iter().flatten() {
             let field = (*user, key.clone());
-            if gate.markers.contains_key(&field) {
+            if gate.markers.contains_key(&field) || seed.unexplained.contains(&field) {
                 continue;
             }
             let quantity = match marker {
@@ -117,6 +117,23 @@ impl AdmissionGate for MemoryGate {
         let gate = DropGate::rebuilt(seed, drops.get(&seed.drop_id));
         drops.insert(seed.drop_id, gate);
         Ok(())
+    }
+
+    async fn done_markers(
+        &self,
+        drop_id: DropId,
+    ) -> Result<Vec<(UserId, IdempotencyKey)>, InfraError> {
+        let drops = self.lock()?;
+        Ok(drops
+            .get(&drop_id)
+            .map(|gate| {
+                gate.markers
+                    .iter()
+                    .filter(|(_, marker)| matches!(marker, Marker::Done { .. }))
+                    .map(|(field, _)| field.clone())
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     async fn stale(
@@ -269,6 +286,7 @@ mod tests {
 
     fn seed(drop: i64, closed_ago: time::Duration) -> GateSeed {
         GateSeed {
+            unexplained: Vec::new(),
             drop_id: DropId::parse(drop).unwrap_or_else(|_| unreachable!()),
             remaining: 1,
             expires_at: OffsetDateTime::now_utc() - closed_ago,

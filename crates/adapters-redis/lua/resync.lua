@@ -14,7 +14,9 @@
 -- A marker already in the gate that the seed does not list is kept and keeps its units taken:
 -- an in-progress marker is a purchase in flight; a done marker the seed lacks is an order that
 -- committed after the seed was read. So a seed read before some commits can only hold units
--- back (positive drift, healed by the next pass), never admit more than exist.
+-- back (positive drift, healed by the next pass), never admit more than exist. Done markers
+-- that no order explains (read before the seed, absent from it) are deleted by the caller just
+-- before this script (GateSeed::unexplained), so they are not in `old` here.
 --
 -- Returns the units the gate admits after the rebuild.
 local old = redis.call('HGETALL', KEYS[3])

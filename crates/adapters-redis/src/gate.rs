@@ -164,11 +164,52 @@ impl AdmissionGate for RedisGate {
 
     #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %seed.drop_id))]
     async fn resync(&self, seed: &GateSeed) -> Result<(), InfraError> {
+        // Done markers no order explains go first: the script keeps every marker the seed
+        // lacks, and these are not in flight (see GateSeed::unexplained).
+        if !seed.unexplained.is_empty() {
+            let fields: Vec<String> = seed
+                .unexplained
+                .iter()
+                .map(|(user, key)| marker_field(*user, key))
+                .collect();
+            let _: i64 = self
+                .conn
+                .pool
+                .next()
+                .hdel(self.keys(seed.drop_id).idem, fields)
+                .await
+                .map_err(infra("redis unexplained markers"))?;
+        }
         let _: i64 = self
             .run_seed(&RESYNC, seed)
             .await
             .map_err(infra("redis resync"))?;
         Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %drop_id))]
+    async fn done_markers(
+        &self,
+        drop_id: DropId,
+    ) -> Result<Vec<(UserId, IdempotencyKey)>, InfraError> {
+        let raw: HashMap<String, String> = self
+            .conn
+            .pool
+            .next()
+            .hgetall(self.keys(drop_id).idem)
+            .await
+            .map_err(infra("redis done markers"))?;
+        Ok(raw
+            .iter()
+            .filter(|(_, value)| matches!(Marker::parse(value), Some(Marker::Done { .. })))
+            .filter_map(|(field, _)| {
+                let (user, key) = field.split_once('|')?;
+                Some((
+                    UserId::parse(user.parse().ok()?).ok()?,
+                    IdempotencyKey::parse(key).ok()?,
+                ))
+            })
+            .collect())
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %drop_id))]

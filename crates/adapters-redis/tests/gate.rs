@@ -39,6 +39,7 @@ async fn gate() -> (RedisGate, String) {
 
 fn seed(remaining: u32) -> GateSeed {
     GateSeed {
+        unexplained: Vec::new(),
         drop_id: DropId::parse(DROP).unwrap(),
         remaining,
         expires_at: OffsetDateTime::now_utc() + time::Duration::hours(2),

@@ -37,6 +37,7 @@ async fn gate_works(conn: RedisConnection) {
     let gate = RedisGate::new(conn, Duration::ZERO);
     let drop = DropId::parse(7).unwrap();
     gate.seed_if_absent(&GateSeed {
+        unexplained: Vec::new(),
         drop_id: drop,
         remaining: 3,
         expires_at: OffsetDateTime::now_utc() + time::Duration::hours(1),

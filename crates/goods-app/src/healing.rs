@@ -24,7 +24,7 @@ use crate::GoodsApp;
 use goods_domain::ports::{
     AdmissionGate, DomainEvent, Reservation, StaleReservation, StaleResolution,
 };
-use goods_domain::{DropId, InfraError, LimitedDrop};
+use goods_domain::{DropId, IdempotencyKey, InfraError, LimitedDrop, UserId};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tracing::Instrument as _;
@@ -137,7 +137,26 @@ impl GoodsApp {
         let Some(_claim) = self.healing.claim(drop.id) else {
             return Ok(false);
         };
-        let seed = self.ports.drops.gate_seed(drop).await?;
+        // The gate's done markers first, then the seed: a done marker the seed lacks was
+        // written after its order committed, before the seed was read, so no order explains it
+        // (a recycled id, a restore, a stray write) and the resync drops it.
+        let before = gate.done_markers(drop.id).await?;
+        let mut seed = self.ports.drops.gate_seed(drop).await?;
+        let explained: HashSet<(UserId, IdempotencyKey)> = seed
+            .orders
+            .iter()
+            .map(|order| (order.user_id, order.key.clone()))
+            .collect();
+        seed.unexplained = before
+            .into_iter()
+            .filter(|marker| !explained.contains(marker))
+            .collect();
+        if !seed.unexplained.is_empty() {
+            tracing::warn!(
+                markers = seed.unexplained.len(),
+                "done markers no order explains; dropped by the resync"
+            );
+        }
         gate.resync(&seed).await?;
         metrics::counter!(crate::telemetry::GATE_RESYNCS).increment(1);
         self.healing.forget_drift(drop.id);
@@ -415,6 +434,7 @@ mod tests {
         m.drops.expect_sold_quantity().returning(move |_| Ok(sold));
         m.drops.expect_gate_seed().returning(move |drop| {
             Ok(GateSeed {
+                unexplained: Vec::new(),
                 drop_id: drop.id,
                 remaining: 100 - sold,
                 expires_at: CLOSE,
@@ -427,6 +447,7 @@ mod tests {
 
     fn gate_with(remaining: Vec<Option<u32>>) -> MockAdmissionGate {
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_stale().returning(|_, _| Ok(Vec::new()));
         let mut remaining = remaining.into_iter();
         gate.expect_remaining()
@@ -509,6 +530,7 @@ mod tests {
         m.drops.checkpoint();
         m.drops.expect_gate_seed().times(1).returning(|drop| {
             Ok(GateSeed {
+                unexplained: Vec::new(),
                 drop_id: drop.id,
                 remaining: 90,
                 expires_at: CLOSE,
@@ -516,6 +538,7 @@ mod tests {
             })
         });
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_resync().times(1).returning(|_| Ok(()));
         let app = m.app(Some(gate));
         let sample = sample_drop(100, 2);
@@ -616,6 +639,7 @@ mod tests {
         m.events.expect_publish().returning(|_| Ok(()));
         m.drops.expect_gate_seed().times(1).returning(|drop| {
             Ok(GateSeed {
+                unexplained: Vec::new(),
                 drop_id: drop.id,
                 remaining: 97,
                 expires_at: CLOSE,
@@ -623,6 +647,7 @@ mod tests {
             })
         });
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         let mut answers = vec![
             Ok(ReserveOutcome::Admitted),
             Err(InfraError::msg("timeout")),

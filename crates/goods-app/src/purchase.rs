@@ -287,6 +287,7 @@ mod tests {
 
     fn gate_answering(outcome: ReserveOutcome) -> MockAdmissionGate {
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_reserve()
             .times(1)
             .returning(move |_| Ok(outcome));
@@ -337,6 +338,7 @@ mod tests {
         let mut m = Mocks::at(OPEN - Duration::milliseconds(1));
         m.ledger.expect_place_orders().times(0);
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_reserve().times(0);
         let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::TooEarly { open_at } if open_at == OPEN));
@@ -396,6 +398,7 @@ mod tests {
             .times(1)
             .returning(|_| created_one());
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_reserve()
             .withf(|r| r.deadline == OPEN + Duration::seconds(8))
             .returning(|_| Ok(ReserveOutcome::Admitted));
@@ -444,6 +447,7 @@ mod tests {
             .times(1)
             .returning(|_| created_one());
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         let mut answers = vec![ReserveOutcome::Admitted, stale_first_attempt()];
         gate.expect_reserve()
             .times(2)
@@ -480,6 +484,7 @@ mod tests {
             .returning(|_| Ok(vec![Err(PlaceOrderError::SoldOut { remaining: 0 })]));
         m.drops.expect_gate_seed().times(1).returning(|drop| {
             Ok(GateSeed {
+                unexplained: Vec::new(),
                 drop_id: drop.id,
                 remaining: 0,
                 expires_at: CLOSE,
@@ -556,6 +561,7 @@ mod tests {
         let mut m = Mocks::at(OPEN);
         m.drops.expect_gate_seed().times(1).returning(|drop| {
             Ok(GateSeed {
+                unexplained: Vec::new(),
                 drop_id: drop.id,
                 remaining: 0,
                 expires_at: CLOSE,
@@ -563,6 +569,7 @@ mod tests {
             })
         });
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         let mut answers = vec![
             ReserveOutcome::SoldOut { remaining: 0 },
             ReserveOutcome::NotSeeded,
@@ -588,6 +595,7 @@ mod tests {
             .times(1)
             .returning(|_| Ok(()));
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_reserve()
             .returning(|_| Err(InfraError::msg("connection refused")));
         // The reserve's outcome was unknown, so the committed order is confirmed to the gate,
@@ -618,6 +626,7 @@ mod tests {
             .returning(|_| created_one());
         m.events.expect_publish().times(1).returning(|_| Ok(()));
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_reserve()
             .times(2)
             .returning(|_| Err(InfraError::msg("timeout")));

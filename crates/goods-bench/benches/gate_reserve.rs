@@ -39,6 +39,7 @@ fn reservation(drop: i64, user: i64) -> Reservation {
 
 async fn seed(gate: &dyn AdmissionGate, drop: i64, remaining: u32) {
     gate.seed_if_absent(&GateSeed {
+        unexplained: Vec::new(),
         drop_id: DropId::parse(drop).unwrap(),
         remaining,
         expires_at: time::OffsetDateTime::now_utc() + time::Duration::hours(1),

@@ -1003,3 +1003,47 @@ async fn an_order_forged_past_the_limit_is_recorded_as_an_oversell_once() {
     .await;
     assert_eq!(outbox, 1);
 }
+
+/// Gate state that no order explains (a stray write, a restore of Redis from another day): a
+/// done marker for an order the database never had, its units held. Drift that held
+/// reservations do not explain is resynced within healing passes, and the resync drops the
+/// marker instead of keeping it (it existed before the seed was read, so its order would be in
+/// the seed); the drop then sells its units exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_done_marker_no_order_explains_is_dropped_by_the_next_resync() {
+    const LIMITED: i64 = 10;
+    let redis = PrivateRedis::start();
+    let vars = on_private_redis(&redis, &[]).await;
+    let server = Server::start(&env(&vars));
+    let client = Client::new();
+    let drop = client.open_drop(&server.base, LIMITED).await;
+    let mut answers = wave(&client, &server.base, drop, 1..=2).await;
+    assert_eq!(answers.values().filter(|a| a.status == 202).count(), 2);
+    client.until_healed(&server.base, drop, HEAL_WITHIN).await;
+
+    let key = |suffix: &str| {
+        let found = redis
+            .cli(&["--scan", "--pattern", &format!("*drop:{{{drop}}}:{suffix}")])
+            .unwrap();
+        found.lines().next().expect("the drop's key").to_owned()
+    };
+    let (idem, held, remaining) = (key("idem"), key("held"), key("remaining"));
+    redis
+        .cli(&["HSET", &idem, "999|ghost", "D|3|424242"])
+        .unwrap();
+    redis.cli(&["HINCRBY", &held, "999", "3"]).unwrap();
+    redis.cli(&["DECRBY", &remaining, "3"]).unwrap();
+    let recon = client.reconciliation(&server.base, drop).await;
+    assert_eq!(recon["drift"], json!(3), "{recon}");
+
+    client.until_healed(&server.base, drop, HEAL_WITHIN).await;
+    let recon = client.reconciliation(&server.base, drop).await;
+    assert_eq!(recon["gateRemaining"], json!(LIMITED - 2), "{recon}");
+    assert_eq!(
+        redis.cli(&["HEXISTS", &idem, "999|ghost"]).unwrap().trim(),
+        "0",
+        "the unexplained marker is gone"
+    );
+    answers.extend(wave(&client, &server.base, drop, 3..=20).await);
+    assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
+}

@@ -65,6 +65,12 @@ impl AdmissionGate for SettleFails {
     async fn remaining(&self, drop: DropId) -> Result<Option<u32>, InfraError> {
         self.0.remaining(drop).await
     }
+    async fn done_markers(
+        &self,
+        drop: DropId,
+    ) -> Result<Vec<(UserId, goods_domain::IdempotencyKey)>, InfraError> {
+        self.0.done_markers(drop).await
+    }
 }
 
 const LEASE: Duration = Duration::from_millis(300);

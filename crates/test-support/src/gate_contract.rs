@@ -51,6 +51,7 @@ fn drop_id() -> DropId {
 
 fn seed(remaining: u32) -> GateSeed {
     GateSeed {
+        unexplained: Vec::new(),
         drop_id: drop_id(),
         remaining,
         expires_at: OffsetDateTime::now_utc() + time::Duration::hours(2),

@@ -265,6 +265,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
             });
         }
         Ok(GateSeed {
+            unexplained: Vec::new(),
             drop_id: drop.id,
             remaining: drop.limited_quantity.get().saturating_sub(sold),
             expires_at: drop.ends_at(),

@@ -40,6 +40,7 @@ impl GoodsApp {
         self.announce_change();
         if let Some(gate) = self.ports.gate.as_ref().filter(|_| !drop.mode.is_draw()) {
             let seed = GateSeed {
+                unexplained: Vec::new(),
                 drop_id: drop.id,
                 remaining: drop.limited_quantity.get(),
                 expires_at: drop.window.close_at(),
@@ -93,6 +94,7 @@ mod tests {
             .times(1)
             .returning(|_, _, _| Ok(sample_drop(100, 1)));
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_seed_if_absent()
             .withf(|seed| seed.remaining == 100 && seed.orders.is_empty())
             .times(1)

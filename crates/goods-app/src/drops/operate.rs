@@ -159,6 +159,7 @@ mod tests {
             Ok(())
         });
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_closed()
             .withf(|_, at| *at == OPEN)
             .times(1)

@@ -165,6 +165,7 @@ mod tests {
         let mut m = crate::test_support::Mocks::at(crate::test_support::OPEN);
         m.drops.expect_gate_seed().returning(|drop| {
             Ok(GateSeed {
+                unexplained: Vec::new(),
                 drop_id: drop.id,
                 remaining: 0,
                 expires_at: crate::test_support::CLOSE,
@@ -173,6 +174,7 @@ mod tests {
         });
         let seeded = std::sync::Arc::new(AtomicBool::new(false));
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         let asked = std::sync::Arc::clone(&seeded);
         gate.expect_reserve().returning(move |_| {
             Ok(if asked.load(Ordering::SeqCst) {

@@ -271,6 +271,7 @@ mod tests {
         m.flags = flags;
         m.drops.expect_gate_seed().returning(|drop| {
             Ok(goods_domain::ports::GateSeed {
+                unexplained: Vec::new(),
                 drop_id: drop.id,
                 remaining: 100,
                 expires_at: CLOSE,
@@ -278,6 +279,7 @@ mod tests {
             })
         });
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         let mut resyncs = vec![Err(InfraError::msg("down")), Ok(())].into_iter();
         gate.expect_resync()
             .times(2)

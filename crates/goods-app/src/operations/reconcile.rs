@@ -96,6 +96,7 @@ mod tests {
         let mut m = Mocks::at(OPEN);
         m.drops.expect_sold_quantity().returning(|_| Ok(60));
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_remaining().returning(|_| Ok(Some(30)));
         let report = m
             .app(Some(gate))
@@ -141,6 +142,7 @@ mod tests {
         let mut m = Mocks::at(OPEN);
         m.drops.expect_sold_quantity().returning(|_| Ok(1));
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_remaining()
             .returning(|_| Err(goods_domain::InfraError::msg("down")));
         let report = m

@@ -57,6 +57,7 @@ mod tests {
             .times(1)
             .returning(|_, _, _| Ok(Cancelled::Now(sample_order(OrderStatus::Cancelled))));
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_release().times(1).returning(|_, _, _| Ok(()));
         let order = m
             .app(Some(gate))
@@ -73,6 +74,7 @@ mod tests {
             .expect_cancel_order()
             .returning(|_, _, _| Ok(Cancelled::Already(sample_order(OrderStatus::Cancelled))));
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_release().times(0);
         m.app(Some(gate))
             .cancel_order(order_id(), buyer())
@@ -90,6 +92,7 @@ mod tests {
             .times(1)
             .returning(|_, _, _| Ok(Cancelled::Expired(sample_order(OrderStatus::Expired))));
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_release().times(1).returning(|_, _, _| Ok(()));
         let err = m
             .app(Some(gate))

@@ -155,6 +155,7 @@ mod tests {
             .times(1)
             .returning(|_, _, _| Ok(applied(PaymentOutcome::RefundRequired, false, true)));
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_release().times(1).returning(|_, _, _| Ok(()));
         let (snapshotter, _guard) = local_metrics();
         let record = m
@@ -178,6 +179,7 @@ mod tests {
             .expect_apply_payment()
             .returning(|_, _, _| Ok(applied(PaymentOutcome::Paid, true, false)));
         let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_release().never();
         let (snapshotter, _guard) = local_metrics();
         let record = m

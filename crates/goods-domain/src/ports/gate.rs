@@ -94,6 +94,11 @@ pub struct GateSeed {
     pub expires_at: OffsetDateTime,
     /// Every order of the drop, for per-buyer counts and idempotency markers.
     pub orders: Vec<HeldOrder>,
+    /// Done markers (buyer, key) the gate held before this seed was read that no order of it
+    /// explains: a done marker is written after its order committed, so its order would be in
+    /// a seed read later. A resync drops them, where it keeps any other marker the seed lacks
+    /// (one written after the seed was read). Empty when the seed is not for a resync.
+    pub unexplained: Vec<(UserId, IdempotencyKey)>,
 }
 
 /// The admission gate.
@@ -173,4 +178,14 @@ pub trait AdmissionGate: Send + Sync + 'static {
     /// # Errors
     /// [`InfraError`] when the gate cannot be reached.
     async fn remaining(&self, drop_id: DropId) -> Result<Option<u32>, InfraError>;
+
+    /// The (buyer, key) pairs whose done markers the gate holds for the drop now (read before
+    /// a seed, to tell which of them the seed cannot explain).
+    ///
+    /// # Errors
+    /// [`InfraError`] when the gate cannot be reached.
+    async fn done_markers(
+        &self,
+        drop_id: DropId,
+    ) -> Result<Vec<(UserId, IdempotencyKey)>, InfraError>;
 }
