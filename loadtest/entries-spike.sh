@@ -19,24 +19,9 @@ IN_FLIGHT="${IN_FLIGHT:-512}"
 MIN_RATE="${MIN_RATE:-$((RATE * 95 / 100))}"
 SERVER_BIN="${SERVER_BIN:-target/release/goods-server}"
 ENTRIES_BIN="${ENTRIES_BIN:-target/release/http_entries}"
-MYSQL="${TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
-REDIS="${TEST_REDIS_URL:-redis://127.0.0.1:6379}"
-DB="entries_$(date +%s)_$$"
 PORT="${PORT:-18082}"
-BASE="http://127.0.0.1:$PORT"
-
-hostport="${MYSQL#mysql://}"; hostport="${hostport#*@}"; hostport="${hostport%%/*}"
-mariadb -h "${hostport%%:*}" -P "${hostport##*:}" -u root -e "CREATE DATABASE $DB"
-SERVER=""
-trap '[ -n "$SERVER" ] && { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; };
-      mariadb -h "${hostport%%:*}" -P "${hostport##*:}" -u root -e "DROP DATABASE IF EXISTS $DB"' EXIT
-
-AUTH_MODE=trusted-header BIND_ADDR="127.0.0.1:$PORT" DATABASE_URL="$MYSQL/$DB" DATABASE_MIGRATE=true \
-  GATE=redis REDIS_URL="$REDIS" REDIS_KEY_PREFIX="entries:$DB:" RUST_LOG=warn \
-  OPS_BIND_ADDR=127.0.0.1:0 "$SERVER_BIN" &
-SERVER=$!
-for _ in $(seq 1 100); do curl -sf "$BASE/health/ready" >/dev/null && break; sleep 0.1; done
-curl -sf "$BASE/health/ready" >/dev/null || { echo "FAIL: the server did not start"; exit 1; }
+. loadtest/lib/release-server.sh
+start_release_server entries "$PORT"
 
 echo "== entries: $RATE new buyers/s for ${SECONDS_RUN}s, open loop, at most $IN_FLIGHT in flight"
 status=0

@@ -21,29 +21,15 @@ RAW="${RAW:-loadtest/raw-hot-row.sh}"
 # The binaries measured (another build's, to compare two versions in one run).
 SERVER_BIN="${SERVER_BIN:-target/release/goods-server}"
 SELLOUT_BIN="${SELLOUT_BIN:-target/release/http_sellout}"
-MYSQL="${TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
-REDIS="${TEST_REDIS_URL:-redis://127.0.0.1:6379}"
-DB="sellout_$(date +%s)"
 PORT="${PORT:-18081}"
-BASE="http://127.0.0.1:$PORT"
-
-hostport="${MYSQL#mysql://}"; hostport="${hostport#*@}"; hostport="${hostport%%/*}"
-mariadb -h "${hostport%%:*}" -P "${hostport##*:}" -u root -e "CREATE DATABASE $DB"
-SERVER=""
-trap '[ -n "$SERVER" ] && { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; };
-      mariadb -h "${hostport%%:*}" -P "${hostport##*:}" -u root -e "DROP DATABASE IF EXISTS $DB"' EXIT
+. loadtest/lib/release-server.sh
 
 echo "== raw ceiling: $RAW $RAW_CONCURRENCY"
 raw=$("$RAW" "$RAW_CONCURRENCY" | awk '/raw_orders_per_s/ {print $2}')
 [ -n "$raw" ] || { echo "FAIL: no raw ceiling from $RAW"; exit 1; }
 echo "raw_orders_per_s $raw"
 
-AUTH_MODE=trusted-header BIND_ADDR="127.0.0.1:$PORT" DATABASE_URL="$MYSQL/$DB" DATABASE_MIGRATE=true \
-  GATE=redis REDIS_URL="$REDIS" REDIS_KEY_PREFIX="sellout:$DB:" RECONCILE_INTERVAL_MS=0 RUST_LOG=warn \
-  OPS_BIND_ADDR=127.0.0.1:0 "$SERVER_BIN" &
-SERVER=$!
-for _ in $(seq 1 100); do curl -sf "$BASE/health/ready" >/dev/null && break; sleep 0.1; done
-curl -sf "$BASE/health/ready" >/dev/null || { echo "FAIL: the server did not start"; exit 1; }
+start_release_server sellout "$PORT" RECONCILE_INTERVAL_MS=0
 
 echo "== sell-out: $LIMITED units, $CONNECTIONS buyers at a time, GATE=redis"
 status=0

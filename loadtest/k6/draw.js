@@ -20,6 +20,7 @@ import crypto from 'k6/crypto';
 import exec from 'k6/execution';
 import { check } from 'k6';
 import { Counter, Rate, Trend } from 'k6/metrics';
+import { paySigned } from './lib/payment.js';
 
 const BASE = __ENV.BASE || 'http://127.0.0.1:8080';
 const RATE = Number(__ENV.RATE || 1000);
@@ -198,19 +199,8 @@ export function results(data) {
 
 function pay(orderId, user) {
   const order = http.get(`${BASE}/orders/${orderId}`, { headers: headers(user), tags: { name: '/orders/{orderId}' } });
-  const event = JSON.stringify({
-    eventId: `evt-${RUN_ID}-${user}`,
-    type: 'payment.succeeded',
-    orderId,
-    amountMinor: field(order, 'amountMinor'),
-    currency: field(order, 'currency'),
-    paymentReference: `pi-${user}`,
-  });
-  const t = Math.floor(Date.now() / 1000);
-  const signature = crypto.hmac('sha256', WEBHOOK_SECRET, `${t}.${event}`, 'hex');
-  const res = http.post(`${BASE}/payments/events`, event, {
-    headers: { 'Payment-Signature': `t=${t},v1=${signature}`, 'Content-Type': 'application/json', 'X-Load-Test-Run-Id': RUN_ID },
-    tags: { name: '/payments/events' },
+  const res = paySigned(BASE, WEBHOOK_SECRET, RUN_ID, user, {
+    orderId, amountMinor: field(order, 'amountMinor'), currency: field(order, 'currency'),
   });
   const outcome = res.status === 200 ? field(res, 'outcome') : null;
   if (outcome === 'REFUND_REQUIRED') {

@@ -21,8 +21,8 @@
 // The server must trust identity headers (AUTH_MODE=trusted-header, the loopback default).
 // Every request carries X-Load-Test-Run-Id so server traces and logs can be matched to the run.
 import http from 'k6/http';
-import crypto from 'k6/crypto';
 import { check, sleep } from 'k6';
+import { paySigned } from './lib/payment.js';
 import { Counter, Rate, Trend } from 'k6/metrics';
 
 const BASE = __ENV.BASE || 'http://127.0.0.1:8080';
@@ -134,23 +134,8 @@ export default function (data) {
     validEvents.add(1);
     // A deterministic share of the winners pays (spread over VUs and iterations by two primes).
     if (PAY_SHARE > 0 && ((__VU * 7919) + (__ITER * 104729)) % 1000 < PAY_SHARE * 1000) {
-      const event = JSON.stringify({
-        eventId: `evt-${RUN_ID}-${user}`,
-        type: 'payment.succeeded',
-        orderId: res.json('orderId'),
-        amountMinor: res.json('amountMinor'),
-        currency: res.json('currency'),
-        paymentReference: `pi-${user}`,
-      });
-      const t = Math.floor(Date.now() / 1000);
-      const signature = crypto.hmac('sha256', WEBHOOK_SECRET, `${t}.${event}`, 'hex');
-      const pay = http.post(`${BASE}/payments/events`, event, {
-        headers: {
-          'Payment-Signature': `t=${t},v1=${signature}`,
-          'Content-Type': 'application/json',
-          'X-Load-Test-Run-Id': RUN_ID,
-        },
-        tags: { name: '/payments/events' },
+      const pay = paySigned(BASE, WEBHOOK_SECRET, RUN_ID, user, {
+        orderId: res.json('orderId'), amountMinor: res.json('amountMinor'), currency: res.json('currency'),
       });
       const ok = pay.status === 200 && safeField(pay, 'outcome') === 'PAID';
       availability.add(ok);

@@ -17,10 +17,10 @@
 // server must trust identity headers (AUTH_MODE=trusted-header) and have the same
 // PAYMENT_WEBHOOK_SECRET. Loopback only; it stops by itself after CONTROL_S + SPIKE_S.
 import http from 'k6/http';
-import crypto from 'k6/crypto';
 import exec from 'k6/execution';
 import { check } from 'k6';
 import { Counter, Rate, Trend } from 'k6/metrics';
+import { paySigned } from './lib/payment.js';
 
 const BASE = __ENV.BASE || 'http://127.0.0.1:8080';
 const READ_RATE = Number(__ENV.READ_RATE || 500);
@@ -171,19 +171,8 @@ export function journey(data) {
   if (((user * 7919) % 1000) >= PAY_SHARE * 1000) {
     return; // This winner does not pay: not a journey to complete.
   }
-  const event = JSON.stringify({
-    eventId: `evt-${RUN_ID}-${user}`,
-    type: 'payment.succeeded',
-    orderId: res.json('orderId'),
-    amountMinor: res.json('amountMinor'),
-    currency: res.json('currency'),
-    paymentReference: `pi-${user}`,
-  });
-  const t = Math.floor(Date.now() / 1000);
-  const signature = crypto.hmac('sha256', WEBHOOK_SECRET, `${t}.${event}`, 'hex');
-  const pay = http.post(`${BASE}/payments/events`, event, {
-    headers: { 'Payment-Signature': `t=${t},v1=${signature}`, 'Content-Type': 'application/json', 'X-Load-Test-Run-Id': RUN_ID },
-    tags: { name: '/payments/events' },
+  const pay = paySigned(BASE, WEBHOOK_SECRET, RUN_ID, user, {
+    orderId: res.json('orderId'), amountMinor: res.json('amountMinor'), currency: res.json('currency'),
   });
   const paid = pay.status === 200 && field(pay, 'outcome') === 'PAID';
   availability.add(paid);

@@ -53,3 +53,70 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     // USER_HZ is 100 on Linux.
     Some(Duration::from_millis(ticks * 10))
 }
+
+/// An instant as the API takes it: RFC 3339, whole seconds.
+///
+/// # Errors
+/// When it cannot be formatted.
+pub fn rfc3339(at: time::OffsetDateTime) -> anyhow::Result<String> {
+    Ok(at
+        .replace_nanosecond(0)?
+        .format(&time::format_description::well_known::Rfc3339)?)
+}
+
+/// A product of `limited` units and a drop of all of them, opening at `open_at` and closing
+/// two hours from now, with `extra` fields in the drop's body (a `mode`, its `entryCloseAt`,
+/// a `perUserLimit`); the drop's id.
+///
+/// # Errors
+/// When a call fails.
+pub async fn open_drop(
+    client: &reqwest::Client,
+    base: &str,
+    limited: i64,
+    open_at: time::OffsetDateTime,
+    extra: serde_json::Value,
+) -> anyhow::Result<i64> {
+    let product = seller(
+        client,
+        base,
+        "/products",
+        Some(serde_json::json!({"name": "load", "stockQuantity": limited})),
+    )
+    .await?;
+    let mut body = serde_json::json!({
+        "productId": product["productId"],
+        "openAt": rfc3339(open_at)?,
+        "closeAt": rfc3339(time::OffsetDateTime::now_utc() + time::Duration::hours(2))?,
+        "limitedQuantity": limited,
+    });
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        body.extend(extra.clone());
+    }
+    let drop = seller(client, base, "/limited-drops", Some(body)).await?;
+    drop["dropId"]
+        .as_i64()
+        .ok_or_else(|| anyhow::anyhow!("no dropId in {drop}"))
+}
+
+/// An answer the generator did not expect, as `"{status} {code}"` (the problem's `code`, or
+/// nothing when the body has none).
+pub fn other_answer(status: u16, body: &[u8]) -> String {
+    let code = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["code"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    format!("{status} {code}")
+}
+
+/// Prints every failed check as `FAIL: ...`; exits with status 1 when there is one.
+pub fn finish(failed: &[String]) -> anyhow::Result<()> {
+    for f in failed {
+        println!("FAIL: {f}");
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        std::process::exit(1)
+    }
+}

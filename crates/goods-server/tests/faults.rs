@@ -532,7 +532,7 @@ async fn mariadb_killed_and_restarted_mid_sale_loses_no_order_and_the_pool_recov
     let client = Client::new();
     let drop = client.open_drop(&server.base, LIMITED).await;
 
-    let mut answers = wave(&client, &server.base, drop, 1..=40).await;
+    let answers = wave(&client, &server.base, drop, 1..=40).await;
     assert_eq!(answers.values().filter(|a| a.status == 202).count(), 40);
 
     mariadb.kill();
@@ -557,34 +557,48 @@ async fn mariadb_killed_and_restarted_mid_sale_loses_no_order_and_the_pool_recov
     assert_eq!(order.headers()["retry-after"], "1");
 
     mariadb.restart();
+    sells_out_after_mariadb_is_back(&mariadb, &client, &server, drop, LIMITED, 41, answers).await;
+}
+
+/// MariaDB answers again (restarted or resumed): buyers from `next` on buy in waves of 40 until
+/// the drop has sold `limited` (never a 500, within 20 s); then the gate heals, the instance is
+/// ready again without a restart, the drop is sold out exactly with `answers`, and the database
+/// holds exactly `limited` orders of it.
+async fn sells_out_after_mariadb_is_back(
+    mariadb: &PrivateMariadb,
+    client: &Client,
+    server: &Server,
+    drop: i64,
+    limited: i64,
+    mut next: i64,
+    mut answers: Answers,
+) {
     let back = Instant::now();
-    let mut next = 41;
     loop {
         assert!(
             back.elapsed() < Duration::from_secs(20),
             "the drop never sold out"
         );
-        let got = wave(&client, &server.base, drop, next..next + 40).await;
+        let got = wave(client, &server.base, drop, next..next + 40).await;
         next += 40;
         assert!(got.values().all(|a| a.status != 500), "{got:?}");
         answers.extend(got);
         let recon = client.reconciliation(&server.base, drop).await;
-        if recon["soldQuantity"] == json!(LIMITED) {
+        if recon["soldQuantity"] == json!(limited) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(HEAL_MS)).await;
     }
     eprintln!("sold out {:?} after MariaDB came back", back.elapsed());
     client.until_healed(&server.base, drop, HEAL_WITHIN).await;
-    // Ready again without a restart.
     until_ready_status(&client.http, &server.base, 200).await;
-    assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
+    assert_sold_out_exactly(client, &server.base, drop, limited, &answers).await;
     let orders = mariadb.sql(&format!(
         "SELECT COUNT(*) FROM faults.orders WHERE drop_id = {drop}"
     ));
     assert_eq!(
         orders.trim(),
-        LIMITED.to_string(),
+        limited.to_string(),
         "no order lost, none extra"
     );
 }
@@ -832,7 +846,7 @@ async fn a_stalled_mariadb_mid_sale_answers_every_buyer_within_the_bounds_and_he
     let server = Server::start(&env(&vars));
     let client = Client::new();
     let drop = client.open_drop(&server.base, LIMITED).await;
-    let mut answers = wave(&client, &server.base, drop, 1..=40).await;
+    let answers = wave(&client, &server.base, drop, 1..=40).await;
     assert_eq!(answers.values().filter(|a| a.status == 202).count(), 40);
 
     mariadb.pause();
@@ -867,34 +881,7 @@ async fn a_stalled_mariadb_mid_sale_answers_every_buyer_within_the_bounds_and_he
     );
 
     mariadb.resume();
-    let back = Instant::now();
-    let mut next = 81;
-    loop {
-        assert!(
-            back.elapsed() < Duration::from_secs(20),
-            "the drop never sold out"
-        );
-        let got = wave(&client, &server.base, drop, next..next + 40).await;
-        next += 40;
-        assert!(got.values().all(|a| a.status != 500), "{got:?}");
-        answers.extend(got);
-        let recon = client.reconciliation(&server.base, drop).await;
-        if recon["soldQuantity"] == json!(LIMITED) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(HEAL_MS)).await;
-    }
-    client.until_healed(&server.base, drop, HEAL_WITHIN).await;
-    until_ready_status(&client.http, &server.base, 200).await;
-    assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
-    let orders = mariadb.sql(&format!(
-        "SELECT COUNT(*) FROM faults.orders WHERE drop_id = {drop}"
-    ));
-    assert_eq!(
-        orders.trim(),
-        LIMITED.to_string(),
-        "no order lost, none extra"
-    );
+    sells_out_after_mariadb_is_back(&mariadb, &client, &server, drop, LIMITED, 81, answers).await;
 }
 
 /// The design document's oversell at the gate: the gate admitting more than the database can

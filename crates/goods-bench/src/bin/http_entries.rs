@@ -16,7 +16,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use goods_bench::http::{env, quantile, seller};
+use goods_bench::http::{env, finish, open_drop, other_answer, quantile, rfc3339, seller};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,30 +38,16 @@ async fn main() -> anyhow::Result<()> {
         .pool_max_idle_per_host(in_flight)
         .timeout(Duration::from_secs(30))
         .build()?;
-    let product = seller(
-        &client,
-        &base,
-        "/products",
-        Some(serde_json::json!({"name": "entries", "stockQuantity": limited})),
-    )
-    .await?;
     let now = time::OffsetDateTime::now_utc();
-    let format = time::format_description::well_known::Rfc3339;
-    let drop = seller(
+    let entry_close = rfc3339(now + time::Duration::hours(1))?;
+    let drop_id = open_drop(
         &client,
         &base,
-        "/limited-drops",
-        Some(serde_json::json!({
-            "productId": product["productId"],
-            "openAt": (now - time::Duration::seconds(1)).replace_nanosecond(0)?.format(&format)?,
-            "entryCloseAt": (now + time::Duration::hours(1)).replace_nanosecond(0)?.format(&format)?,
-            "closeAt": (now + time::Duration::hours(2)).replace_nanosecond(0)?.format(&format)?,
-            "limitedQuantity": limited,
-            "mode": "DRAW",
-        })),
+        limited,
+        now - time::Duration::seconds(1),
+        serde_json::json!({"mode": "DRAW", "entryCloseAt": entry_close}),
     )
     .await?;
-    let drop_id = drop["dropId"].as_i64().unwrap_or_default();
     let url = Arc::new(format!("{base}/limited-drops/{drop_id}/entries"));
 
     let total = rate * seconds;
@@ -98,11 +84,10 @@ async fn main() -> anyhow::Result<()> {
             if status == 202 {
                 seen.accepted.push(took);
             } else {
-                let code = serde_json::from_str::<serde_json::Value>(&body)
-                    .ok()
-                    .and_then(|v| v["code"].as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                *seen.other.entry(format!("{status} {code}")).or_default() += 1;
+                *seen
+                    .other
+                    .entry(other_answer(status, body.as_ref()))
+                    .or_default() += 1;
             }
         });
         while tasks.try_join_next().is_some() {}
@@ -139,12 +124,5 @@ async fn main() -> anyhow::Result<()> {
             "the drop counts {counted} entries, the client {accepted} 202s"
         ));
     }
-    for f in &failed {
-        println!("FAIL: {f}");
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        std::process::exit(1)
-    }
+    finish(&failed)
 }

@@ -16,7 +16,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use goods_bench::http::{env, quantile, seller};
+use goods_bench::http::{env, finish, open_drop, other_answer, quantile, seller};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -63,11 +63,10 @@ async fn buyer(
                 return seen;
             }
             _ => {
-                let code = serde_json::from_str::<serde_json::Value>(&body)
-                    .ok()
-                    .and_then(|v| v["code"].as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                *seen.other.entry(format!("{status} {code}")).or_default() += 1;
+                *seen
+                    .other
+                    .entry(other_answer(status, body.as_ref()))
+                    .or_default() += 1;
                 if seen.other.values().sum::<u64>() > 1000 {
                     return seen;
                 }
@@ -87,30 +86,15 @@ async fn main() -> anyhow::Result<()> {
         .timeout(Duration::from_secs(30))
         .build()?;
 
-    let product = seller(
+    let open_at = time::OffsetDateTime::now_utc() + time::Duration::seconds(2);
+    let drop_id = open_drop(
         &client,
         &base,
-        "/products",
-        Some(serde_json::json!({"name": "sell-out", "stockQuantity": limited})),
+        limited,
+        open_at,
+        serde_json::json!({"perUserLimit": 1}),
     )
     .await?;
-    let now = time::OffsetDateTime::now_utc();
-    let open_at = now + time::Duration::seconds(2);
-    let format = time::format_description::well_known::Rfc3339;
-    let drop = seller(
-        &client,
-        &base,
-        "/limited-drops",
-        Some(serde_json::json!({
-            "productId": product["productId"],
-            "openAt": open_at.replace_nanosecond(0)?.format(&format)?,
-            "closeAt": (now + time::Duration::hours(1)).replace_nanosecond(0)?.format(&format)?,
-            "limitedQuantity": limited,
-            "perUserLimit": 1,
-        })),
-    )
-    .await?;
-    let drop_id = drop["dropId"].as_i64().unwrap_or_default();
     let wait = open_at.replace_nanosecond(0)? - time::OffsetDateTime::now_utc();
     tokio::time::sleep(Duration::try_from(wait).unwrap_or_default() + Duration::from_millis(50))
         .await;
@@ -222,12 +206,5 @@ async fn main() -> anyhow::Result<()> {
             seen.other
         ));
     }
-    for f in &failed {
-        println!("FAIL: {f}");
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        std::process::exit(1)
-    }
+    finish(&failed)
 }

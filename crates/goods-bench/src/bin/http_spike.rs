@@ -24,7 +24,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use goods_bench::http::{cpu_time, env, quantile, seller};
+use goods_bench::http::{cpu_time, env, finish, open_drop, other_answer, quantile, seller};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -85,14 +85,10 @@ async fn connection(
             202 => part.seen.admitted.push(took),
             409 if body.windows(10).any(|w| w == b"\"SOLD_OUT\"") => part.seen.refused.push(took),
             _ => {
-                let code = serde_json::from_slice::<serde_json::Value>(&body)
-                    .ok()
-                    .and_then(|v| v["code"].as_str().map(str::to_owned))
-                    .unwrap_or_default();
                 *part
                     .seen
                     .other
-                    .entry(format!("{status} {code}"))
+                    .entry(other_answer(status, &body))
                     .or_default() += 1;
             }
         }
@@ -150,29 +146,15 @@ async fn main() -> anyhow::Result<()> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()?;
-    let product = seller(
+    let open = time::OffsetDateTime::now_utc() - time::Duration::seconds(1);
+    let drop_id = open_drop(
         &client,
         &base,
-        "/products",
-        Some(serde_json::json!({"name": "spike", "stockQuantity": limited})),
+        limited,
+        open,
+        serde_json::json!({"perUserLimit": 1}),
     )
     .await?;
-    let now = time::OffsetDateTime::now_utc();
-    let format = time::format_description::well_known::Rfc3339;
-    let created = seller(
-        &client,
-        &base,
-        "/limited-drops",
-        Some(serde_json::json!({
-            "productId": product["productId"],
-            "openAt": (now - time::Duration::seconds(1)).replace_nanosecond(0)?.format(&format)?,
-            "closeAt": (now + time::Duration::hours(1)).replace_nanosecond(0)?.format(&format)?,
-            "limitedQuantity": limited,
-            "perUserLimit": 1,
-        })),
-    )
-    .await?;
-    let drop_id = created["dropId"].as_i64().unwrap_or_default();
     let addr: std::net::SocketAddr = base
         .trim_start_matches("http://")
         .parse()
@@ -260,12 +242,5 @@ async fn main() -> anyhow::Result<()> {
             seen.other
         ));
     }
-    for f in &failed {
-        println!("FAIL: {f}");
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        std::process::exit(1)
-    }
+    finish(&failed)
 }
