@@ -6,6 +6,7 @@ use crate::helpers::{SELLER, TestApp, at, body, gate_on, problem, series_value};
 use reqwest::{Method, Response, StatusCode};
 use serde_json::json;
 use std::time::{Duration, Instant};
+use goods_domain::ports::Clock as _;
 use time::OffsetDateTime;
 
 const ADMIN: (i64, &str) = (900_100, "admin");
@@ -296,7 +297,8 @@ async fn a_release_shipped_dark_serves_no_drop_until_an_admin_turns_it_on_and_a_
         assert!(flag["updatedAt"].is_string(), "{flags}");
     }
     let product = app.create_product(10).await;
-    let now = OffsetDateTime::now_utc();
+    // The server's clock, not the wall's: it stands still from the spawn on.
+    let now = app.clock.now();
     let drop_body = json!({
         "productId": product,
         "openAt": at(now - time::Duration::seconds(1)),
