@@ -3,10 +3,10 @@
 //! reaches another instance within a second, by a Redis notice when there is one.
 
 use crate::helpers::{SELLER, TestApp, at, body, gate_on, problem, series_value};
+use goods_domain::ports::Clock as _;
 use reqwest::{Method, Response, StatusCode};
 use serde_json::json;
 use std::time::{Duration, Instant};
-use goods_domain::ports::Clock as _;
 use time::OffsetDateTime;
 
 const ADMIN: (i64, &str) = (900_100, "admin");
