@@ -199,13 +199,26 @@ impl GoodsApp {
         let drops = self.drops.cached();
         let mut all = true;
         for drop in drops.into_iter().filter(|d| !d.is_closed(now)) {
-            match self.resync_drop(&drop).await {
-                Ok(true) => {}
-                // Another resync of the drop is running here: not done yet, so not on yet.
-                Ok(false) => all = false,
-                Err(error) => {
-                    tracing::warn!(drop.id = %drop.id, error = %error, "gate resync before re-enabling failed");
-                    all = false;
+            // Another resync of the drop running here (the refresh loop applying the same flip)
+            // is waited for, then this one runs: the flag's caller gets its answer once the
+            // gate is resynced, not while the other resync is still under way.
+            let mut waits = 0;
+            loop {
+                match self.resync_drop(&drop).await {
+                    Ok(true) => break,
+                    Ok(false) if waits < 100 => {
+                        waits += 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                    Ok(false) => {
+                        all = false;
+                        break;
+                    }
+                    Err(error) => {
+                        tracing::warn!(drop.id = %drop.id, error = %error, "gate resync before re-enabling failed");
+                        all = false;
+                        break;
+                    }
                 }
             }
         }
