@@ -129,7 +129,16 @@ impl RedisGate {
             args.push(format!("D|{}|{}", order.quantity.get(), order.order_id).into());
         }
         let keys = vec![keys.remaining, keys.held, keys.idem];
-        scripts::run(&self.conn.pool, script, keys, args).await
+        let applied = scripts::run(&self.conn.pool, script, keys, args).await;
+        self.restocked_here(seed.drop_id);
+        applied
+    }
+
+    /// Brings this instance's flag for `drop` down as soon as a change that can give units
+    /// back has run here, not only when its restock message comes back from Redis: this
+    /// instance's next reserve must see the units it just returned.
+    fn restocked_here(&self, drop: DropId) {
+        self.flags.clear(drop);
     }
 }
 
@@ -334,6 +343,7 @@ impl AdmissionGate for RedisGate {
         )
         .await
         .map_err(infra("redis cancel"))?;
+        self.restocked_here(r.drop_id);
         Ok(())
     }
 
@@ -359,6 +369,7 @@ impl AdmissionGate for RedisGate {
         )
         .await
         .map_err(infra("redis release"))?;
+        self.restocked_here(drop_id);
         Ok(())
     }
 
