@@ -2,7 +2,7 @@
 # How fast the service turns buyers away once a drop is sold out, against the cheapest route it
 # has (GET /health/live), with the same load generator (wrk) against the same server in one run.
 # Issue 4's goal was sold-out purchases at 0.80 of /health/live's throughput; on this machine it
-# was met once (0.80) and not since (0.57-0.68, docs/benchmarks.md). The run fails below
+# was met once as a median (0.80) and not since (medians 0.59-0.72, docs/benchmarks.md). The run fails below
 # MIN_RATIO (default 0.50: the floor no build has gone under here, so a regression fails it and
 # the default passes where the docs say it does), on any 2xx from the sold-out drop, on any
 # answer other than 409, and when the server's SOLD_OUT count and wrk's count disagree.
