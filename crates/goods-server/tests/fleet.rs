@@ -75,6 +75,53 @@ async fn buy_until_final(client: &Client, base: &str, drop: i64, user: i64) -> (
     }
 }
 
+/// A stub server answering each connection with the next of `answers` (status, JSON body),
+/// the last one forever; its base URL.
+async fn stub(answers: &'static [(u16, &'static str)]) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        for n in 0.. {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let (status, body) = answers[n.min(answers.len() - 1)];
+            let mut request = [0_u8; 4096];
+            let _ = socket.read(&mut request).await;
+            let response = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: application/problem+json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(response.as_bytes()).await;
+        }
+    });
+    base
+}
+
+/// The retry helper itself: a 503 is retried until the 202 ...
+#[tokio::test]
+async fn the_retry_helper_retries_a_503_until_the_final_answer() {
+    let base = stub(&[
+        (503, r#"{"code":"SERVICE_UNAVAILABLE"}"#),
+        (202, r#"{"orderId":7,"status":"PENDING"}"#),
+    ])
+    .await;
+    let (answer, retries) = buy_until_final(&Client::new(), &base, 1, 1).await;
+    assert_eq!((answer.status, answer.order, retries), (202, Some(7), 1));
+}
+
+/// ... and a 500 fails the test at once: a crash never reads as a retry that succeeded.
+#[tokio::test]
+#[should_panic(expected = "buyer 1: unexpected")]
+async fn the_retry_helper_fails_on_a_500_instead_of_retrying() {
+    let base = stub(&[
+        (500, r#"{"code":"INTERNAL"}"#),
+        (202, r#"{"orderId":7,"status":"PENDING"}"#),
+    ])
+    .await;
+    buy_until_final(&Client::new(), &base, 1, 1).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_instances_behind_the_balancer_sell_a_drop_exactly() {
     let vars = fleet_env().await;
