@@ -4,26 +4,12 @@
 
 use adapters_sqlite::SqliteStore;
 
-/// The contract tests the store's decisions, not its time bounds (the bounded-waits tests do):
-/// its races queue up to 64 transactions on SQLite's one connection, each syncing the file
-/// (`synchronous = FULL`), which on a busy CI disk can outlast the default one-second wait for the
-/// connection. (The payments-and-expiries race failed once in CI: its transactions run one at a
-/// time, so that wait is the one thing in it that depends on the machine's speed.)
-const GENEROUS: adapters_sql::Bounds = adapters_sql::Bounds {
-    acquire: std::time::Duration::from_secs(30),
-    transaction: std::time::Duration::from_secs(30),
-};
-
 async fn store() -> SqliteStore {
     // The directory is leaked on purpose: it must outlive the store, and is tiny.
     let dir = tempfile::tempdir().unwrap().keep();
-    adapters_sqlite::Sqlite::open_with(
-        &format!("sqlite://{}/goods.db", dir.display()),
-        true,
-        GENEROUS,
-    )
-    .await
-    .unwrap()
+    adapters_sqlite::Sqlite::open(&format!("sqlite://{}/goods.db", dir.display()), true)
+        .await
+        .unwrap()
 }
 
 test_support::sql_contract_tests!(store());

@@ -1285,15 +1285,19 @@ pub async fn an_overdue_order_expires_once_and_its_units_go_back<S: SqlStore>(st
 }
 
 pub async fn racing_payments_and_expiries_at_the_deadline_have_one_outcome<S: SqlStore>(store: S) {
-    let drop = open_drop(&store, 10, 5, 3).await;
+    // Priced, and paid in full: a payment that wins the race must be able to pay (on an unpriced
+    // drop every payment in the window was an AMOUNT_MISMATCH, so the test passed only when an
+    // expiry happened to run first, and failed in CI when a payment did).
+    let drop = priced_drop(&store, 10, 5, 3).await;
     let o = created(&store, &order(&drop, 7, "big", 3)).await;
+    assert_eq!(o.amount, eur(3 * 1999));
     // At the deadline: each payment arrives by a clock just within the window or just past it,
     // alternately, as payments around the deadline would; expiries race them.
     let tasks = (0..32).map(|i| {
         let store = store.clone();
         let o = o.clone();
         tokio::spawn(async move {
-            let e = event(&o, &format!("evt_{i}"), 0, "pi_1");
+            let e = event(&o, &format!("evt_{i}"), 3 * 1999, "pi_1");
             match i % 3 {
                 0 => Err(store.expire_order(o.id, o.created_at).await.unwrap()),
                 1 => Ok(apply(&store, &e, within(&o)).await),
