@@ -42,7 +42,7 @@ async fn random_drop_ids_cost_the_database_one_scan_per_interval_whatever_the_ra
         "DROP_NOT_FOUND",
     )
     .await;
-    let before = app.db_statements().await;
+    let before = app.db_statements_settled().await;
     // Random ids: far above every drop's, answered from the index alone.
     let elapsed = flood(&app, 3000, |i| {
         format!(
@@ -60,7 +60,7 @@ async fn random_drop_ids_cost_the_database_one_scan_per_interval_whatever_the_ra
     );
     // Ids just above every drop's may be drops another instance created since the last scan:
     // they wait for one shared scan per interval (and are answered 404 after it).
-    let before = app.db_statements().await;
+    let before = app.db_statements_settled().await;
     let elapsed = flood(&app, 300, |i| {
         format!("/limited-drops/{}", drop + 1 + i64::try_from(i).unwrap())
     })
@@ -89,7 +89,7 @@ async fn random_drop_ids_cost_the_database_one_scan_per_interval_whatever_the_ra
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_probes_and_views_of_a_drop_cost_one_check_per_interval() {
     let app = TestApp::spawn_with(&[("DROP_REFRESH_MS", "3600000")]).await;
-    let before = app.db_statements().await;
+    let before = app.db_statements_settled().await;
     let elapsed = flood(&app, 2000, |_| "/health/ready".to_owned()).await;
     let spent = app.db_statements().await - before;
     let allowed = bound(elapsed, api_actix::READY_CACHE);
@@ -106,7 +106,7 @@ async fn readiness_probes_and_views_of_a_drop_cost_one_check_per_interval() {
             .status(),
         200
     );
-    let before = app.db_statements().await;
+    let before = app.db_statements_settled().await;
     let elapsed = flood(&app, 2000, |_| format!("/limited-drops/{drop}")).await;
     let spent = app.db_statements().await - before;
     // With a gate its counter answers; without one, the count is reused.

@@ -376,6 +376,22 @@ impl TestApp {
         series_value(&text, "db_statements_total").expect("db_statements_total in /metrics") as u64
     }
 
+    /// `db_statements_total` once the server has gone quiet (two reads 100 ms apart agree, at
+    /// most 3 s): the start-up work (the first drop and flag refresh runs as the server starts)
+    /// lands before a measurement instead of inside it.
+    pub async fn db_statements_settled(&self) -> u64 {
+        let mut last = self.db_statements().await;
+        for _ in 0..30 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let now = self.db_statements().await;
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+        panic!("the server kept sending database statements for 3 s with no request ({last})");
+    }
+
     /// The payment provider, sending signed events to this server.
     pub fn provider(&self) -> Provider {
         Provider {
