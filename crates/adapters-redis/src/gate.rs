@@ -78,16 +78,7 @@ impl RedisGate {
             {
                 Ok(raw) => {
                     let mut markers: Markers = HashMap::new();
-                    for (field, value) in raw {
-                        let (Some((user, key)), Some(marker)) =
-                            (field.split_once('|'), Marker::parse(&value))
-                        else {
-                            continue;
-                        };
-                        let Some(user) = user.parse().ok().and_then(|id| UserId::parse(id).ok())
-                        else {
-                            continue;
-                        };
+                    for (user, key, marker) in raw.iter().filter_map(parse_marker) {
                         markers
                             .entry(user)
                             .or_default()
@@ -134,12 +125,34 @@ impl RedisGate {
         applied
     }
 
+    /// The drop's marker hash as stored (`{user}|{key}` to a marker), read in one HGETALL.
+    async fn read_markers(
+        &self,
+        drop: DropId,
+        context: &'static str,
+    ) -> Result<HashMap<String, String>, InfraError> {
+        self.conn
+            .pool
+            .next()
+            .hgetall(self.keys(drop).idem)
+            .await
+            .map_err(infra(context))
+    }
+
     /// Brings this instance's flag for `drop` down as soon as a change that can give units
     /// back has run here, not only when its restock message comes back from Redis: this
     /// instance's next reserve must see the units it just returned.
     fn restocked_here(&self, drop: DropId) {
         self.flags.clear(drop);
     }
+}
+
+/// One entry of a marker hash: the buyer, the key and the marker; `None` for an entry this
+/// release cannot read (it is skipped).
+fn parse_marker<'a>((field, value): (&'a String, &String)) -> Option<(UserId, &'a str, Marker)> {
+    let (user, key) = field.split_once('|')?;
+    let user = UserId::parse(user.parse().ok()?).ok()?;
+    Some((user, key, Marker::parse(value)?))
 }
 
 fn reply_status(reply: &[Value]) -> Result<String, InfraError> {
@@ -201,23 +214,12 @@ impl AdmissionGate for RedisGate {
         &self,
         drop_id: DropId,
     ) -> Result<Vec<(UserId, IdempotencyKey)>, InfraError> {
-        let raw: HashMap<String, String> = self
-            .conn
-            .pool
-            .next()
-            .hgetall(self.keys(drop_id).idem)
-            .await
-            .map_err(infra("redis done markers"))?;
+        let raw = self.read_markers(drop_id, "redis done markers").await?;
         Ok(raw
             .iter()
-            .filter(|(_, value)| matches!(Marker::parse(value), Some(Marker::Done { .. })))
-            .filter_map(|(field, _)| {
-                let (user, key) = field.split_once('|')?;
-                Some((
-                    UserId::parse(user.parse().ok()?).ok()?,
-                    IdempotencyKey::parse(key).ok()?,
-                ))
-            })
+            .filter_map(parse_marker)
+            .filter(|(_, _, marker)| matches!(marker, Marker::Done { .. }))
+            .filter_map(|(user, key, _)| Some((user, IdempotencyKey::parse(key).ok()?)))
             .collect())
     }
 
@@ -227,30 +229,24 @@ impl AdmissionGate for RedisGate {
         drop_id: DropId,
         now: OffsetDateTime,
     ) -> Result<Vec<StaleReservation>, InfraError> {
-        let raw: HashMap<String, String> = self
-            .conn
-            .pool
-            .next()
-            .hgetall(self.keys(drop_id).idem)
-            .await
-            .map_err(infra("redis stale markers"))?;
+        let raw = self.read_markers(drop_id, "redis stale markers").await?;
         let now_ms = unix_ms(now);
         Ok(raw
             .iter()
-            .filter_map(|(field, value)| {
-                let Some(Marker::InProgress {
+            .filter_map(parse_marker)
+            .filter_map(|(user_id, key, marker)| {
+                let Marker::InProgress {
                     quantity,
                     deadline_ms,
-                }) = Marker::parse(value)
+                } = marker
                 else {
                     return None;
                 };
                 if deadline_ms >= now_ms {
                     return None;
                 }
-                let (user, key) = field.split_once('|')?;
                 Some(StaleReservation {
-                    user_id: UserId::parse(user.parse().ok()?).ok()?,
+                    user_id,
                     key: IdempotencyKey::parse(key).ok()?,
                     quantity: Quantity::parse("quantity", i64::from(quantity)).ok()?,
                     deadline: from_unix_ms(deadline_ms)?,

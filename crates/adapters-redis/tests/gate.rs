@@ -103,8 +103,8 @@ test_support::gate_contract_tests!(contract_gate());
 ///
 /// The random-sequence model case runs here too: the instance that cancels, releases or seeds
 /// brings its own flag down before the call returns (its restock message, which brings the
-/// other instances' flags down, may arrive after the next reserve; before that local step the
-/// case failed about 1 run in 10, answering SOLD_OUT where the model admits).
+/// other instances' flags down, may arrive after the next reserve; without that local step the
+/// case failed 3 of 20 runs under CPU load, answering SOLD_OUT where the model admits).
 mod with_sold_out_flags {
     use super::*;
 
@@ -113,20 +113,7 @@ mod with_sold_out_flags {
         std::sync::Arc::new(gate)
     }
 
-    test_support::gate_contract_tests!(@cases contract_gate();
-        racing_reserves_admit_exactly_the_seeded_units,
-        the_per_user_limit_holds_under_races,
-        sold_out_is_answered_before_the_buyer_limit_and_nothing_changes,
-        markers_go_from_in_progress_to_done_and_a_different_body_is_a_reuse,
-        cancelling_twice_gives_units_and_the_buyer_count_back_once,
-        releasing_a_cancelled_order_gives_its_units_back_and_keeps_its_replay,
-        seeding_again_changes_nothing_and_a_seed_restores_counts_and_markers,
-        a_reservation_is_stale_only_after_its_lease_and_cancel_spares_a_newer_attempt,
-        resync_rebuilds_from_the_truth_and_keeps_what_is_in_flight,
-        resync_seeds_a_gate_that_holds_nothing,
-        a_closed_drop_is_kept_for_the_grace_then_released,
-        random_sequences_behave_like_the_reference_model
-    );
+    test_support::gate_contract_tests!(contract_gate());
 }
 
 /// The same contract on a Redis Cluster of three masters (`TEST_REDIS_CLUSTER_URL`, which
