@@ -1,5 +1,5 @@
 //! In-process adapters for one instance: the embedded mode's admission gate and the outcome
-//! counters, an event publisher that logs, and draw seeds from the operating system.
+//! counters, an event publisher that logs, and the draw seeds' vault.
 
 mod events;
 mod gate;
@@ -8,5 +8,5 @@ mod stats;
 
 pub use events::LogEventPublisher;
 pub use gate::MemoryGate;
-pub use seeds::OsSeeds;
+pub use seeds::{SealKey, SealingVault, parse_key as parse_seal_key};
 pub use stats::MemoryStats;

@@ -1,20 +1,259 @@
-//! Draw seeds from the operating system's CSPRNG (`getrandom(2)` on Linux).
+//! Draw seeds: drawn from the operating system's CSPRNG (`getrandom(2)` on Linux) and sealed
+//! for the database with ChaCha20-Poly1305 under the service's seal key, the seed's commitment
+//! as associated data (a sealed seed moved to another draw does not open).
+//!
+//! Keys are named by an id derived from the key itself, stored beside each sealed seed: a key
+//! ring of the current key and the retired ones opens every seed sealed before a rotation.
 
-use goods_domain::ports::SeedSource;
-use goods_domain::{DrawSeed, InfraError};
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{ChaCha20Poly1305, Nonce};
+use goods_domain::ports::SeedVault;
+use goods_domain::{DrawCommitment, DrawSeed, InfraError, SealError, SealedSeed};
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
-/// 32 bytes from the operating system's CSPRNG for every seed.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct OsSeeds;
+const NONCE_LEN: usize = 12;
 
-impl SeedSource for OsSeeds {
+/// One seal key: 32 random bytes.
+#[derive(Clone)]
+pub struct SealKey {
+    id: String,
+    cipher: ChaCha20Poly1305,
+}
+
+impl std::fmt::Debug for SealKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SealKey({})", self.id)
+    }
+}
+
+impl SealKey {
+    /// The key of these 32 bytes.
+    pub fn from_bytes(bytes: &[u8; 32]) -> Self {
+        let id = Sha256::new()
+            .chain_update(b"goods draw seal key id\0")
+            .chain_update(bytes)
+            .finalize();
+        Self {
+            id: hex::encode(&id[..8]),
+            cipher: ChaCha20Poly1305::new(bytes.into()),
+        }
+    }
+
+    /// Its id: 16 hex digits of a hash of the key, stored with every seed it seals.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// Where the seal keys come from.
+#[derive(Debug)]
+enum Keys {
+    /// None configured: draws cannot be created.
+    None,
+    /// `DRAW_SEAL_KEY`: the first seals, every one opens.
+    Ring(Vec<SealKey>),
+    /// The embedded mode's own key, in a file beside the database, made on first use.
+    File {
+        path: PathBuf,
+        loaded: Mutex<Option<SealKey>>,
+    },
+}
+
+/// The service's seed vault.
+#[derive(Debug, Clone)]
+pub struct SealingVault {
+    keys: Arc<Keys>,
+}
+
+impl SealingVault {
+    /// A vault that seals with `current` and opens with it and every key of `retired`.
+    pub fn with_keys(current: SealKey, retired: Vec<SealKey>) -> Self {
+        let mut ring = vec![current];
+        ring.extend(retired);
+        Self {
+            keys: Arc::new(Keys::Ring(ring)),
+        }
+    }
+
+    /// A vault whose key lies in the file `path`, made (32 random bytes, mode 0600) the first
+    /// time a seed is sealed: the embedded mode's.
+    pub fn with_key_file(path: PathBuf) -> Self {
+        Self {
+            keys: Arc::new(Keys::File {
+                path,
+                loaded: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// A vault without a key: seeds are drawn, never sealed (no draw drop can be created).
+    pub fn unconfigured() -> Self {
+        Self {
+            keys: Arc::new(Keys::None),
+        }
+    }
+
+    fn sealing_key(&self) -> Result<SealKey, SealError> {
+        match self.keys.as_ref() {
+            Keys::None => Err(SealError::NotConfigured),
+            Keys::Ring(ring) => ring.first().cloned().ok_or(SealError::NotConfigured),
+            Keys::File { path, loaded } => Ok(file_key(path, loaded, true)?),
+        }
+    }
+
+    fn key(&self, id: &str) -> Result<SealKey, InfraError> {
+        let found = match self.keys.as_ref() {
+            Keys::None => None,
+            Keys::Ring(ring) => ring.iter().find(|k| k.id == id).cloned(),
+            Keys::File { path, loaded } => {
+                Some(file_key(path, loaded, false)?).filter(|k| k.id == id)
+            }
+        };
+        found.ok_or_else(|| {
+            InfraError::msg(format!(
+                "the seal key {id} that sealed this draw's seed is not configured (DRAW_SEAL_KEY)"
+            ))
+        })
+    }
+}
+
+fn file_key(
+    path: &std::path::Path,
+    loaded: &Mutex<Option<SealKey>>,
+    make: bool,
+) -> Result<SealKey, InfraError> {
+    let mut loaded = loaded
+        .lock()
+        .map_err(|_| InfraError::msg("seal key lock poisoned"))?;
+    if let Some(key) = loaded.as_ref() {
+        return Ok(key.clone());
+    }
+    let key = match std::fs::read_to_string(path) {
+        Ok(text) => parse_key(text.trim())
+            .map_err(|e| InfraError::msg(format!("{}: {e}", path.display())))?,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound && make => {
+            let bytes = random::<32>()?;
+            write_private(path, &base64_encode(&bytes))
+                .map_err(|e| InfraError::msg(format!("{}: {e}", path.display())))?;
+            tracing::warn!(
+                path = %path.display(),
+                "made a draw seal key beside the database: keep it with the database and out of its backups, or set DRAW_SEAL_KEY"
+            );
+            SealKey::from_bytes(&bytes)
+        }
+        Err(error) => {
+            return Err(InfraError::msg(format!(
+                "draw seal key {}: {error}",
+                path.display()
+            )));
+        }
+    };
+    *loaded = Some(key.clone());
+    Ok(key)
+}
+
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    writeln!(file, "{text}")?;
+    file.sync_all()
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A seal key from its base64 text (32 bytes).
+///
+/// # Errors
+/// A sentence saying what is wrong.
+pub fn parse_key(text: &str) -> Result<SealKey, String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .map_err(|e| format!("not base64: {e}"))?;
+    let bytes: [u8; 32] = bytes
+        .try_into()
+        .map_err(|b: Vec<u8>| format!("must be 32 bytes, is {}", b.len()))?;
+    Ok(SealKey::from_bytes(&bytes))
+}
+
+fn random<const N: usize>() -> Result<[u8; N], InfraError> {
+    let mut bytes = [0_u8; N];
+    // The kernel's generator does not fail once the system has booted; if it ever did, the
+    // drop is not created rather than drawn from a weak seed.
+    getrandom::fill(&mut bytes)
+        .map_err(|error| InfraError::msg(format!("no randomness for a draw seed: {error}")))?;
+    Ok(bytes)
+}
+
+impl SeedVault for SealingVault {
     fn seed(&self) -> Result<DrawSeed, InfraError> {
-        let mut bytes = [0_u8; 32];
-        // The kernel's generator does not fail once the system has booted; if it ever did,
-        // the drop is not created rather than drawn from a weak seed.
-        getrandom::fill(&mut bytes)
-            .map_err(|error| InfraError::msg(format!("no randomness for a draw seed: {error}")))?;
-        Ok(DrawSeed::from_bytes(bytes))
+        random::<32>().map(DrawSeed::from_bytes)
+    }
+
+    fn seal(&self, seed: &DrawSeed, commitment: &DrawCommitment) -> Result<SealedSeed, SealError> {
+        let key = self.sealing_key()?;
+        let nonce = random::<NONCE_LEN>()?;
+        let ciphertext = key
+            .cipher
+            .encrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: seed.bytes(),
+                    aad: commitment.bytes(),
+                },
+            )
+            .map_err(|_| InfraError::msg("sealing a draw seed failed"))?;
+        let mut sealed = nonce.to_vec();
+        sealed.extend(ciphertext);
+        Ok(SealedSeed {
+            key_id: key.id.clone(),
+            sealed,
+        })
+    }
+
+    fn open(
+        &self,
+        sealed: &SealedSeed,
+        commitment: &DrawCommitment,
+    ) -> Result<DrawSeed, InfraError> {
+        let key = self.key(&sealed.key_id)?;
+        let (nonce, ciphertext) = sealed
+            .sealed
+            .split_at_checked(NONCE_LEN)
+            .ok_or_else(|| InfraError::msg("a sealed draw seed is too short"))?;
+        let bytes = key
+            .cipher
+            .decrypt(
+                Nonce::from_slice(nonce),
+                Payload {
+                    msg: ciphertext,
+                    aad: commitment.bytes(),
+                },
+            )
+            .map_err(|_| InfraError::msg("a sealed draw seed does not open with its key"))?;
+        let bytes: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| InfraError::msg("a sealed draw seed is not 32 bytes"))?;
+        let seed = DrawSeed::from_bytes(bytes);
+        if !seed.opens(commitment) {
+            return Err(InfraError::msg(
+                "a sealed draw seed does not match its commitment",
+            ));
+        }
+        Ok(seed)
     }
 }
 
@@ -22,10 +261,78 @@ impl SeedSource for OsSeeds {
 mod tests {
     use super::*;
 
+    fn vault(n: u8) -> SealingVault {
+        SealingVault::with_keys(SealKey::from_bytes(&[n; 32]), Vec::new())
+    }
+
     #[test]
     fn every_seed_is_fresh() {
-        let seeds: std::collections::HashSet<String> =
-            (0..100).map(|_| OsSeeds.seed().unwrap().to_hex()).collect();
+        let seeds: std::collections::HashSet<String> = (0..100)
+            .map(|_| vault(1).seed().unwrap().to_hex())
+            .collect();
         assert_eq!(seeds.len(), 100);
+    }
+
+    #[test]
+    fn a_sealed_seed_opens_with_its_key_and_commitment_only_and_shows_no_trace_of_it() {
+        let v = vault(1);
+        let seed = v.seed().unwrap();
+        let commitment = seed.commitment();
+        let sealed = v.seal(&seed, &commitment).unwrap();
+        assert_eq!(sealed.sealed.len(), NONCE_LEN + 32 + 16);
+        assert!(
+            !sealed
+                .sealed
+                .windows(8)
+                .any(|w| seed.bytes().windows(8).any(|s| s == w))
+        );
+        assert_eq!(v.open(&sealed, &commitment).unwrap(), seed);
+        assert!(vault(2).open(&sealed, &commitment).is_err(), "another key");
+        let other = v.seed().unwrap().commitment();
+        assert!(v.open(&sealed, &other).is_err(), "moved to another draw");
+        let again = v.seal(&seed, &commitment).unwrap();
+        assert_ne!(again.sealed, sealed.sealed, "a fresh nonce each time");
+    }
+
+    #[test]
+    fn after_a_rotation_old_seeds_still_open_and_new_ones_use_the_new_key() {
+        let old = vault(1);
+        let seed = old.seed().unwrap();
+        let sealed = old.seal(&seed, &seed.commitment()).unwrap();
+        let rotated = SealingVault::with_keys(
+            SealKey::from_bytes(&[2; 32]),
+            vec![SealKey::from_bytes(&[1; 32])],
+        );
+        assert_eq!(rotated.open(&sealed, &seed.commitment()).unwrap(), seed);
+        let new = rotated.seal(&seed, &seed.commitment()).unwrap();
+        assert_ne!(new.key_id, sealed.key_id);
+        assert!(old.open(&new, &seed.commitment()).is_err());
+    }
+
+    #[test]
+    fn without_a_key_nothing_is_sealed() {
+        let v = SealingVault::unconfigured();
+        let seed = v.seed().unwrap();
+        assert!(matches!(
+            v.seal(&seed, &seed.commitment()),
+            Err(SealError::NotConfigured)
+        ));
+    }
+
+    #[test]
+    fn the_embedded_key_file_is_made_once_private_and_read_back() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("seal-key-{}", std::process::id()));
+        let path = dir.join("draw-seal.key");
+        let _ = std::fs::remove_file(&path);
+        let first = SealingVault::with_key_file(path.clone());
+        let seed = first.seed().unwrap();
+        assert!(!path.exists(), "made on first use, not before");
+        let sealed = first.seal(&seed, &seed.commitment()).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let restarted = SealingVault::with_key_file(path.clone());
+        assert_eq!(restarted.open(&sealed, &seed.commitment()).unwrap(), seed);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -150,7 +150,7 @@ impl OrderRow {
                 .map_err(corrupt("order"))?,
             status: OrderStatus::parse(&self.status)
                 .ok_or_else(|| InfraError::msg(format!("corrupt order status {}", self.status)))?,
-            idempotency_key: IdempotencyKey::parse(&self.idempotency_key)
+            idempotency_key: IdempotencyKey::stored(&self.idempotency_key)
                 .map_err(corrupt("order"))?,
             amount: money(self.amount_minor, &self.currency, "order")?,
             created_at: from_db(self.created_at),
@@ -340,7 +340,7 @@ mod tests {
     }
 }
 
-/// A `draw_entries` row.
+/// A `draw_entries` row, with whether its order was given back.
 #[derive(Debug, Clone, QueryableByName)]
 pub struct EntryRow {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
@@ -357,8 +357,13 @@ pub struct EntryRow {
     pub rank_key: Option<String>,
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
     pub order_id: Option<i64>,
-    #[diesel(sql_type = diesel::sql_types::Bool)]
-    pub promoted: bool,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamp>)]
+    pub promoted_at: Option<PrimitiveDateTime>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub void_reason: Option<String>,
+    /// The status of its order, when it has one.
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub order_status: Option<String>,
 }
 
 impl EntryRow {
@@ -376,6 +381,12 @@ impl EntryRow {
             (None, None) => None,
             _ => return Err(InfraError::msg("corrupt entry: a rank without its key")),
         };
+        let order_given_back = match self.order_status.as_deref() {
+            None => false,
+            Some(status) => !OrderStatus::parse(status)
+                .ok_or_else(|| InfraError::msg(format!("corrupt entry order status {status}")))?
+                .is_live(),
+        };
         Ok(goods_domain::Entry {
             drop_id: DropId::parse(self.drop_id).map_err(corrupt("entry"))?,
             user_id: UserId::parse(self.user_id).map_err(corrupt("entry"))?,
@@ -386,7 +397,9 @@ impl EntryRow {
                 .map(OrderId::parse)
                 .transpose()
                 .map_err(corrupt("entry"))?,
-            promoted: self.promoted,
+            promoted_at: self.promoted_at.map(from_db),
+            order_given_back,
+            void_reason: self.void_reason,
         })
     }
 }
@@ -396,14 +409,28 @@ impl EntryRow {
 pub struct DrawRow {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub drop_id: i64,
-    #[diesel(sql_type = diesel::sql_types::Text)]
-    pub seed: String,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub seed: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub sealed_seed: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub seal_key_id: Option<String>,
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub commitment: String,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub entries_root: Option<String>,
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamp>)]
     pub drawn_at: Option<PrimitiveDateTime>,
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
     pub cutoff: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub entry_count: i32,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub winner_count: i32,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub promoted_count: i32,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub voided_count: i32,
 }
 
 impl DrawRow {
@@ -413,29 +440,43 @@ impl DrawRow {
     /// [`InfraError`] when the row breaks a domain rule.
     pub fn into_domain(self) -> Result<goods_domain::Draw, InfraError> {
         let hex = |e| InfraError::new("corrupt draw row", e);
+        // The clear seed once revealed (or from before sealing), else the sealed one.
+        let secret = match (self.seed, self.sealed_seed, self.seal_key_id) {
+            (Some(seed), _, _) => goods_domain::DrawSecret::Clear(
+                goods_domain::DrawSeed::from_hex(&seed).map_err(hex)?,
+            ),
+            (None, Some(sealed), Some(key_id)) => {
+                goods_domain::DrawSecret::Sealed(goods_domain::SealedSeed {
+                    key_id,
+                    sealed: ::hex::decode(sealed)
+                        .map_err(|e| InfraError::new("corrupt sealed seed", e))?,
+                })
+            }
+            _ => return Err(InfraError::msg("corrupt draw row: no seed")),
+        };
         Ok(goods_domain::Draw {
             drop_id: DropId::parse(self.drop_id).map_err(corrupt("draw"))?,
-            seed: goods_domain::DrawSeed::from_hex(&self.seed).map_err(hex)?,
+            secret,
             commitment: goods_domain::DrawCommitment::from_hex(&self.commitment).map_err(hex)?,
+            entries_root: self
+                .entries_root
+                .map(|r| goods_domain::EntriesRoot::from_hex(&r))
+                .transpose()
+                .map_err(hex)?,
             drawn_at: self.drawn_at.map(from_db),
             cutoff: self
                 .cutoff
                 .map(|c| goods_domain::RankKey::from_hex(&c))
                 .transpose()
                 .map_err(hex)?,
+            counts: goods_domain::DrawCounts {
+                entries: units(self.entry_count, "entry count")?,
+                winners: units(self.winner_count, "winner count")?,
+                promoted: units(self.promoted_count, "promotion count")?,
+                voided: units(self.voided_count, "voided count")?,
+            },
         })
     }
-}
-
-/// A draw drop's counts.
-#[derive(Debug, QueryableByName)]
-pub struct DrawCountsRow {
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    pub entries: i64,
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    pub winners: i64,
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    pub promoted: i64,
 }
 
 /// One user id.

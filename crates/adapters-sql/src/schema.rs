@@ -57,19 +57,29 @@ diesel::table! {
 }
 
 diesel::table! {
-    /// A draw drop's draw: the seed written once at creation with its commitment (a trigger
-    /// refuses to change either), then when it was drawn and the winning cutoff.
+    /// A draw drop's draw: the seed sealed once at creation with its commitment (a trigger
+    /// refuses to change either), the entry set's root, when it was drawn (the clear seed
+    /// written then) and the winning cutoff, and its counts.
     drop_draws (drop_id) {
         drop_id -> BigInt,
-        /// 64 hex digits; shown only once `drawn_at` is set.
-        seed -> Text,
+        /// 64 hex digits, written at the reveal (draws made before sealing: at creation).
+        seed -> Nullable<Text>,
+        /// Hex of the nonce and the ciphertext under the key `seal_key_id`.
+        sealed_seed -> Nullable<Text>,
+        seal_key_id -> Nullable<Text>,
         /// SHA-256 of the seed, 64 hex digits.
         commitment -> Text,
         /// Set as the draw begins: from then on no entry commits.
         entries_closed_at -> Nullable<Timestamp>,
+        /// RFC 6962 Merkle tree hash of the entrants, 64 hex digits.
+        entries_root -> Nullable<Text>,
         drawn_at -> Nullable<Timestamp>,
         /// The largest winning rank key, 64 hex digits.
         cutoff -> Nullable<Text>,
+        entry_count -> Integer,
+        winner_count -> Integer,
+        promoted_count -> Integer,
+        voided_count -> Integer,
     }
 }
 
@@ -89,6 +99,9 @@ diesel::table! {
         order_id -> Nullable<BigInt>,
         /// Its order came from a promotion off the waitlist.
         promoted -> Bool,
+        promoted_at -> Nullable<Timestamp>,
+        /// Why its award was refused.
+        void_reason -> Nullable<Text>,
     }
 }
 

@@ -55,7 +55,15 @@ async fn the_database_refuses_to_change_a_draws_seed() {
     let drop = test_support::contract::draw_drop(&store, 3).await;
     let mut conn = SqliteConnection::establish(&path).unwrap();
     let other = "0".repeat(64);
-    for column in ["seed", "commitment"] {
+    // The sealed seed, its key and the commitment never change; the clear seed is written
+    // once, at the reveal, and never again.
+    let reveal = format!(
+        "UPDATE drop_draws SET seed = '{}' WHERE drop_id = {}",
+        "1".repeat(64),
+        drop.id
+    );
+    conn.batch_execute(&reveal).unwrap();
+    for column in ["sealed_seed", "seal_key_id", "commitment", "seed"] {
         let refused = conn.batch_execute(&format!(
             "UPDATE drop_draws SET {column} = '{other}' WHERE drop_id = {}",
             drop.id
@@ -74,5 +82,9 @@ async fn the_database_refuses_to_change_a_draws_seed() {
     .unwrap();
     use goods_domain::ports::DrawRepository as _;
     let draw = store.draw(drop.id).await.unwrap().unwrap();
-    assert_eq!(draw.seed, test_support::contract::seed());
+    assert_eq!(
+        draw.revealed_seed().map(|s| s.to_hex()),
+        Some("1".repeat(64)),
+        "the seed written at the reveal stays"
+    );
 }

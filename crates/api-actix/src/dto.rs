@@ -164,6 +164,8 @@ struct DrawBody {
     draw_seed: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     winning_rank_cutoff: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entries_root: Option<String>,
 }
 
 impl From<DrawView> for DrawBody {
@@ -175,6 +177,7 @@ impl From<DrawView> for DrawBody {
             drawn_at: d.drawn_at.and_then(rfc3339),
             draw_seed: d.seed.map(|s| s.to_hex()),
             winning_rank_cutoff: d.cutoff.map(|c| c.to_hex()),
+            entries_root: d.entries_root.map(|r| r.to_hex()),
         }
     }
 }
@@ -196,24 +199,57 @@ pub struct EntryBody {
     /// Present (true) only on a won entry whose unit came from the waitlist.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     promoted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    promoted_at: Option<String>,
+    /// Why a VOID entry's award was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inclusion_proof: Option<InclusionProofBody>,
+}
+
+/// An entry's RFC 6962 audit path in the published entry set.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InclusionProofBody {
+    leaf_index: u64,
+    tree_size: u64,
+    audit_path: Vec<String>,
 }
 
 impl From<EntryView> for EntryBody {
     fn from(e: EntryView) -> Self {
-        let (order_id, position) = match e.status {
-            EntryStatus::Won { order_id } => (Some(order_id.get()), None),
-            EntryStatus::Waitlisted { position } => (None, Some(position)),
-            EntryStatus::Entered | EntryStatus::Lost => (None, None),
-        };
+        let status = e.status.as_str();
+        let (mut order_id, mut position, mut promoted_at, mut reason) = (None, None, None, None);
+        match e.status {
+            EntryStatus::Won {
+                order_id: id,
+                promoted_at: at,
+            } => {
+                order_id = Some(id.get());
+                promoted_at = at;
+            }
+            EntryStatus::Forfeited { order_id: id } => order_id = Some(id.get()),
+            EntryStatus::Waitlisted { position: p } => position = Some(p),
+            EntryStatus::Void { reason: r } => reason = Some(r),
+            EntryStatus::Entered | EntryStatus::Lost => {}
+        }
         Self {
             drop_id: e.drop_id.get(),
             user_id: e.user_id.get(),
-            status: e.status.as_str(),
+            status,
             entered_at: rfc3339(e.entered_at),
             order_id,
             position,
             rank_key: e.rank_key.map(|k| k.to_hex()),
-            promoted: e.promoted,
+            promoted: promoted_at.is_some(),
+            promoted_at: promoted_at.and_then(rfc3339),
+            reason,
+            inclusion_proof: e.inclusion_proof.map(|p| InclusionProofBody {
+                leaf_index: p.leaf_index,
+                tree_size: p.tree_size,
+                audit_path: p.audit_path.iter().map(hex::encode).collect(),
+            }),
         }
     }
 }

@@ -403,6 +403,12 @@ impl From<CreateDropError> for Problem {
                 "Drop already active",
                 "the product already has a drop that is not closed",
             ),
+            CreateDropError::DrawsNotConfigured => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "DRAWS_NOT_CONFIGURED",
+                "Draws not configured",
+                "no seal key for draw seeds is configured (DRAW_SEAL_KEY)",
+            ),
             CreateDropError::Infra(e) => Self::internal(&anyhow::Error::new(e)),
         }
     }

@@ -32,6 +32,10 @@ use tracing::Instrument as _;
 /// How long after `closeAt` a drop is still healed (its in-flight purchases settle).
 const CLOSED_GRACE: time::Duration = time::Duration::hours(1);
 
+/// How often the draws' schedule runs: a draw or a promotion is due at most this long before
+/// it starts (the contract promises 10 s; a lease handover adds at most three ticks).
+pub const DRAW_TICK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Events relayed from the outbox per pass.
 const RELAY_BATCH: u32 = 100;
 
@@ -235,6 +239,65 @@ impl GoodsApp {
         Ok(resolution)
     }
 
+    /// The draws' own schedule, run every [`DRAW_TICK`] by one instance of the fleet whatever
+    /// `RECONCILE_INTERVAL_MS` is: draws whose entries closed, promotions of units given back,
+    /// and the expiry of unpaid orders (which gives a forfeited winner's unit back). Sets the
+    /// overdue-draw gauge the alert watches.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the drops cannot be listed; a failure on one drop is logged,
+    /// counted in the report, and does not stop the tick.
+    pub async fn tend_draws(&self) -> Result<HealReport, InfraError> {
+        let now = self.ports.clock.now();
+        let drops = self
+            .ports
+            .drops
+            .list_unclosed(now.saturating_sub(CLOSED_GRACE))
+            .await?;
+        let mut report = HealReport::default();
+        match self.expire_overdue().await {
+            Ok(expired) => report.expired = expired,
+            Err(error) => {
+                report.failed += 1;
+                tracing::warn!(error = %error, "expiring unpaid orders failed");
+            }
+        }
+        let mut overdue = time::Duration::ZERO;
+        for drop in drops.iter().filter(|d| d.mode.is_draw()) {
+            report.drops += 1;
+            let tended = async {
+                if self.run_draw(drop).await? {
+                    report.draws += 1;
+                }
+                report.promoted += self.promote_waitlist(drop).await?;
+                let drawn = self
+                    .ports
+                    .draws
+                    .draw(drop.id)
+                    .await?
+                    .is_some_and(|d| d.drawn_at.is_some());
+                Ok::<bool, InfraError>(drawn)
+            };
+            let drawn = match tended.await {
+                Ok(drawn) => drawn,
+                Err(error) => {
+                    report.failed += 1;
+                    tracing::warn!(drop.id = %drop.id, error = %error, "tending the draw failed");
+                    false
+                }
+            };
+            if !drawn && goods_domain::draw::draw_due(drop, false, now) {
+                let since = drop
+                    .mode
+                    .entry_close_at()
+                    .map_or(time::Duration::ZERO, |at| now - at);
+                overdue = overdue.max(since);
+            }
+        }
+        metrics::gauge!(crate::telemetry::DRAW_OVERDUE).set(overdue.as_seconds_f64());
+        Ok(report)
+    }
+
     /// One healing pass over every open or recently closed drop (the periodic task's body).
     ///
     /// # Errors
@@ -286,12 +349,9 @@ impl GoodsApp {
         if sold > limited {
             self.raise_oversell(drop, sold).await;
         }
-        // A draw drop is never in the gate: its draw, and its waitlist, are what to tend.
+        // A draw drop is never in the gate; its draw and waitlist keep their own schedule
+        // (`tend_draws`).
         if drop.mode.is_draw() {
-            if self.run_draw(drop).await? {
-                report.draws += 1;
-            }
-            report.promoted += self.promote_waitlist(drop).await?;
             return Ok(());
         }
         let Some(gate) = self.gate().cloned() else {

@@ -20,7 +20,7 @@ pub use drops::draw::{DrawView, EntryError, EntryView};
 pub use drops::operate::OperateDropError;
 pub use drops::stats::DropStats;
 pub use drops::view::{DropReadError, DropView};
-pub use healing::HealReport;
+pub use healing::{DRAW_TICK, HealReport};
 pub use mechanisms::budget::Budgeted;
 pub use mechanisms::buffer::WriteBuffer;
 pub use mechanisms::drop_index::MIN_SCAN_INTERVAL as DROP_SCAN_INTERVAL;
@@ -37,7 +37,7 @@ pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
 use goods_domain::ports::{
     AdmissionGate, ChangeNotifier, Clock, DrawRepository, DropRepository, EventOutbox,
     EventPublisher, OrderRepository, PaymentRepository, ProductRepository, PurchaseLedger,
-    SeedSource, SourceOfTruth, StatsRecorder,
+    SeedVault, SourceOfTruth, StatsRecorder,
 };
 use goods_domain::{DropId, InfraError, LimitedDrop, PaymentWindow, ProductId};
 use mechanisms::single_flight::{self, Shared, unshared};
@@ -66,7 +66,7 @@ pub struct Ports {
     /// Draw drops' entries and draws.
     pub draws: Arc<dyn DrawRepository>,
     /// Where draw seeds come from.
-    pub seeds: Arc<dyn SeedSource>,
+    pub seeds: Arc<dyn SeedVault>,
 }
 
 impl Ports {
@@ -78,7 +78,7 @@ impl Ports {
         clock: Arc<dyn Clock>,
         events: Arc<dyn EventPublisher>,
         stats: Arc<dyn StatsRecorder>,
-        seeds: Arc<dyn SeedSource>,
+        seeds: Arc<dyn SeedVault>,
     ) -> Self {
         Self {
             products: store.clone(),
@@ -122,6 +122,8 @@ pub struct GoodsApp {
     entries: Arc<group_commit::Committers<drops::draw::Entries>>,
     /// Each draw drop's draw and counts, reused for [`REMAINING_TTL`].
     draw_views: Arc<drops::draw::DrawViews>,
+    /// Closed draws' entry sets, for inclusion proofs.
+    entry_trees: Arc<drops::draw::EntryTrees>,
     /// Draw drops whose waitlist promotion is running here (see `promote_after`).
     promotions: Arc<drops::draw::Promotions>,
     healing: Arc<healing::HealState>,
@@ -154,6 +156,7 @@ impl GoodsApp {
             committers,
             entries,
             draw_views: Arc::default(),
+            entry_trees: Arc::default(),
             promotions: Arc::default(),
             ports,
             buffer,

@@ -62,6 +62,10 @@ pub const DRAW_ENTRIES: &str = "draw_entries_total";
 pub const DRAW_DURATION: &str = "draw_duration_seconds";
 /// Units given by draws, by `by` (`draw`: a winner; `promotion`: a waitlisted entry).
 pub const DRAW_AWARDS: &str = "draw_awards_total";
+/// Draw entries whose award the ledger refused (voided; the unit went to the next by rank).
+pub const DRAW_VOIDED: &str = "draw_entries_voided_total";
+/// Seconds since the entries of the most overdue undrawn draw closed (0: none is due).
+pub const DRAW_OVERDUE: &str = "draw_overdue_seconds";
 
 thread_local! {
     static DECISIONS: std::cell::RefCell<Vec<(&'static str, metrics::Histogram)>> =
@@ -116,6 +120,8 @@ pub const NAMES: &[&str] = &[
     DRAW_ENTRIES,
     DRAW_DURATION,
     DRAW_AWARDS,
+    DRAW_VOIDED,
+    DRAW_OVERDUE,
 ];
 
 /// The help texts, for the exposition; and the counters alerts watch, exported at zero from the
@@ -131,7 +137,18 @@ pub fn describe() {
     for by in ["draw", "promotion"] {
         metrics::counter!(DRAW_AWARDS, "by" => by).increment(0);
     }
+    metrics::counter!(DRAW_VOIDED).increment(0);
+    metrics::gauge!(DRAW_OVERDUE).set(0.0);
     describe_counter!(DRAW_ENTRIES, "Draw entries answered, by outcome.");
+    describe_counter!(
+        DRAW_VOIDED,
+        "Draw entries whose award was refused (VOID); each unit went to the next entry by rank."
+    );
+    describe_gauge!(
+        DRAW_OVERDUE,
+        Unit::Seconds,
+        "Seconds since the entries of the most overdue undrawn draw closed; 0 when none is due."
+    );
     describe_histogram!(
         DRAW_DURATION,
         Unit::Seconds,

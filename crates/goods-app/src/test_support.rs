@@ -136,7 +136,7 @@ pub struct Mocks {
     pub stats: MockStatsRecorder,
     pub draws: goods_domain::ports::MockDrawRepository,
     /// Every seed is 32 bytes of 7.
-    pub seeds: goods_domain::ports::MockSeedSource,
+    pub seeds: goods_domain::ports::MockSeedVault,
     pub permits: usize,
 }
 
@@ -168,10 +168,25 @@ impl Mocks {
             stats,
             draws: goods_domain::ports::MockDrawRepository::new(),
             seeds: {
-                let mut seeds = goods_domain::ports::MockSeedSource::new();
+                let mut seeds = goods_domain::ports::MockSeedVault::new();
                 seeds
                     .expect_seed()
                     .returning(|| Ok(goods_domain::DrawSeed::from_bytes([7; 32])));
+                // Sealed as the bytes themselves: the app never reads inside a seal.
+                seeds.expect_seal().returning(|seed, _| {
+                    Ok(goods_domain::SealedSeed {
+                        key_id: "test".into(),
+                        sealed: seed.bytes().to_vec(),
+                    })
+                });
+                seeds.expect_open().returning(|sealed, _| {
+                    let bytes: [u8; 32] = sealed
+                        .sealed
+                        .clone()
+                        .try_into()
+                        .map_err(|_| goods_domain::InfraError::msg("not a test seal"))?;
+                    Ok(goods_domain::DrawSeed::from_bytes(bytes))
+                });
                 seeds
             },
             permits: 4,
@@ -309,7 +324,7 @@ impl goods_domain::ports::DropRepository for HeldDrops {
     async fn create(
         &self,
         drop: &goods_domain::NewLimitedDrop,
-        seed: Option<goods_domain::DrawSeed>,
+        seed: Option<(goods_domain::DrawCommitment, goods_domain::SealedSeed)>,
         now: OffsetDateTime,
     ) -> Result<LimitedDrop, goods_domain::ports::CreateDropError> {
         self.inner.create(drop, seed, now).await

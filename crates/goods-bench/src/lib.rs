@@ -34,7 +34,10 @@ pub async fn app_with_drop<S: Store>(
             Arc::new(SystemClock),
             Arc::new(LogEventPublisher),
             Arc::new(MemoryStats::default()),
-            Arc::new(adapters_memory::OsSeeds),
+            Arc::new(adapters_memory::SealingVault::with_keys(
+                adapters_memory::SealKey::from_bytes(&[7; 32]),
+                Vec::new(),
+            )),
         ),
         WriteBuffer::new(permits, Duration::from_secs(60)),
     )

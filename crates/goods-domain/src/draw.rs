@@ -55,6 +55,9 @@ macro_rules! digest {
     };
 }
 
+mod entries_tree;
+pub use entries_tree::{EntriesRoot, EntriesTree, InclusionProof, leaf_hash, verify_inclusion};
+
 digest!(
     /// `SHA-256(seed)`: published at creation, before the first entry.
     DrawCommitment
@@ -90,7 +93,12 @@ impl DrawSeed {
         parse_hex(raw).map(Self)
     }
 
-    /// 64 lowercase hex digits: what is stored, and revealed after the draw.
+    /// The secret bytes, for the vault that seals them.
+    pub fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// 64 lowercase hex digits: what is revealed after the draw.
     pub fn to_hex(&self) -> String {
         hex::encode(self.0)
     }
@@ -114,6 +122,47 @@ impl DrawSeed {
         mac.update(user.get().to_string().as_bytes());
         RankKey(mac.finalize().into_bytes().into())
     }
+}
+
+/// A seed sealed with an AEAD under one of the service's seal keys (`DRAW_SEAL_KEY`), the
+/// commitment as associated data: what the database holds until the reveal, so a copy of the
+/// database alone gives neither the seed nor any rank.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SealedSeed {
+    /// Names the key that sealed it, so seeds sealed before a key rotation stay readable.
+    pub key_id: String,
+    /// Nonce and ciphertext with its tag, as the sealing key's algorithm lays them out.
+    pub sealed: Vec<u8>,
+}
+
+impl fmt::Debug for SealedSeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "SealedSeed({}, {} bytes)",
+            self.key_id,
+            self.sealed.len()
+        )
+    }
+}
+
+/// A draw's seed as stored: sealed until the reveal; in the clear once revealed (and for draws
+/// made before seeds were sealed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DrawSecret {
+    Sealed(SealedSeed),
+    Clear(DrawSeed),
+}
+
+/// Why a draw's seed cannot be sealed.
+#[derive(Debug, thiserror::Error)]
+pub enum SealError {
+    /// No seal key is configured (`DRAW_SEAL_KEY`): no draw drop can be created.
+    #[error("draws are not configured: no seal key")]
+    NotConfigured,
+    /// The key store or the randomness failed.
+    #[error(transparent)]
+    Infra(#[from] crate::InfraError),
 }
 
 /// One entry's place in the draw.
@@ -225,70 +274,106 @@ pub struct Entry {
     pub entered_at: OffsetDateTime,
     /// Set by the draw.
     pub ranked: Option<(u32, RankKey)>,
-    /// The order the draw or a promotion gave it.
+    /// The order the draw or a promotion gave it (kept when that order is given back).
     pub order_id: Option<OrderId>,
-    /// Its order came from a promotion off the waitlist.
-    pub promoted: bool,
+    /// When a promotion off the waitlist gave it its order.
+    pub promoted_at: Option<OffsetDateTime>,
+    /// Its order was cancelled or expired: the unit went to the waitlist.
+    pub order_given_back: bool,
+    /// Why the ledger refused its award (the refusal's code); its unit went to the next rank.
+    pub void_reason: Option<String>,
 }
 
 /// What a buyer sees of their entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntryStatus {
     /// Entered; the draw has not been made.
     Entered,
-    /// Won a unit: its order.
-    Won { order_id: OrderId },
+    /// Won a unit: its order; `promoted_at` when a promotion off the waitlist gave it.
+    Won {
+        order_id: OrderId,
+        promoted_at: Option<OffsetDateTime>,
+    },
+    /// Won, but its order expired unpaid or was cancelled: the unit went to the waitlist.
+    Forfeited { order_id: OrderId },
     /// Waiting for a unit a winner gives back; 1 is next.
     Waitlisted { position: u32 },
     /// Not drawn, and the drop is closed: no unit will come.
     Lost,
+    /// Its award was refused (`reason`, the refusal's code); the unit went to the next by rank.
+    Void { reason: String },
 }
 
 impl EntryStatus {
     /// The serialised name.
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &'static str {
         match self {
             Self::Entered => "ENTERED",
             Self::Won { .. } => "WON",
+            Self::Forfeited { .. } => "FORFEITED",
             Self::Waitlisted { .. } => "WAITLISTED",
             Self::Lost => "LOST",
+            Self::Void { .. } => "VOID",
         }
     }
 }
 
 impl Entry {
-    /// Its status at `now` in `drop`, once the draw is `drawn` or not; `ahead` is how many
-    /// waitlisted entries (no order yet) rank before it.
+    /// Its status at `now` in `drop`, once the draw is `drawn` or not, with the draw's `counts`.
     pub fn status(
         &self,
         drop: &LimitedDrop,
         drawn: bool,
-        ahead: u32,
+        counts: &DrawCounts,
         now: OffsetDateTime,
     ) -> EntryStatus {
+        if let Some(reason) = &self.void_reason {
+            return EntryStatus::Void {
+                reason: reason.clone(),
+            };
+        }
         if let Some(order_id) = self.order_id {
-            return EntryStatus::Won { order_id };
+            return match self.order_given_back {
+                true => EntryStatus::Forfeited { order_id },
+                false => EntryStatus::Won {
+                    order_id,
+                    promoted_at: self.promoted_at,
+                },
+            };
         }
         if drop.is_closed(now) {
             return EntryStatus::Lost;
         }
         match (drawn, self.ranked) {
-            (true, Some(_)) => EntryStatus::Waitlisted {
-                position: ahead.saturating_add(1),
+            (true, Some((rank, _))) => EntryStatus::Waitlisted {
+                position: waitlist_position(rank, counts),
             },
             _ => EntryStatus::Entered,
         }
     }
 }
 
-/// A draw drop's counts (stats).
+/// A waiting entry's place in the waitlist (1 is next), from its rank and the draw's counts.
+/// Awards (the draw's and the promotions') always go to the lowest-ranked waiting entry, and a
+/// voided entry was the lowest-ranked waiting one when it was refused, so every entry with an
+/// order or voided ranks before every waiting one: the entries ahead are the ranks before it
+/// less those. No read of the waitlist is needed, however long it is.
+pub fn waitlist_position(rank: u32, counts: &DrawCounts) -> u32 {
+    rank.saturating_sub(counts.winners)
+        .saturating_sub(counts.voided)
+        .max(1)
+}
+
+/// A draw drop's counts, kept as entries, awards and refusals happen (never recounted).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DrawCounts {
     pub entries: u32,
-    /// Entries that got an order, by the draw or a promotion.
+    /// Entries that got an order, by the draw or a promotion (forfeited ones included).
     pub winners: u32,
     /// Of those, by a promotion off the waitlist.
     pub promoted: u32,
+    /// Entries whose award the ledger refused.
+    pub voided: u32,
 }
 
 /// A draw drop's draw as stored.
@@ -296,17 +381,23 @@ pub struct DrawCounts {
 pub struct Draw {
     pub drop_id: DropId,
     pub commitment: DrawCommitment,
-    /// Stored from creation; shown only once `drawn_at` is set.
-    pub seed: DrawSeed,
+    /// Sealed from creation; in the clear once revealed with `drawn_at`.
+    pub secret: DrawSecret,
+    /// The entry set's root, published when entries close, before the reveal.
+    pub entries_root: Option<EntriesRoot>,
     pub drawn_at: Option<OffsetDateTime>,
-    /// The largest winning rank key, set with `drawn_at` (`None` when nobody entered).
+    /// The largest winning rank key, set with `drawn_at` (`None` when nobody won).
     pub cutoff: Option<RankKey>,
+    pub counts: DrawCounts,
 }
 
 impl Draw {
     /// The seed, once it may be shown: after the draw.
     pub fn revealed_seed(&self) -> Option<DrawSeed> {
-        self.drawn_at.map(|_| self.seed)
+        match (&self.secret, self.drawn_at) {
+            (DrawSecret::Clear(seed), Some(_)) => Some(*seed),
+            _ => None,
+        }
     }
 }
 
@@ -538,44 +629,112 @@ mod tests {
         assert!(!promotes(&drop, true, CLOSE));
     }
 
+    fn counts(winners: u32, voided: u32) -> DrawCounts {
+        DrawCounts {
+            entries: 100,
+            winners,
+            promoted: 0,
+            voided,
+        }
+    }
+
+    fn entry(rank: Option<u32>, order: Option<i64>) -> Entry {
+        Entry {
+            drop_id: DropId::parse(1).unwrap(),
+            user_id: user(5),
+            entered_at: OPEN,
+            ranked: rank.map(|r| (r, seed(1).rank_key(user(5)))),
+            order_id: order.map(|o| OrderId::parse(o).unwrap()),
+            promoted_at: None,
+            order_given_back: false,
+            void_reason: None,
+        }
+    }
+
     #[rstest]
     #[case(false, None, None, 0, ENTRIES_CLOSE, EntryStatus::Entered)]
-    #[case(true, Some(4), None, 0, ENTRIES_CLOSE, EntryStatus::Waitlisted { position: 1 })]
+    #[case(true, Some(4), None, 3, ENTRIES_CLOSE, EntryStatus::Waitlisted { position: 1 })]
     #[case(true, Some(9), None, 4, ENTRIES_CLOSE, EntryStatus::Waitlisted { position: 5 })]
-    #[case(true, Some(2), Some(7), 0, ENTRIES_CLOSE, EntryStatus::Won { order_id: OrderId::parse(7).unwrap() })]
-    #[case(true, Some(2), Some(7), 0, CLOSE, EntryStatus::Won { order_id: OrderId::parse(7).unwrap() })]
+    #[case(true, Some(2), Some(7), 3, ENTRIES_CLOSE, EntryStatus::Won { order_id: OrderId::parse(7).unwrap(), promoted_at: None })]
+    #[case(true, Some(2), Some(7), 3, CLOSE, EntryStatus::Won { order_id: OrderId::parse(7).unwrap(), promoted_at: None })]
     #[case(true, Some(9), None, 4, CLOSE, EntryStatus::Lost)]
     #[case(false, None, None, 0, CLOSE, EntryStatus::Lost)]
     fn an_entrys_status_follows_the_draw_its_order_and_the_close(
         #[case] drawn: bool,
         #[case] rank: Option<u32>,
         #[case] order: Option<i64>,
-        #[case] ahead: u32,
+        #[case] winners: u32,
         #[case] now: OffsetDateTime,
         #[case] expected: EntryStatus,
     ) {
-        let entry = Entry {
-            drop_id: DropId::parse(1).unwrap(),
-            user_id: user(5),
-            entered_at: OPEN,
-            ranked: rank.map(|r| (r, seed(1).rank_key(user(5)))),
-            order_id: order.map(|o| OrderId::parse(o).unwrap()),
-            promoted: false,
-        };
-        assert_eq!(entry.status(&draw_drop(3), drawn, ahead, now), expected);
+        let status = entry(rank, order).status(&draw_drop(3), drawn, &counts(winners, 0), now);
+        assert_eq!(status, expected);
+    }
+
+    #[test]
+    fn a_winner_whose_order_went_back_is_forfeited_and_a_promoted_one_says_when() {
+        let mut forfeited = entry(Some(2), Some(7));
+        forfeited.order_given_back = true;
+        assert_eq!(
+            forfeited.status(&draw_drop(3), true, &counts(3, 0), CLOSE),
+            EntryStatus::Forfeited {
+                order_id: OrderId::parse(7).unwrap()
+            },
+            "after the close too"
+        );
+        let mut promoted = entry(Some(5), Some(9));
+        promoted.promoted_at = Some(ENTRIES_CLOSE + MS);
+        assert_eq!(
+            promoted.status(&draw_drop(3), true, &counts(5, 0), ENTRIES_CLOSE + MS),
+            EntryStatus::Won {
+                order_id: OrderId::parse(9).unwrap(),
+                promoted_at: Some(ENTRIES_CLOSE + MS)
+            }
+        );
+        let mut void = entry(Some(1), None);
+        void.void_reason = Some("PER_USER_LIMIT_EXCEEDED".into());
+        assert_eq!(
+            void.status(&draw_drop(3), true, &counts(3, 1), CLOSE)
+                .as_str(),
+            "VOID"
+        );
+    }
+
+    /// Ranks 1-3 won, rank 4 was voided, rank 5 won in its place; the waitlist starts at 6.
+    #[rstest]
+    #[case(6, 4, 1, 1)]
+    #[case(7, 4, 1, 2)]
+    #[case(20, 4, 1, 15)]
+    #[case(4, 3, 0, 1)]
+    fn the_waitlist_position_counts_only_waiting_entries_ahead(
+        #[case] rank: u32,
+        #[case] winners: u32,
+        #[case] voided: u32,
+        #[case] position: u32,
+    ) {
+        assert_eq!(waitlist_position(rank, &counts(winners, voided)), position);
     }
 
     #[test]
     fn the_seed_shows_only_after_the_draw() {
+        let sealed = DrawSecret::Sealed(SealedSeed {
+            key_id: "k1".into(),
+            sealed: vec![1; 60],
+        });
         let mut draw = Draw {
             drop_id: DropId::parse(1).unwrap(),
             commitment: seed(9).commitment(),
-            seed: seed(9),
+            secret: sealed.clone(),
+            entries_root: None,
             drawn_at: None,
             cutoff: None,
+            counts: DrawCounts::default(),
         };
         assert_eq!(draw.revealed_seed(), None);
         draw.drawn_at = Some(ENTRIES_CLOSE);
+        assert_eq!(draw.revealed_seed(), None, "a sealed seed is never shown");
+        draw.secret = DrawSecret::Clear(seed(9));
         assert_eq!(draw.revealed_seed(), Some(seed(9)));
+        assert!(!format!("{sealed:?}").contains("1, 1"), "no bytes in logs");
     }
 }

@@ -150,6 +150,9 @@ pub enum CreateDropError {
     /// The product already has a drop that is not closed.
     #[error("the product already has a drop that is not closed")]
     DropAlreadyActive,
+    /// A draw drop, but no seal key for its seed (`DRAW_SEAL_KEY`).
+    #[error("draws are not configured")]
+    DrawsNotConfigured,
     /// The store failed.
     #[error(transparent)]
     Infra(#[from] crate::InfraError),

@@ -90,11 +90,38 @@ impl IdempotencyKey {
         Ok(Self(raw.to_owned()))
     }
 
+    /// The key of the order a draw gives a buyer of `drop` (an award or a promotion): one per
+    /// buyer and draw, so a second award of the same entry replays the first order. It starts
+    /// with the control character 0x01, which [`IdempotencyKey::parse`] refuses in a client's
+    /// key: no client can send, plant or collide with a key the service makes for itself.
+    pub fn for_draw(drop: crate::DropId) -> Self {
+        Self(format!("{SERVICE_KEY_PREFIX}draw:{drop}"))
+    }
+
+    /// A key as stored with an order: a client's, or one the service made for itself.
+    ///
+    /// # Errors
+    /// [`ValidationError`] when it is neither.
+    pub fn stored(raw: &str) -> Result<Self, ValidationError> {
+        match raw.strip_prefix(SERVICE_KEY_PREFIX) {
+            Some(rest) => Self::parse(rest).map(|_| Self(raw.to_owned())),
+            None => Self::parse(raw),
+        }
+    }
+
+    /// Whether the service made this key for itself (no client can send one).
+    pub fn is_service_key(&self) -> bool {
+        self.0.starts_with(SERVICE_KEY_PREFIX)
+    }
+
     /// The key as sent by the client.
     pub fn as_str(&self) -> &str {
         &self.0
     }
 }
+
+/// What starts every key the service makes: outside the printable ASCII of clients' keys.
+const SERVICE_KEY_PREFIX: char = '\u{1}';
 
 impl fmt::Display for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -106,6 +133,27 @@ impl fmt::Display for IdempotencyKey {
 mod tests {
     use super::*;
     use rstest::rstest;
+
+    #[test]
+    fn a_draws_key_is_one_no_client_can_send() {
+        let drop = crate::DropId::parse(42).unwrap();
+        let key = IdempotencyKey::for_draw(drop);
+        assert!(key.is_service_key());
+        assert!(
+            IdempotencyKey::parse(key.as_str()).is_err(),
+            "refused from a client"
+        );
+        assert_eq!(
+            IdempotencyKey::stored(key.as_str()).unwrap(),
+            key,
+            "read back"
+        );
+        for planted in ["draw-42", "draw:42", "\\u0001draw:42", "\\x01draw:42"] {
+            let client = IdempotencyKey::parse(planted).unwrap();
+            assert_ne!(client, key, "{planted}");
+            assert!(!client.is_service_key());
+        }
+    }
 
     #[rstest]
     #[case(1, true)]

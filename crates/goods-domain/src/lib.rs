@@ -17,7 +17,8 @@ pub mod product;
 pub mod quantity;
 
 pub use draw::{
-    Draw, DrawCommitment, DrawCounts, DrawSeed, Entry, EntryRejection, EntryStatus, RankKey,
+    Draw, DrawCommitment, DrawCounts, DrawSecret, DrawSeed, EntriesRoot, EntriesTree, Entry,
+    EntryRejection, EntryStatus, InclusionProof, RankKey, SealError, SealedSeed,
 };
 pub use drop::{
     Closing, CreateDropError, DropInput, DropMode, DropStatus, DropTransitionError, LimitedDrop,

@@ -24,14 +24,14 @@ pub use catalog::{
 };
 pub use changes::ChangeNotifier;
 pub use clock::{Clock, SystemClock};
-pub use draw::{DrawRepository, EnterError, Entered, NewEntry, SeedSource};
+pub use draw::{DrawRepository, EnterError, Entered, NewEntry, SeedVault};
 pub use events::{DomainEvent, DropOperation, EventPublisher};
 pub use flags::{Flag, FlagName, FlagStore};
 pub use gate::{
     AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome, StaleReservation,
     from_unix_ms, unix_ms,
 };
-pub use lease::{BACKGROUND, LeaseStore};
+pub use lease::{BACKGROUND, DRAWS, LeaseStore};
 pub use ledger::{
     AppliedPayment, CancelOrderError, Cancelled, PaymentEventError, PlaceOrder, PlaceOrderError,
     Placed, Placement, PurchaseLedger, StaleResolution, max_orders_per_buyer,
@@ -76,7 +76,7 @@ pub use changes::MockChangeNotifier;
 #[cfg(feature = "mock")]
 pub use clock::MockClock;
 #[cfg(feature = "mock")]
-pub use draw::{MockDrawRepository, MockSeedSource};
+pub use draw::{MockDrawRepository, MockSeedVault};
 #[cfg(feature = "mock")]
 pub use events::MockEventPublisher;
 #[cfg(feature = "mock")]

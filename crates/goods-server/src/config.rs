@@ -5,6 +5,7 @@
 
 mod auth;
 mod database;
+mod draws;
 mod observability;
 mod purchases;
 mod redis;
@@ -39,6 +40,8 @@ pub struct Config {
     pub payment_secret: Option<SecretString>,
     /// The healing pass and the cache refresh.
     pub background: Background,
+    /// The seal key of draw seeds (`DRAW_SEAL_KEY`).
+    pub draw_seal: draws::DrawSeal,
     pub observability: Observability,
     /// The feature flags a database that never had them set starts with
     /// (`FLAGS_AT_FIRST_START=on|off`, default `on`). `off` ships the release dark, as the design
@@ -213,7 +216,13 @@ impl Config {
         let purchases = Purchases::read(&get, &database, redis.is_some())?;
         let loopback = http.bind_addr.ip().is_loopback();
         let embedded = loopback && matches!(database.source, Database::Sqlite(_));
+        let embedded_db = match (&database.source, embedded) {
+            (Database::Sqlite(url), true) => Some(url.as_str()),
+            _ => None,
+        };
+        let draw_seal = draws::DrawSeal::read(&get, embedded_db)?;
         Ok(Self {
+            draw_seal,
             auth: Auth::read(&get, loopback, embedded)?,
             payment_secret: payment_secret(&get)?,
             background: Background::read(&get)?,

@@ -11,7 +11,7 @@ use goods_server::config::MigrateConfig;
 use goods_server::{Application, Config, telemetry};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: goods-server [migrate [--to VERSION] | sign-payment | health | verify-draw --seed HEX --commitment HEX --user ID [--cutoff HEX]]";
+const USAGE: &str = "usage: goods-server [migrate [--to VERSION] | sign-payment | health | verify-draw --seed HEX --commitment HEX --user ID [--cutoff HEX] [--root HEX --leaf-index N --tree-size N --path HEX,HEX,...]]";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -102,25 +102,29 @@ fn sign_payment() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Checks a draw: `SHA-256(seed)` against the commitment published at creation, then the
-/// user's rank key `HMAC-SHA256(seed, user id in decimal)`, and with the cutoff whether it won
-/// (rank key <= cutoff). Exit 0 when the seed opens the commitment, 1 when it does not, 2 on
-/// bad arguments.
+/// Checks a draw, first `SHA-256(seed)` against the commitment published at creation (a
+/// mismatch prints only that: nothing computed from a seed that is not the draw's means
+/// anything), then the user's rank key `HMAC-SHA256(seed, user id in decimal)`, with the
+/// cutoff whether it won (rank key <= cutoff), and with the entry's inclusion proof that the
+/// entry is in the set whose root was published before the reveal. Exit 0 when every check
+/// given passes, 1 when one fails, 2 on bad arguments.
 fn verify_draw(args: &[&str]) -> ExitCode {
-    use goods_domain::{DrawCommitment, DrawSeed, RankKey, UserId};
+    use goods_domain::{DrawCommitment, DrawSeed, EntriesRoot, InclusionProof, RankKey, UserId};
+    let usage = |what: &str| {
+        eprintln!("goods-server verify-draw: {what}; {USAGE}");
+        ExitCode::from(2)
+    };
     let mut named = std::collections::HashMap::new();
     for pair in args.chunks(2) {
         match pair {
             [
-                name @ ("--seed" | "--commitment" | "--user" | "--cutoff"),
+                name @ ("--seed" | "--commitment" | "--user" | "--cutoff" | "--root"
+                | "--leaf-index" | "--tree-size" | "--path"),
                 value,
             ] => {
                 named.insert(*name, *value);
             }
-            _ => {
-                eprintln!("goods-server verify-draw: unexpected arguments {args:?}; {USAGE}");
-                return ExitCode::from(2);
-            }
+            _ => return usage(&format!("unexpected arguments {args:?}")),
         }
     }
     let (Some(seed), Some(commitment), Some(user)) = (
@@ -132,42 +136,81 @@ fn verify_draw(args: &[&str]) -> ExitCode {
             .get("--user")
             .map(|u| u.parse::<i64>().ok().and_then(|u| UserId::parse(u).ok())),
     ) else {
-        eprintln!(
-            "goods-server verify-draw: --seed, --commitment and --user are required; {USAGE}"
-        );
-        return ExitCode::from(2);
+        return usage("--seed, --commitment and --user are required");
     };
-    let cutoff = named.get("--cutoff").map(|c| RankKey::from_hex(c));
     let (Ok(seed), Ok(commitment), Some(user)) = (seed, commitment, user) else {
-        eprintln!(
-            "goods-server verify-draw: the seed and commitment are 64 hex digits, the user a positive integer"
-        );
-        return ExitCode::from(2);
+        return usage("the seed and commitment are 64 hex digits, the user a positive integer");
     };
-    let cutoff = match cutoff.transpose() {
-        Ok(cutoff) => cutoff,
-        Err(_) => {
-            eprintln!("goods-server verify-draw: the cutoff is 64 hex digits");
-            return ExitCode::from(2);
+    let Ok(cutoff) = named
+        .get("--cutoff")
+        .map(|c| RankKey::from_hex(c))
+        .transpose()
+    else {
+        return usage("the cutoff is 64 hex digits");
+    };
+    let proof = match named.get("--root") {
+        None => None,
+        Some(root) => {
+            let number = |name| named.get(name).and_then(|n: &&str| n.parse::<u64>().ok());
+            let path: Option<Vec<[u8; 32]>> = named.get("--path").map_or(Some(Vec::new()), |p| {
+                p.split(',')
+                    .filter(|h| !h.is_empty())
+                    .map(|h| hex::decode(h).ok()?.try_into().ok())
+                    .collect()
+            });
+            let (Ok(root), Some(leaf_index), Some(tree_size), Some(audit_path)) = (
+                EntriesRoot::from_hex(root),
+                number("--leaf-index"),
+                number("--tree-size"),
+                path,
+            ) else {
+                return usage(
+                    "--root is 64 hex digits, with --leaf-index and --tree-size whole numbers and --path comma-separated 64-hex-digit hashes",
+                );
+            };
+            Some((
+                root,
+                InclusionProof {
+                    leaf_index,
+                    tree_size,
+                    audit_path,
+                },
+            ))
         }
     };
+    if !seed.opens(&commitment) {
+        println!(
+            "COMMITMENT MISMATCH: SHA-256(seed) = {}, published {}",
+            seed.commitment().to_hex(),
+            commitment.to_hex()
+        );
+        return ExitCode::FAILURE;
+    }
+    println!("commitment ok: SHA-256(seed) = {}", commitment.to_hex());
     let key = seed.rank_key(user);
     println!("rankKey {}", key.to_hex());
     if let Some(cutoff) = &cutoff {
         let won = goods_domain::draw::won(&key, Some(cutoff));
         println!("{}", if won { "WON" } else { "NOT_WON" });
     }
-    if seed.opens(&commitment) {
-        println!("commitment ok: SHA-256(seed) = {}", commitment.to_hex());
-        ExitCode::SUCCESS
-    } else {
+    if let Some((root, proof)) = proof {
+        if !goods_domain::draw::verify_inclusion(&root, user, &proof) {
+            println!(
+                "INCLUSION MISMATCH: user {user} is not leaf {} of {} under {}",
+                proof.leaf_index,
+                proof.tree_size,
+                root.to_hex()
+            );
+            return ExitCode::FAILURE;
+        }
         println!(
-            "COMMITMENT MISMATCH: SHA-256(seed) = {}, published {}",
-            seed.commitment().to_hex(),
-            commitment.to_hex()
+            "inclusion ok: user {user} is leaf {} of {} under {}",
+            proof.leaf_index,
+            proof.tree_size,
+            root.to_hex()
         );
-        ExitCode::FAILURE
     }
+    ExitCode::SUCCESS
 }
 
 /// Exit 0 when the ops listener (`OPS_BIND_ADDR`; a wildcard address is asked on loopback)

@@ -9,7 +9,7 @@ use api_actix::{ApiState, AuthMode, Probe, Readiness};
 use futures::FutureExt as _;
 use goods_app::{GoodsApp, Ports, WriteBuffer};
 use goods_domain::ports::{
-    AdmissionGate, BACKGROUND, Clock, LeaseStore, SourceOfTruth, StatsRecorder, SystemClock,
+    AdmissionGate, BACKGROUND, Clock, DRAWS, LeaseStore, SourceOfTruth, StatsRecorder, SystemClock,
     WriteBudget,
 };
 use secrecy::ExposeSecret as _;
@@ -200,7 +200,7 @@ impl Application {
             clock,
             Arc::new(LogEventPublisher),
             gate.stats,
-            Arc::new(adapters_memory::OsSeeds),
+            Arc::new(config.draw_seal.vault()),
         );
         if let Some(budget) = gate.budget {
             // A permit outlives the longest a purchase transaction may take.
@@ -417,7 +417,13 @@ impl Application {
         let leading = Arc::new(std::sync::atomic::AtomicBool::new(self.lease.is_none()));
         if let Some(period) = self.background.reconcile_interval {
             if let Some(lease) = &self.lease {
-                keep_lease(tasks, Arc::clone(lease), period, Arc::clone(&leading));
+                keep_lease(
+                    tasks,
+                    BACKGROUND,
+                    Arc::clone(lease),
+                    period,
+                    Arc::clone(&leading),
+                );
             }
             let app = self.app.clone();
             tasks.every(period, None, move || {
@@ -436,6 +442,34 @@ impl Application {
                 }
             });
         }
+        // Draws keep their own schedule, whatever the healing pass's period (0 included), on
+        // one instance of the fleet at a time.
+        let drawing = Arc::new(std::sync::atomic::AtomicBool::new(self.lease.is_none()));
+        if let Some(lease) = &self.lease {
+            keep_lease(
+                tasks,
+                DRAWS,
+                Arc::clone(lease),
+                3 * goods_app::DRAW_TICK,
+                Arc::clone(&drawing),
+            );
+        }
+        let app = self.app.clone();
+        tasks.every(goods_app::DRAW_TICK, None, move || {
+            let (app, drawing) = (app.clone(), Arc::clone(&drawing));
+            async move {
+                if !drawing.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                match app.tend_draws().await {
+                    Ok(report) if report.draws + report.promoted as usize + report.failed > 0 => {
+                        tracing::debug!(?report, "draws tended");
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(error = %error, "tending draws failed"),
+                }
+            }
+        });
         // Notices that arrive during a refresh leave one permit: one more refresh.
         let app = self.app.clone();
         tasks.every(
@@ -506,6 +540,7 @@ async fn next(signal: Option<&mut tokio::signal::unix::Signal>) {
 /// longer than the lease) does no harm.
 fn keep_lease(
     tasks: &goods_app::Tasks,
+    name: &'static str,
     lease: Arc<dyn LeaseStore>,
     period: Duration,
     leading: Arc<std::sync::atomic::AtomicBool>,
@@ -522,7 +557,7 @@ fn keep_lease(
     tasks.every(renew, None, move || {
         let (lease, holder, leading) = (Arc::clone(&lease), holder.clone(), Arc::clone(&leading));
         async move {
-            let now = match lease.try_lead(BACKGROUND, &holder, period).await {
+            let now = match lease.try_lead(name, &holder, period).await {
                 Ok(held) => held,
                 Err(error) => {
                     tracing::warn!(error = %error, "background lease not renewed; not leading");
@@ -531,13 +566,15 @@ fn keep_lease(
             };
             let was = leading.swap(now, std::sync::atomic::Ordering::SeqCst);
             if now != was {
-                tracing::info!(holder = %holder, leading = now, "background lease changed hands");
+                tracing::info!(holder = %holder, lease = name, leading = now, "lease changed hands");
             }
-            metrics::gauge!(goods_app::telemetry::BACKGROUND_LEADER).set(if now {
-                1.0
-            } else {
-                0.0
-            });
+            if name == BACKGROUND {
+                metrics::gauge!(goods_app::telemetry::BACKGROUND_LEADER).set(if now {
+                    1.0
+                } else {
+                    0.0
+                });
+            }
         }
     });
 }

@@ -555,9 +555,48 @@ fn verify_draw_checks_the_commitment_and_computes_a_buyers_rank_key() {
     assert_eq!(ok.status.code(), Some(0));
     assert_eq!(
         String::from_utf8(ok.stdout).unwrap(),
-        "rankKey 7df989924b2ebf8832c80802d1213a8a21a062a23877f0718effe501daee1703\n\
-         WON\n\
-         commitment ok: SHA-256(seed) = 630dcd2966c4336691125448bbb25b4ff412a49c732db2c8abc1b8581bd710dd\n"
+        "commitment ok: SHA-256(seed) = 630dcd2966c4336691125448bbb25b4ff412a49c732db2c8abc1b8581bd710dd\n\
+         rankKey 7df989924b2ebf8832c80802d1213a8a21a062a23877f0718effe501daee1703\n\
+         WON\n"
+    );
+    // The worked example's inclusion proof: user 42 among entrants 7, 42 and 100 (root and
+    // path computed independently with Python's hashlib from RFC 6962).
+    const ROOT: &str = "288e24871d3d3309cb9d020970d529546eec4de2bdb75930d9161ede80e021a0";
+    const PATH: &str = "797427cf8368051fe7b8e3e9d5ade9c5bc9d0cf96f4f3fad2a1e1d7848368188,\
+                        140fd61778802b13c05c0f8fafcfe84370c4e7491178431fee89658c6b0e79fb";
+    let proven = |index: &str| {
+        run(&[
+            "--seed",
+            SEED,
+            "--commitment",
+            COMMITMENT,
+            "--user",
+            "42",
+            "--root",
+            ROOT,
+            "--leaf-index",
+            index,
+            "--tree-size",
+            "3",
+            "--path",
+            PATH,
+        ])
+    };
+    let included = proven("1");
+    assert_eq!(included.status.code(), Some(0));
+    assert!(
+        String::from_utf8(included.stdout)
+            .unwrap()
+            .ends_with(&format!(
+                "inclusion ok: user 42 is leaf 1 of 3 under {ROOT}\n"
+            ))
+    );
+    let elsewhere = proven("0");
+    assert_eq!(elsewhere.status.code(), Some(1));
+    assert!(
+        String::from_utf8(elsewhere.stdout)
+            .unwrap()
+            .contains("INCLUSION MISMATCH")
     );
     let lower = "7000000000000000000000000000000000000000000000000000000000000000";
     let lost = run(&[
@@ -575,13 +614,21 @@ fn verify_draw_checks_the_commitment_and_computes_a_buyers_rank_key() {
             .unwrap()
             .contains("\nNOT_WON\n")
     );
-    let forged = run(&["--seed", SEED, "--commitment", CUTOFF, "--user", "42"]);
+    // A seed that does not open the commitment: only the mismatch, no result from it.
+    let forged = run(&[
+        "--seed",
+        SEED,
+        "--commitment",
+        CUTOFF,
+        "--user",
+        "42",
+        "--cutoff",
+        CUTOFF,
+    ]);
     assert_eq!(forged.status.code(), Some(1));
-    assert!(
-        String::from_utf8(forged.stdout)
-            .unwrap()
-            .contains("COMMITMENT MISMATCH")
-    );
+    let said = String::from_utf8(forged.stdout).unwrap();
+    assert!(said.starts_with("COMMITMENT MISMATCH"), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
     assert_eq!(
         run(&["--seed", "xyz", "--commitment", COMMITMENT, "--user", "42"])
             .status

@@ -94,7 +94,10 @@ fn app_at(
             clock,
             Arc::new(LogEventPublisher),
             Arc::new(MemoryStats::default()),
-            Arc::new(adapters_memory::OsSeeds),
+            Arc::new(adapters_memory::SealingVault::with_keys(
+                adapters_memory::SealKey::from_bytes(&[7; 32]),
+                Vec::new(),
+            )),
         ),
         WriteBuffer::new(permits, Duration::ZERO),
     )

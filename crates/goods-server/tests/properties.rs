@@ -88,7 +88,10 @@ impl World {
                 clock.clone(),
                 Arc::new(LogEventPublisher),
                 Arc::new(MemoryStats::default()),
-                Arc::new(adapters_memory::OsSeeds),
+                Arc::new(adapters_memory::SealingVault::with_keys(
+                    adapters_memory::SealKey::from_bytes(&[7; 32]),
+                    Vec::new(),
+                )),
             ),
             WriteBuffer::new(4, Duration::from_secs(5)),
         );

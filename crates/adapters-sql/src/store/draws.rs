@@ -1,15 +1,17 @@
-//! Draw drops: entries written in batches (one row per buyer, no hot row), the ranking made by
-//! goods-domain's `draw::rank` over the entries read back, and the awards.
+//! Draw drops: entries written in batches (one row per buyer; the draw's row keeps the
+//! count), the entry set closed and read in user id order, the ranking goods-domain made
+//! written back, and the awards and refusals counted as they are written.
 
 use super::SqlStore;
-use super::queries::{begin_write, number};
-use crate::rows::{DrawCountsRow, DrawRow, EntryRow, UserRow, column, to_db};
+use super::queries::begin_write;
+use crate::rows::{DrawRow, EntryRow, UserRow, column, to_db};
 use crate::{Backend, Bind, Exec, Sql, TxError};
 use async_trait::async_trait;
-use goods_domain::draw::{rank, winning_cutoff};
+use diesel::QueryableByName;
+use goods_domain::draw::Ranked;
 use goods_domain::ports::{DrawRepository, EnterError, Entered, NewEntry};
 use goods_domain::{
-    Draw, DrawCounts, DrawSeed, DropId, Entry, InfraError, OrderId, RankKey, UserId,
+    Draw, DrawSeed, DropId, EntriesRoot, Entry, InfraError, OrderId, RankKey, UserId,
 };
 use std::collections::{HashMap, HashSet};
 use time::OffsetDateTime;
@@ -17,8 +19,17 @@ use time::OffsetDateTime;
 /// Rows one ranking or award statement writes at most.
 const CHUNK: usize = 500;
 
-const ENTRY_COLUMNS: &str =
-    "drop_id, user_id, entered_at, entry_token, draw_rank, rank_key, order_id, promoted";
+/// An entry with its order's status (`NULL` without an order).
+const ENTRY_SELECT: &str = "SELECT e.drop_id, e.user_id, e.entered_at, e.entry_token, e.draw_rank, \
+     e.rank_key, e.order_id, e.promoted_at, e.void_reason, o.status AS order_status \
+     FROM draw_entries e LEFT JOIN orders o ON o.id = e.order_id WHERE e.drop_id = ";
+
+/// One rank key.
+#[derive(Debug, QueryableByName)]
+struct KeyRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    rank_key: String,
+}
 
 /// The draw has begun: the batch is refused and rolls back.
 #[derive(Debug)]
@@ -30,8 +41,10 @@ impl From<Closed> for EnterError {
     }
 }
 
-fn count(raw: i64, what: &str) -> Result<u32, InfraError> {
-    u32::try_from(raw).map_err(|_| InfraError::msg(format!("corrupt {what}: {raw}")))
+fn user_ids(rows: Vec<UserRow>) -> Result<Vec<UserId>, InfraError> {
+    rows.into_iter()
+        .map(|r| UserId::parse(r.user_id).map_err(|e| InfraError::new("corrupt entry", e)))
+        .collect()
 }
 
 #[async_trait]
@@ -72,63 +85,20 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
             .collect()
     }
 
-    async fn entry(&self, drop: DropId, user: UserId) -> Result<Option<(Entry, u32)>, InfraError> {
+    async fn entry(&self, drop: DropId, user: UserId) -> Result<Option<Entry>, InfraError> {
         let rows: Vec<EntryRow> = self
             .read(
                 "entry",
-                Sql::new(&format!(
-                    "SELECT {ENTRY_COLUMNS} FROM draw_entries WHERE drop_id = "
-                ))
-                .bind(Bind::BigInt(drop.get()))
-                .sql(" AND user_id = ")
-                .bind(Bind::BigInt(user.get())),
+                Sql::new(ENTRY_SELECT)
+                    .bind(Bind::BigInt(drop.get()))
+                    .sql(" AND e.user_id = ")
+                    .bind(Bind::BigInt(user.get())),
             )
             .await?;
-        let Some(entry) = rows
-            .into_iter()
+        rows.into_iter()
             .next()
             .map(EntryRow::into_domain)
-            .transpose()?
-        else {
-            return Ok(None);
-        };
-        let ahead = match (entry.ranked, entry.order_id) {
-            (Some((rank, _)), None) => {
-                // Waiting entries ranked before it: past the winners (ranks are 1..n), less the
-                // ones promoted since. Counting the promoted ones keeps this cheap however long
-                // the waitlist is.
-                let mut conn = self.conn().await?;
-                let limited = number::<B>(
-                    &mut conn,
-                    Sql::new("SELECT limited_quantity AS n FROM limited_drops WHERE id = ")
-                        .bind(Bind::BigInt(drop.get())),
-                )
-                .await
-                .map_err(|e| crate::db_failure("entry position", e, B::unavailable))?;
-                let limited = count(limited, "entry position")?;
-                if rank <= limited {
-                    0
-                } else {
-                    let n = number::<B>(
-                        &mut conn,
-                        Sql::new("SELECT COUNT(*) AS n FROM draw_entries WHERE drop_id = ")
-                            .bind(Bind::BigInt(drop.get()))
-                            .sql(" AND promoted = ")
-                            .bind(Bind::Bool(true))
-                            .sql(" AND draw_rank > ")
-                            .bind(Bind::Integer(column(limited)))
-                            .sql(" AND draw_rank < ")
-                            .bind(Bind::Integer(column(rank))),
-                    )
-                    .await
-                    .map_err(|e| crate::db_failure("entry position", e, B::unavailable))?;
-                    let promoted = count(n, "entry position")?;
-                    (rank - limited - 1).saturating_sub(promoted)
-                }
-            }
-            _ => 0,
-        };
-        Ok(Some((entry, ahead)))
+            .transpose()
     }
 
     async fn draw(&self, drop: DropId) -> Result<Option<Draw>, InfraError> {
@@ -136,8 +106,9 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
             .read(
                 "draw",
                 Sql::new(
-                    "SELECT drop_id, seed, commitment, drawn_at, cutoff FROM drop_draws \
-                     WHERE drop_id = ",
+                    "SELECT drop_id, seed, sealed_seed, seal_key_id, commitment, entries_root, \
+                     drawn_at, cutoff, entry_count, winner_count, promoted_count, voided_count \
+                     FROM drop_draws WHERE drop_id = ",
                 )
                 .bind(Bind::BigInt(drop.get())),
             )
@@ -148,38 +119,9 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
             .transpose()
     }
 
-    async fn draw_counts(&self, drop: DropId) -> Result<DrawCounts, InfraError> {
-        let rows: Vec<DrawCountsRow> = self
-            .read(
-                "draw counts",
-                Sql::new(
-                    "SELECT COUNT(*) AS entries, COUNT(order_id) AS winners, \
-                     COUNT(CASE WHEN promoted THEN 1 END) AS promoted \
-                     FROM draw_entries WHERE drop_id = ",
-                )
-                .bind(Bind::BigInt(drop.get())),
-            )
-            .await?;
-        let row = rows
-            .into_iter()
-            .next()
-            .ok_or_else(|| InfraError::msg("draw counts read nothing"))?;
-        Ok(DrawCounts {
-            entries: count(row.entries, "entry count")?,
-            winners: count(row.winners, "winner count")?,
-            promoted: count(row.promoted, "promotion count")?,
-        })
-    }
-
-    async fn rank_entries(
-        &self,
-        drop: DropId,
-        seed: &DrawSeed,
-        limited: u32,
-        at: OffsetDateTime,
-    ) -> Result<Option<RankKey>, InfraError> {
-        // Closing the entries waits for the batches being written (they read the draw's row
-        // with a shared lock); from its commit on, none commits.
+    async fn close_entries(&self, drop: DropId, at: OffsetDateTime) -> Result<(), InfraError> {
+        // Closing the entries waits for the batches being written (each holds the draw's row
+        // for its count); from its commit on, none commits.
         self.write(
             "close entries",
             Sql::new("UPDATE drop_draws SET entries_closed_at = ")
@@ -189,20 +131,37 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                 .sql(" AND entries_closed_at IS NULL"),
         )
         .await?;
+        Ok(())
+    }
+
+    async fn entrants(&self, drop: DropId) -> Result<Vec<UserId>, InfraError> {
         let users: Vec<UserRow> = self
             .read(
                 "entrants",
                 Sql::new("SELECT user_id FROM draw_entries WHERE drop_id = ")
-                    .bind(Bind::BigInt(drop.get())),
+                    .bind(Bind::BigInt(drop.get()))
+                    .sql(" ORDER BY user_id"),
             )
             .await?;
-        let users = users
-            .into_iter()
-            .map(|r| UserId::parse(r.user_id).map_err(|e| InfraError::new("corrupt entry", e)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let ranked = rank(seed, &users);
+        user_ids(users)
+    }
+
+    async fn publish_root(&self, drop: DropId, root: &EntriesRoot) -> Result<(), InfraError> {
+        self.write(
+            "publish entries root",
+            Sql::new("UPDATE drop_draws SET entries_root = ")
+                .bind(Bind::Text(root.to_hex()))
+                .sql(" WHERE drop_id = ")
+                .bind(Bind::BigInt(drop.get()))
+                .sql(" AND entries_root IS NULL AND entries_closed_at IS NOT NULL"),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn rank_entries(&self, drop: DropId, ranked: &[Ranked]) -> Result<(), InfraError> {
         for chunk in ranked.chunks(CHUNK) {
-            let by_user = |q: Sql, value: &dyn Fn(&goods_domain::draw::Ranked) -> Bind| {
+            let by_user = |q: Sql, value: &dyn Fn(&Ranked) -> Bind| {
                 q.sql("CASE user_id")
                     .each(chunk, |q, r| {
                         q.sql(" WHEN ")
@@ -225,35 +184,23 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                 .sql(")");
             self.write("rank entries", q).await?;
         }
-        Ok(winning_cutoff(&ranked, limited))
+        Ok(())
     }
 
-    async fn unawarded(
-        &self,
-        drop: DropId,
-        after: u32,
-        up_to: Option<u32>,
-        limit: u32,
-    ) -> Result<Vec<UserId>, InfraError> {
-        let mut q = Sql::new("SELECT user_id FROM draw_entries WHERE drop_id = ")
-            .bind(Bind::BigInt(drop.get()))
-            .sql(" AND order_id IS NULL AND draw_rank > ")
-            .bind(Bind::Integer(column(after)));
-        if let Some(up_to) = up_to {
-            q = q
-                .sql(" AND draw_rank <= ")
-                .bind(Bind::Integer(column(up_to)));
-        }
+    async fn waiting(&self, drop: DropId, limit: u32) -> Result<Vec<UserId>, InfraError> {
         let rows: Vec<UserRow> = self
             .read(
-                "unawarded entries",
-                q.sql(" ORDER BY draw_rank LIMIT ")
+                "waiting entries",
+                Sql::new("SELECT user_id FROM draw_entries WHERE drop_id = ")
+                    .bind(Bind::BigInt(drop.get()))
+                    .sql(
+                        " AND draw_rank IS NOT NULL AND order_id IS NULL AND void_reason IS NULL \
+                         ORDER BY draw_rank LIMIT ",
+                    )
                     .bind(Bind::Integer(column(limit))),
             )
             .await?;
-        rows.into_iter()
-            .map(|r| UserId::parse(r.user_id).map_err(|e| InfraError::new("corrupt entry", e)))
-            .collect()
+        user_ids(rows)
     }
 
     async fn award(
@@ -261,36 +208,109 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
         drop: DropId,
         awards: &[(UserId, OrderId)],
         promoted: bool,
+        at: OffsetDateTime,
     ) -> Result<(), InfraError> {
         for chunk in awards.chunks(CHUNK) {
-            let q = Sql::for_rows(chunk.len())
-                .sql("UPDATE draw_entries SET promoted = ")
-                .bind(Bind::Bool(promoted))
-                .sql(", order_id = CASE user_id")
-                .each(chunk, |q, (user, order)| {
-                    q.sql(" WHEN ")
-                        .bind(Bind::BigInt(user.get()))
-                        .sql(" THEN ")
-                        .bind(Bind::BigInt(order.get()))
-                })
-                .sql(" END WHERE drop_id = ")
-                .bind(Bind::BigInt(drop.get()))
-                .sql(" AND order_id IS NULL AND user_id IN (")
-                .list(chunk, |q, (user, _)| q.bind(Bind::BigInt(user.get())))
-                .sql(")");
-            self.write("award entries", q).await?;
+            self.write_tx::<_, InfraError, InfraError, _>(
+                "award entries",
+                |_| false,
+                |c, _| {
+                    Box::pin(async move {
+                        begin_write::<B>(c).await?;
+                        let q = Sql::for_rows(chunk.len())
+                            .sql("UPDATE draw_entries SET promoted = ")
+                            .bind(Bind::Bool(promoted))
+                            .sql(", promoted_at = ")
+                            .bind(Bind::OptTimestamp(promoted.then(|| to_db(at))))
+                            .sql(", order_id = CASE user_id")
+                            .each(chunk, |q, (user, order)| {
+                                q.sql(" WHEN ")
+                                    .bind(Bind::BigInt(user.get()))
+                                    .sql(" THEN ")
+                                    .bind(Bind::BigInt(order.get()))
+                            })
+                            .sql(" END WHERE drop_id = ")
+                            .bind(Bind::BigInt(drop.get()))
+                            .sql(" AND order_id IS NULL AND user_id IN (")
+                            .list(chunk, |q, (user, _)| q.bind(Bind::BigInt(user.get())))
+                            .sql(")");
+                        let awarded = i64::try_from(c.run(q).await?).unwrap_or(i64::MAX);
+                        c.run(
+                            Sql::new("UPDATE drop_draws SET winner_count = winner_count + ")
+                                .bind(Bind::BigInt(awarded))
+                                .sql(", promoted_count = promoted_count + ")
+                                .bind(Bind::BigInt(if promoted { awarded } else { 0 }))
+                                .sql(" WHERE drop_id = ")
+                                .bind(Bind::BigInt(drop.get())),
+                        )
+                        .await?;
+                        Ok(())
+                    })
+                },
+            )
+            .await?;
         }
         Ok(())
+    }
+
+    async fn void(&self, drop: DropId, user: UserId, reason: &str) -> Result<bool, InfraError> {
+        let reason = reason.to_owned();
+        self.write_tx::<_, InfraError, InfraError, _>("void entry", |_| false, |c, _| {
+            let reason = reason.clone();
+            Box::pin(async move {
+                begin_write::<B>(c).await?;
+                let voided = c
+                    .run(
+                        Sql::new("UPDATE draw_entries SET void_reason = ")
+                            .bind(Bind::Text(reason))
+                            .sql(" WHERE drop_id = ")
+                            .bind(Bind::BigInt(drop.get()))
+                            .sql(" AND user_id = ")
+                            .bind(Bind::BigInt(user.get()))
+                            .sql(" AND order_id IS NULL AND void_reason IS NULL"),
+                    )
+                    .await?;
+                if voided == 1 {
+                    c.run(
+                        Sql::new("UPDATE drop_draws SET voided_count = voided_count + 1 WHERE drop_id = ")
+                            .bind(Bind::BigInt(drop.get())),
+                    )
+                    .await?;
+                }
+                Ok(voided == 1)
+            })
+        })
+        .await
+    }
+
+    async fn last_awarded(&self, drop: DropId) -> Result<Option<RankKey>, InfraError> {
+        let rows: Vec<KeyRow> = self
+            .read(
+                "last awarded entry",
+                Sql::new("SELECT rank_key FROM draw_entries WHERE drop_id = ")
+                    .bind(Bind::BigInt(drop.get()))
+                    .sql(" AND order_id IS NOT NULL ORDER BY draw_rank DESC LIMIT 1"),
+            )
+            .await?;
+        rows.into_iter()
+            .next()
+            .map(|r| {
+                RankKey::from_hex(&r.rank_key).map_err(|e| InfraError::new("corrupt rank key", e))
+            })
+            .transpose()
     }
 
     async fn finish_draw(
         &self,
         drop: DropId,
         at: OffsetDateTime,
+        seed: &DrawSeed,
         cutoff: Option<RankKey>,
     ) -> Result<bool, InfraError> {
         let q = Sql::new("UPDATE drop_draws SET drawn_at = ")
             .bind(Bind::Timestamp(to_db(at)))
+            .sql(", seed = ")
+            .bind(Bind::Text(seed.to_hex()))
             .sql(", cutoff = ");
         let q = match cutoff {
             Some(cutoff) => q.bind(Bind::Text(cutoff.to_hex())),
@@ -308,9 +328,9 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
     }
 }
 
-/// The entries' transaction: the draw's row read with a shared lock (refused once the draw has
-/// begun), the batch inserted in one statement skipping buyers who entered before, and the
-/// batch's rows read back.
+/// The entries' transaction: the draw's row locked (refused once entries are closed), the
+/// batch inserted in one statement skipping buyers who entered before, the batch's rows read
+/// back, and the draw's entry count grown by the rows this batch created.
 async fn write_entries<B: Backend>(
     c: &mut B::Conn,
     drop: DropId,
@@ -318,14 +338,15 @@ async fn write_entries<B: Backend>(
     token: i64,
 ) -> Result<Vec<EntryRow>, TxError<Closed>> {
     begin_write::<B>(c).await?;
-    let open = number::<B>(
-        c,
-        Sql::new("SELECT COUNT(*) AS n FROM drop_draws WHERE drop_id = ")
-            .bind(Bind::BigInt(drop.get()))
-            .sql(" AND entries_closed_at IS NULL")
-            .sql(B::DIALECT.locking_read),
-    )
-    .await?;
+    // A no-op update takes the draw's row lock first: the count below cannot deadlock with
+    // another instance's batch, and the close waits for this batch.
+    let open = c
+        .run(
+            Sql::new("UPDATE drop_draws SET entry_count = entry_count WHERE drop_id = ")
+                .bind(Bind::BigInt(drop.get()))
+                .sql(" AND entries_closed_at IS NULL"),
+        )
+        .await?;
     if open == 0 {
         return Err(TxError::Refused(Closed));
     }
@@ -354,14 +375,20 @@ async fn write_entries<B: Backend>(
     let rows: Vec<EntryRow> = c
         .rows(
             Sql::for_rows(batch.len())
-                .sql(&format!(
-                    "SELECT {ENTRY_COLUMNS} FROM draw_entries WHERE drop_id = "
-                ))
+                .sql(ENTRY_SELECT)
                 .bind(Bind::BigInt(drop.get()))
-                .sql(" AND user_id IN (")
+                .sql(" AND e.user_id IN (")
                 .list(&batch, |q, e| q.bind(Bind::BigInt(e.user_id.get())))
                 .sql(")"),
         )
         .await?;
+    let created = rows.iter().filter(|r| r.entry_token == token).count();
+    c.run(
+        Sql::new("UPDATE drop_draws SET entry_count = entry_count + ")
+            .bind(Bind::BigInt(i64::try_from(created).unwrap_or(i64::MAX)))
+            .sql(" WHERE drop_id = ")
+            .bind(Bind::BigInt(drop.get())),
+    )
+    .await?;
     Ok(rows)
 }

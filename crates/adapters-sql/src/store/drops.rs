@@ -7,7 +7,8 @@ use crate::{Backend, Bind, Exec, Sql, TxError};
 use async_trait::async_trait;
 use goods_domain::ports::{DropRepository, GateSeed, HeldOrder};
 use goods_domain::{
-    CreateDropError, DrawSeed, DropId, InfraError, LimitedDrop, NewLimitedDrop, OrderStatus,
+    CreateDropError, DrawCommitment, DropId, InfraError, LimitedDrop, NewLimitedDrop, OrderStatus,
+    SealedSeed,
 };
 use time::OffsetDateTime;
 
@@ -34,7 +35,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
     async fn create(
         &self,
         drop: &NewLimitedDrop,
-        seed: Option<DrawSeed>,
+        seed: Option<(DrawCommitment, SealedSeed)>,
         now: OffsetDateTime,
     ) -> Result<LimitedDrop, CreateDropError> {
         let product = drop.product_id.get();
@@ -46,6 +47,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
             )
             .into());
         }
+        let seed = seed.as_ref();
         let id = self
             .write_tx::<_, _, CreateDropError, _>("create drop", |_| false, move |c, _| {
                 Box::pin(async move {
@@ -111,15 +113,19 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                     )
                     .await?;
                     let id = last_insert_id::<B>(c).await?;
-                    if let Some(seed) = seed {
+                    if let Some((commitment, sealed)) = seed {
                         c.run(
-                            Sql::new("INSERT INTO drop_draws (drop_id, seed, commitment) VALUES (")
-                                .bind(Bind::BigInt(id))
-                                .sql(", ")
-                                .bind(Bind::Text(seed.to_hex()))
-                                .sql(", ")
-                                .bind(Bind::Text(seed.commitment().to_hex()))
-                                .sql(")"),
+                            Sql::new(
+                                "INSERT INTO drop_draws (drop_id, sealed_seed, seal_key_id, commitment) VALUES (",
+                            )
+                            .bind(Bind::BigInt(id))
+                            .sql(", ")
+                            .bind(Bind::Text(hex::encode(&sealed.sealed)))
+                            .sql(", ")
+                            .bind(Bind::Text(sealed.key_id.clone()))
+                            .sql(", ")
+                            .bind(Bind::Text(commitment.to_hex()))
+                            .sql(")"),
                         )
                         .await?;
                     }

@@ -2,7 +2,7 @@
 
 use crate::{Actor, DrawView, DropView, GoodsApp};
 use goods_domain::ports::GateSeed;
-use goods_domain::{CreateDropError, DrawCounts, DropInput, NewLimitedDrop};
+use goods_domain::{CreateDropError, DrawCounts, DropInput, NewLimitedDrop, SealError};
 
 impl GoodsApp {
     /// Validates and stores a drop of a product `actor` manages, then seeds the admission gate
@@ -28,13 +28,27 @@ impl GoodsApp {
         if !self.manages_product(new.product_id, actor).await? {
             return Err(CreateDropError::ProductNotFound);
         }
-        // A draw's secret seed is drawn now and stored with the drop; only its commitment is
-        // shown until the draw.
-        let seed = match new.mode.is_draw() {
-            true => Some(self.ports.seeds.seed()?),
+        // A draw's secret seed is drawn now and stored sealed with the drop; only its
+        // commitment is shown until the draw, and the clear seed leaves this function only
+        // inside the vault's seal.
+        let sealed = match new.mode.is_draw() {
+            true => {
+                let seed = self.ports.seeds.seed()?;
+                let commitment = seed.commitment();
+                let sealed = self
+                    .ports
+                    .seeds
+                    .seal(&seed, &commitment)
+                    .map_err(|e| match e {
+                        SealError::NotConfigured => CreateDropError::DrawsNotConfigured,
+                        SealError::Infra(e) => CreateDropError::Infra(e),
+                    })?;
+                Some((commitment, sealed))
+            }
             false => None,
         };
-        let drop = self.ports.drops.create(&new, seed, now).await?;
+        let commitment = sealed.as_ref().map(|(c, _)| *c);
+        let drop = self.ports.drops.create(&new, sealed, now).await?;
         self.drops.created(drop.id);
         // The other instances learn of it by the notice at once (or their next scan).
         self.announce_change();
@@ -50,18 +64,19 @@ impl GoodsApp {
                 tracing::warn!(drop.id = %drop.id, error = %error, "gate not seeded at creation; it will be seeded on first purchase");
             }
         }
-        let draw = drop
-            .mode
-            .entry_close_at()
-            .zip(seed)
-            .map(|(entry_close_at, seed)| DrawView {
-                entry_close_at,
-                commitment: seed.commitment(),
-                seed: None,
-                drawn_at: None,
-                cutoff: None,
-                counts: DrawCounts::default(),
-            });
+        let draw =
+            drop.mode
+                .entry_close_at()
+                .zip(commitment)
+                .map(|(entry_close_at, commitment)| DrawView {
+                    entry_close_at,
+                    commitment,
+                    seed: None,
+                    entries_root: None,
+                    drawn_at: None,
+                    cutoff: None,
+                    counts: DrawCounts::default(),
+                });
         Ok(DropView::new(drop, now, drop.limited_quantity.get()).with_draw(draw))
     }
 }

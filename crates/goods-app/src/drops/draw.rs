@@ -4,22 +4,27 @@
 //! A unit a winner gives back (cancel, expiry) goes to the first waitlisted entry until
 //! `closeAt`.
 //!
+//! The entry set is fixed before the seed is opened: closing the entries publishes the RFC 6962
+//! root of the entrants, and only then is the sealed seed opened to rank them.
+//!
 //! Every step can be run again by another instance after a crash without awarding twice: the
-//! ranking is a function of the seed and the entrants, a winner's order has the idempotency key
-//! `draw-{dropId}` (one order per buyer per draw, replayed if it exists), an entry keeps the
-//! first order it got, and the ledger's conditional updates never let the drop's orders exceed
-//! its units.
+//! ranking is a function of the seed and the entrants, a winner's order has the service's own
+//! key for the draw (one order per buyer per draw, replayed if it exists; no client can send
+//! it), an entry keeps the first order it got, and the ledger's conditional updates never let
+//! the drop's orders exceed its units. A refusal for one entry voids that entry and its unit
+//! goes to the next by rank: no entry can stop the others' awards.
 
 use crate::mechanisms::group_commit::Sink;
 use crate::{Actor, GoodsApp, REMAINING_TTL, telemetry};
 use async_trait::async_trait;
-use goods_domain::draw::{EntryRejection, check_entry, draw_due, promotes};
+use goods_domain::draw::{EntryRejection, check_entry, draw_due, promotes, rank};
 use goods_domain::ports::{
     DrawRepository, EnterError, Entered, NewEntry, PlaceOrder, PlaceOrderError, Placed,
 };
 use goods_domain::{
-    DrawCommitment, DrawCounts, DrawSeed, DropId, Entry, EntryStatus, GoodsOrder, IdempotencyKey,
-    InfraError, LimitedDrop, OrderId, Quantity, RankKey, UserId,
+    Draw, DrawCommitment, DrawCounts, DrawSecret, DrawSeed, DropId, EntriesRoot, EntriesTree,
+    Entry, EntryStatus, GoodsOrder, IdempotencyKey, InclusionProof, InfraError, LimitedDrop,
+    OrderId, Quantity, RankKey, UserId,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -77,9 +82,8 @@ pub struct EntryView {
     pub entered_at: OffsetDateTime,
     /// Its rank key, once the draw is done (the buyer checks it against the revealed seed).
     pub rank_key: Option<RankKey>,
-    /// Its order came from the waitlist (a winner's unit given back), not from the draw: its
-    /// rank key is past the winning cutoff.
-    pub promoted: bool,
+    /// Its leaf's audit path in the entry set published when entries closed.
+    pub inclusion_proof: Option<InclusionProof>,
     /// This request created it (202); `false`: it existed (200).
     pub created: bool,
 }
@@ -92,6 +96,8 @@ pub struct DrawView {
     pub commitment: DrawCommitment,
     /// The seed, once drawn.
     pub seed: Option<DrawSeed>,
+    /// The entry set's root, once entries closed (before the seed is revealed).
+    pub entries_root: Option<EntriesRoot>,
     pub drawn_at: Option<OffsetDateTime>,
     /// The largest winning rank key, once drawn.
     pub cutoff: Option<RankKey>,
@@ -125,6 +131,35 @@ impl DrawViews {
     fn forget(&self, drop: DropId) {
         if let Ok(mut cached) = self.cached.lock() {
             cached.remove(&drop);
+        }
+    }
+}
+
+/// The entry sets of closed draws, built once per instance from the entrants (a set never
+/// changes once closed), for the inclusion proofs of entry views. A few drops at a time.
+#[derive(Debug, Default)]
+pub(crate) struct EntryTrees {
+    trees: Mutex<Vec<(DropId, Arc<EntriesTree>)>>,
+}
+
+impl EntryTrees {
+    const KEPT: usize = 8;
+
+    fn get(&self, drop: DropId) -> Option<Arc<EntriesTree>> {
+        let trees = self.trees.lock().ok()?;
+        trees
+            .iter()
+            .find(|(d, _)| *d == drop)
+            .map(|(_, t)| Arc::clone(t))
+    }
+
+    fn put(&self, drop: DropId, tree: Arc<EntriesTree>) {
+        if let Ok(mut trees) = self.trees.lock() {
+            trees.retain(|(d, _)| *d != drop);
+            if trees.len() >= Self::KEPT {
+                trees.remove(0);
+            }
+            trees.push((drop, tree));
         }
     }
 }
@@ -187,17 +222,12 @@ impl EntryError {
     }
 }
 
-/// The order a draw gives `user`: one unit, its window starting `now`, keyed `draw-{dropId}`
-/// so that awarding it again (a leader that died mid-draw, two promotions of one entry) replays
-/// it instead of creating another.
-fn award_order(
-    drop: &LimitedDrop,
-    user: UserId,
-    now: OffsetDateTime,
-) -> Result<PlaceOrder, InfraError> {
-    let key = IdempotencyKey::parse(&format!("draw-{}", drop.id))
-        .map_err(|e| InfraError::new("draw key", e))?;
-    Ok(PlaceOrder {
+/// The order a draw gives `user`: one unit, its window starting `now`, under the service's own
+/// key for the drop's draw, so that awarding it again (a leader that died mid-draw, two
+/// promotions of one entry) replays it instead of creating another, and no client can hold
+/// that key first.
+fn award_order(drop: &LimitedDrop, user: UserId, now: OffsetDateTime) -> PlaceOrder {
+    PlaceOrder {
         drop_id: drop.id,
         product_id: drop.product_id,
         limited_quantity: drop.limited_quantity,
@@ -205,10 +235,10 @@ fn award_order(
         price: drop.price,
         user_id: user,
         quantity: Quantity::ONE,
-        key,
+        key: IdempotencyKey::for_draw(drop.id),
         now,
         deadline: None,
-    })
+    }
 }
 
 impl GoodsApp {
@@ -269,7 +299,7 @@ impl GoodsApp {
                     status: EntryStatus::Entered,
                     entered_at: entered.entry.entered_at,
                     rank_key: None,
-                    promoted: false,
+                    inclusion_proof: None,
                     created: entered.created,
                 })
             }
@@ -311,19 +341,44 @@ impl GoodsApp {
         user: UserId,
         now: OffsetDateTime,
     ) -> Result<Option<EntryView>, InfraError> {
-        let Some((entry, ahead)) = self.ports.draws.entry(drop.id, user).await? else {
+        let Some(entry) = self.ports.draws.entry(drop.id, user).await? else {
             return Ok(None);
         };
-        let drawn = match entry.ranked {
-            Some(_) => self
-                .ports
-                .draws
-                .draw(drop.id)
-                .await?
-                .is_some_and(|d| d.drawn_at.is_some()),
-            None => false,
+        let draw = self
+            .ports
+            .draws
+            .draw(drop.id)
+            .await?
+            .ok_or_else(|| InfraError::msg(format!("draw drop {} has no draw", drop.id)))?;
+        let proof = match draw.entries_root {
+            Some(root) => self.inclusion_proof(drop.id, &root, user).await?,
+            None => None,
         };
-        Ok(Some(view_of(drop, &entry, drawn, ahead, now)))
+        Ok(Some(view_of(drop, &entry, &draw, proof, now)))
+    }
+
+    /// `user`'s audit path in the entry set of `drop` whose published root is `root`.
+    async fn inclusion_proof(
+        &self,
+        drop: DropId,
+        root: &EntriesRoot,
+        user: UserId,
+    ) -> Result<Option<InclusionProof>, InfraError> {
+        let tree = match self.entry_trees.get(drop) {
+            Some(tree) => tree,
+            None => {
+                let tree = Arc::new(EntriesTree::new(&self.ports.draws.entrants(drop).await?));
+                self.entry_trees.put(drop, Arc::clone(&tree));
+                tree
+            }
+        };
+        if tree.root() != *root {
+            // The set read now is not the one published: say nothing rather than a proof
+            // that does not check.
+            tracing::error!(drop.id = %drop, "the entry set read differs from its published root");
+            return Ok(None);
+        }
+        Ok(tree.prove(user))
     }
 
     /// What a draw drop's view adds (its draw and counts), reused for [`REMAINING_TTL`];
@@ -344,26 +399,28 @@ impl GoodsApp {
             .draw(drop.id)
             .await?
             .ok_or_else(|| InfraError::msg(format!("draw drop {} has no draw", drop.id)))?;
-        let counts = self.ports.draws.draw_counts(drop.id).await?;
         let view = DrawView {
             entry_close_at,
             commitment: draw.commitment,
             seed: draw.revealed_seed(),
+            entries_root: draw.entries_root,
             drawn_at: draw.drawn_at,
             cutoff: draw.cutoff,
-            counts,
+            counts: draw.counts,
         };
         self.draw_views.put(drop.id, view.clone());
         Ok(Some(view))
     }
 
-    /// Draws `drop` if its draw is due (entries closed, not drawn): closes the entries, ranks
-    /// them, awards the winners their orders, and reveals the seed with the cutoff. Safe to
-    /// run again after a crash at any step, and on two instances at once. `true` when this
-    /// call finished the draw.
+    /// Draws `drop` if its draw is due (entries closed, not drawn): closes the entries and
+    /// publishes the entry set's root, opens the sealed seed, ranks the entries, awards the
+    /// winners their orders, and reveals the seed with the cutoff. Safe to run again after a
+    /// crash at any step, and on two instances at once. `true` when this call finished the
+    /// draw.
     ///
     /// # Errors
-    /// [`InfraError`] when the store fails; the next healing pass goes on from where it was.
+    /// [`InfraError`] when the store or the vault fails; the next pass goes on from where it
+    /// was.
     #[tracing::instrument(skip_all, fields(drop.id = %drop.id))]
     pub async fn run_draw(&self, drop: &LimitedDrop) -> Result<bool, InfraError> {
         let now = self.ports.clock.now();
@@ -374,25 +431,40 @@ impl GoodsApp {
             return Ok(false);
         }
         let started = Instant::now();
-        let limited = drop.limited_quantity.get();
-        let cutoff = self
-            .ports
-            .draws
-            .rank_entries(drop.id, &draw.seed, limited, now)
-            .await?;
-        let awarded = self.award(drop, 0, Some(limited), false).await?;
-        let finished = self.ports.draws.finish_draw(drop.id, now, cutoff).await?;
+        let draws = &self.ports.draws;
+        draws.close_entries(drop.id, now).await?;
+        let entrants = draws.entrants(drop.id).await?;
+        let tree = Arc::new(EntriesTree::new(&entrants));
+        draws.publish_root(drop.id, &tree.root()).await?;
+        self.entry_trees.put(drop.id, Arc::clone(&tree));
+        // Only now, with the entry set fixed and published, is the seed opened.
+        let seed = self.open_seed(&draw)?;
+        draws.rank_entries(drop.id, &rank(&seed, &entrants)).await?;
+        let awarded = self.award(drop, false).await?;
+        let cutoff = draws.last_awarded(drop.id).await?;
+        let finished = draws.finish_draw(drop.id, now, &seed, cutoff).await?;
         self.draw_views.forget(drop.id);
         if finished {
             metrics::histogram!(telemetry::DRAW_DURATION).record(started.elapsed().as_secs_f64());
-            tracing::info!(awarded, "draw done, seed revealed");
+            tracing::info!(
+                awarded,
+                entries = entrants.len(),
+                "draw done, seed revealed"
+            );
         }
         Ok(finished)
     }
 
+    fn open_seed(&self, draw: &Draw) -> Result<DrawSeed, InfraError> {
+        match &draw.secret {
+            DrawSecret::Sealed(sealed) => self.ports.seeds.open(sealed, &draw.commitment),
+            DrawSecret::Clear(seed) => Ok(*seed),
+        }
+    }
+
     /// Gives `drop`'s free units to its waitlist in rank order, while it is drawn and on sale.
-    /// Run after a winner's order is cancelled or expires, and by every healing pass (so a
-    /// promotion lost to a crash happens on the next one). Returns the promotions this call
+    /// Run after a winner's order is cancelled or expires, and by the draws' own schedule (so
+    /// a promotion lost to a crash happens on the next tick). Returns the promotions this call
     /// made.
     ///
     /// # Errors
@@ -408,20 +480,7 @@ impl GoodsApp {
         if !promotes(drop, drawn, now) {
             return Ok(0);
         }
-        let limited = drop.limited_quantity.get();
-        let mut promoted = 0;
-        loop {
-            let sold = self.ports.drops.sold_quantity(drop.id).await?;
-            let free = limited.saturating_sub(sold);
-            if free == 0 {
-                break;
-            }
-            let made = self.award(drop, limited, None, true).await?;
-            if made == 0 {
-                break;
-            }
-            promoted += made;
-        }
+        let promoted = self.award(drop, true).await?;
         if promoted > 0 {
             self.draw_views.forget(drop.id);
             self.drops.units_changed(drop.id);
@@ -429,48 +488,33 @@ impl GoodsApp {
         Ok(promoted)
     }
 
-    /// Awards entries ranked in `(after, up_to]` without an order, lowest rank first, a batch
-    /// at a time, until none is left or the drop has no free unit; the orders this call
-    /// created. Each batch's orders start their payment window when the batch is placed (the
-    /// clock is read per batch: a promotion that runs on while units keep coming back must not
-    /// give new orders a window that has already passed).
-    async fn award(
-        &self,
-        drop: &LimitedDrop,
-        after: u32,
-        up_to: Option<u32>,
-        promoted: bool,
-    ) -> Result<u32, InfraError> {
+    /// Awards the waiting entries of `drop`, lowest rank first, a batch at a time, while the
+    /// drop has free units; the orders this call created. An entry whose order the ledger
+    /// refuses for a reason of its own is voided (with the reason) and the unit stays free for
+    /// the next by rank. Each batch's orders start their payment window when the batch is
+    /// placed (the clock is read per batch).
+    async fn award(&self, drop: &LimitedDrop, promoted: bool) -> Result<u32, InfraError> {
+        let by = if promoted { "promotion" } else { "draw" };
         let mut created = 0;
         loop {
             let now = self.ports.clock.now();
-            let batch = match up_to {
-                Some(_) => AWARD_BATCH,
-                // Promotions: no more than the units free now.
-                None => AWARD_BATCH.min(
-                    drop.limited_quantity
-                        .get()
-                        .saturating_sub(self.ports.drops.sold_quantity(drop.id).await?),
-                ),
-            };
+            let sold = self.ports.drops.sold_quantity(drop.id).await?;
+            let batch = AWARD_BATCH.min(drop.limited_quantity.get().saturating_sub(sold));
             if batch == 0 {
                 return Ok(created);
             }
-            let users = self
-                .ports
-                .draws
-                .unawarded(drop.id, after, up_to, batch)
-                .await?;
+            let users = self.ports.draws.waiting(drop.id, batch).await?;
             if users.is_empty() {
                 return Ok(created);
             }
-            let orders = users
+            let orders: Vec<PlaceOrder> = users
                 .iter()
                 .map(|&user| award_order(drop, user, now))
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect();
             let placements = self.ports.ledger.place_orders(&orders).await?;
             let mut awards: Vec<(UserId, OrderId)> = Vec::with_capacity(users.len());
-            let mut refused = false;
+            let mut refused = Vec::new();
+            let mut sold_out = false;
             let mut made = 0_u32;
             for (user, placement) in users.iter().zip(placements) {
                 match placement {
@@ -481,21 +525,25 @@ impl GoodsApp {
                     Ok(Placed::Replayed(order)) => awards.push((*user, order.id)),
                     // No free unit, or the drop closed: nobody further down gets one either.
                     Err(PlaceOrderError::SoldOut { .. } | PlaceOrderError::Closed) => {
-                        refused = true;
+                        sold_out = true;
                     }
                     Err(PlaceOrderError::Infra(error)) => return Err(error),
-                    Err(other) => {
-                        return Err(InfraError::msg(format!(
-                            "draw award for user {user} refused: {other}"
-                        )));
-                    }
+                    Err(other) => refused.push((*user, other.reason())),
                 }
             }
-            self.ports.draws.award(drop.id, &awards, promoted).await?;
-            let by = if promoted { "promotion" } else { "draw" };
+            self.ports
+                .draws
+                .award(drop.id, &awards, promoted, now)
+                .await?;
+            for (user, reason) in refused {
+                if self.ports.draws.void(drop.id, user, reason).await? {
+                    metrics::counter!(telemetry::DRAW_VOIDED).increment(1);
+                    tracing::warn!(drop.id = %drop.id, user.id = %user, reason, "draw entry voided; its unit goes to the next by rank");
+                }
+            }
             metrics::counter!(telemetry::DRAW_AWARDS, "by" => by).increment(made.into());
             created += made;
-            if refused {
+            if sold_out {
                 return Ok(created);
             }
         }
@@ -576,17 +624,18 @@ impl Promotions {
 fn view_of(
     drop: &LimitedDrop,
     entry: &Entry,
-    drawn: bool,
-    ahead: u32,
+    draw: &Draw,
+    inclusion_proof: Option<InclusionProof>,
     now: OffsetDateTime,
 ) -> EntryView {
+    let drawn = draw.drawn_at.is_some();
     EntryView {
         drop_id: drop.id,
         user_id: entry.user_id,
-        status: entry.status(drop, drawn, ahead, now),
+        status: entry.status(drop, drawn, &draw.counts, now),
         entered_at: entry.entered_at,
         rank_key: entry.ranked.filter(|_| drawn).map(|(_, key)| key),
-        promoted: entry.promoted,
+        inclusion_proof,
         created: false,
     }
 }

@@ -53,9 +53,11 @@ impl GoodsApp {
             true => Some(
                 self.ports
                     .draws
-                    .draw_counts(id)
+                    .draw(id)
                     .await
-                    .map_err(anyhow::Error::new)?,
+                    .map_err(anyhow::Error::new)?
+                    .map(|d| d.counts)
+                    .unwrap_or_default(),
             ),
             false => None,
         };

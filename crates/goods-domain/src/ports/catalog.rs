@@ -2,8 +2,8 @@
 
 use crate::ports::GateSeed;
 use crate::{
-    DrawSeed, DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, NewLimitedDrop,
-    NewProduct, OrderId, OrderStatus, Product, ProductId, UserId,
+    DrawCommitment, DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, NewLimitedDrop,
+    NewProduct, OrderId, OrderStatus, Product, ProductId, SealedSeed, UserId,
 };
 use async_trait::async_trait;
 use time::OffsetDateTime;
@@ -34,8 +34,8 @@ pub trait DropRepository: Send + Sync + 'static {
     /// Stores `drop` atomically with its checks against the product: it exists, its stock covers
     /// `limitedQuantity` ([`NewLimitedDrop::check_stock`]), and it has no drop that is still
     /// open or scheduled at `now` (a drop closed early does not count). A draw drop is stored
-    /// with its draw: `seed` (required for a draw) and its commitment, in the same transaction;
-    /// nothing writes the seed again.
+    /// with its draw: its commitment and sealed `seed` (required for a draw), in the same
+    /// transaction; nothing writes the sealed seed again.
     ///
     /// # Errors
     /// [`CreateDropError`] naming the failed check (`Invalid` for the stock), or the store's
@@ -43,7 +43,7 @@ pub trait DropRepository: Send + Sync + 'static {
     async fn create(
         &self,
         drop: &NewLimitedDrop,
-        seed: Option<DrawSeed>,
+        seed: Option<(DrawCommitment, SealedSeed)>,
         now: OffsetDateTime,
     ) -> Result<LimitedDrop, CreateDropError>;
 

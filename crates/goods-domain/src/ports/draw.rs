@@ -1,7 +1,8 @@
-//! Draw drops' entries and draws, and the source of their seeds.
+//! Draw drops' entries and draws, and the vault of their seeds.
 
-use crate::{Draw, DrawCounts, DropId, Entry};
-use crate::{DrawSeed, InfraError, OrderId, RankKey, UserId};
+use crate::{Draw, DropId, Entry};
+use crate::{DrawCommitment, DrawSeed, EntriesRoot, InfraError, OrderId, RankKey, UserId};
+use crate::{SealError, SealedSeed, draw::Ranked};
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
@@ -33,69 +34,70 @@ pub enum EnterError {
 }
 
 /// Draw drops' entries and draws. Entries are rows of their own (no hot row): many buyers'
-/// entries are written by one statement, so entries go at least as fast as orders.
+/// entries are written by one statement, so entries go at least as fast as orders. The
+/// draw's counts are kept beside it as entries, awards and refusals are written, so no read
+/// counts the entries.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait DrawRepository: Send + Sync + 'static {
     /// Records a batch of entries of one drop, one per buyer: each buyer's entry as stored,
-    /// in the batch's order. Refused once the draw has begun ([`DrawRepository::rank_entries`]
-    /// closes the entries first), so no entry commits after the ranking read them.
+    /// in the batch's order, and the entry count grown by the entries it created. Refused
+    /// once entries are closed ([`DrawRepository::close_entries`]), so no entry commits after
+    /// the entry set was read.
     ///
     /// # Errors
     /// [`EnterError::EntriesClosed`], or the store's failure; then none of the batch may be
     /// assumed written.
     async fn enter(&self, drop: DropId, entries: &[NewEntry]) -> Result<Vec<Entered>, EnterError>;
 
-    /// `user`'s entry in `drop` and how many entries waiting for a unit (ranked past the
-    /// winners, no order) rank before it.
+    /// `user`'s entry in `drop`, with whether its order was given back.
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.
-    async fn entry(&self, drop: DropId, user: UserId) -> Result<Option<(Entry, u32)>, InfraError>;
+    async fn entry(&self, drop: DropId, user: UserId) -> Result<Option<Entry>, InfraError>;
 
-    /// The draw of `drop` (a draw drop has one from creation).
+    /// The draw of `drop` with its counts (a draw drop has one from creation).
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.
     async fn draw(&self, drop: DropId) -> Result<Option<Draw>, InfraError>;
 
-    /// Entries, winners and promotions of `drop`.
+    /// Closes the entries of `drop` at `at`, waiting for the batches being written; a second
+    /// call changes nothing.
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.
-    async fn draw_counts(&self, drop: DropId) -> Result<DrawCounts, InfraError>;
+    async fn close_entries(&self, drop: DropId, at: OffsetDateTime) -> Result<(), InfraError>;
 
-    /// Closes the entries of `drop` at `at` (waiting for the batches being written), then ranks
-    /// every entry by goods-domain's [`crate::draw::rank`] over `seed`, storing each entry's
-    /// rank and rank key, and returns the cutoff for `limited` winners.
-    /// The ranking is a function of the seed and the entrants, so running it again (a leader
-    /// that died mid-draw) writes the same.
+    /// Every entrant of `drop`, by user id ascending (the entry set, once entries are closed).
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.
-    async fn rank_entries(
-        &self,
-        drop: DropId,
-        seed: &DrawSeed,
-        limited: u32,
-        at: OffsetDateTime,
-    ) -> Result<Option<RankKey>, InfraError>;
+    async fn entrants(&self, drop: DropId) -> Result<Vec<UserId>, InfraError>;
 
-    /// Up to `limit` ranked entries of `drop` without an order, ranked after `after` and at
-    /// most `up_to` (`None`: no bound), lowest rank first: the winners still to award
-    /// (`after` 0, `up_to` the limit), or the waitlist (`after` the limit).
+    /// Publishes the root of the closed entry set of `drop`, once: a root already published
+    /// stays.
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.
-    async fn unawarded(
-        &self,
-        drop: DropId,
-        after: u32,
-        up_to: Option<u32>,
-        limit: u32,
-    ) -> Result<Vec<UserId>, InfraError>;
+    async fn publish_root(&self, drop: DropId, root: &EntriesRoot) -> Result<(), InfraError>;
 
-    /// Records the orders given to entries of `drop`; an entry keeps the first order it got.
+    /// Stores each entry's rank and rank key (the same on every run: the ranking is a function
+    /// of the seed and the entry set).
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn rank_entries(&self, drop: DropId, ranked: &[Ranked]) -> Result<(), InfraError>;
+
+    /// Up to `limit` ranked entries of `drop` still waiting (no order, not voided), lowest
+    /// rank first.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn waiting(&self, drop: DropId, limit: u32) -> Result<Vec<UserId>, InfraError>;
+
+    /// Records the orders given to entries of `drop` at `at` (a promotion's when `promoted`)
+    /// and counts them; an entry keeps the first order it got.
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.
@@ -104,10 +106,25 @@ pub trait DrawRepository: Send + Sync + 'static {
         drop: DropId,
         awards: &[(UserId, OrderId)],
         promoted: bool,
+        at: OffsetDateTime,
     ) -> Result<(), InfraError>;
 
-    /// Marks the draw of `drop` done at `at` with `cutoff`, revealing its seed: `false` when
-    /// it was done already.
+    /// Voids `user`'s waiting entry in `drop` with the refusal's `reason` and counts it:
+    /// `false` when it was not waiting any more.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn void(&self, drop: DropId, user: UserId, reason: &str) -> Result<bool, InfraError>;
+
+    /// The rank key of the highest-ranked entry with an order: before any promotion, the
+    /// draw's last winner.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn last_awarded(&self, drop: DropId) -> Result<Option<RankKey>, InfraError>;
+
+    /// Marks the draw of `drop` done at `at` with `cutoff`, writing its `seed` in the clear
+    /// (the reveal): `false` when it was done already.
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.
@@ -115,17 +132,34 @@ pub trait DrawRepository: Send + Sync + 'static {
         &self,
         drop: DropId,
         at: OffsetDateTime,
+        seed: &DrawSeed,
         cutoff: Option<RankKey>,
     ) -> Result<bool, InfraError>;
 }
 
-/// Where draw seeds come from: the operating system's CSPRNG in the service, fixed bytes in
-/// tests.
+/// Draw seeds: drawn from the operating system's CSPRNG, sealed for the database under the
+/// service's seal key, opened only to draw.
 #[cfg_attr(feature = "mock", mockall::automock)]
-pub trait SeedSource: Send + Sync + 'static {
+pub trait SeedVault: Send + Sync + 'static {
     /// A fresh secret seed.
     ///
     /// # Errors
     /// [`InfraError`] when no good randomness is to be had (no draw is made from a weak seed).
     fn seed(&self) -> Result<DrawSeed, InfraError>;
+
+    /// `seed` sealed with the current key, bound to its `commitment`.
+    ///
+    /// # Errors
+    /// [`SealError::NotConfigured`] without a seal key; `Infra` when the key store fails.
+    fn seal(&self, seed: &DrawSeed, commitment: &DrawCommitment) -> Result<SealedSeed, SealError>;
+
+    /// The seed in `sealed`, checked against `commitment`.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the key that sealed it is not held, or the seed does not open.
+    fn open(
+        &self,
+        sealed: &SealedSeed,
+        commitment: &DrawCommitment,
+    ) -> Result<DrawSeed, InfraError>;
 }

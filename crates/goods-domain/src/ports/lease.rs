@@ -7,6 +7,10 @@ use std::time::Duration;
 /// The lease of the background work (healing, reconciliation, expiry of unpaid orders).
 pub const BACKGROUND: &str = "background";
 
+/// The lease of the draws' schedule (draws, promotions), apart from the healing pass so that
+/// draws run whatever the pass's period is.
+pub const DRAWS: &str = "draws";
+
 /// Named leases with one holder at a time, timed by the store's own clock, so instances whose
 /// clocks disagree still never hold one together.
 #[cfg_attr(feature = "mock", mockall::automock)]

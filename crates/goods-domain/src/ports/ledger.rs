@@ -100,6 +100,23 @@ pub enum PlaceOrderError {
     Infra(#[from] InfraError),
 }
 
+impl PlaceOrderError {
+    /// The refusal's stable name (the contract's error code), kept as a voided draw entry's
+    /// reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::SoldOut { .. } => "SOLD_OUT",
+            Self::PerUserLimitExceeded { .. } => "PER_USER_LIMIT_EXCEEDED",
+            Self::KeyReused => "IDEMPOTENCY_KEY_REUSED",
+            Self::OrderLimitReached { .. } => "ORDER_LIMIT_REACHED",
+            Self::LeaseExpired => "LEASE_EXPIRED",
+            Self::Closed => "CLOSED",
+            Self::Throttled => "THROTTLED",
+            Self::Infra(_) => "UNAVAILABLE",
+        }
+    }
+}
+
 /// A cancellation's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cancelled {

@@ -73,9 +73,10 @@ async fn until_drawn(app: &TestApp, drop: i64) -> Value {
     panic!("the draw was not made within 10 s");
 }
 
-/// Servers that heal (and so draw) every 20 ms.
+/// Servers whose healing pass is off: draws keep their own schedule whatever
+/// `RECONCILE_INTERVAL_MS` is, 0 included.
 async fn drawing_app() -> TestApp {
-    TestApp::spawn_with(&[("RECONCILE_INTERVAL_MS", "20")]).await
+    TestApp::spawn_with(&[("RECONCILE_INTERVAL_MS", "0")]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,7 +357,7 @@ async fn five_thousand_entries_for_three_hundred_units_make_exactly_three_hundre
 async fn every_unit_given_back_goes_to_the_next_waitlisted_entry_exactly_once() {
     const LIMITED: usize = 3;
     let app =
-        TestApp::spawn_with(&[("RECONCILE_INTERVAL_MS", "20"), ("PAYMENT_WINDOW_S", "60")]).await;
+        TestApp::spawn_with(&[("RECONCILE_INTERVAL_MS", "0"), ("PAYMENT_WINDOW_S", "60")]).await;
     let drop = draw_drop(
         &app,
         LIMITED as i64,
@@ -390,6 +391,13 @@ async fn every_unit_given_back_goes_to_the_next_waitlisted_entry_exactly_once() 
     assert_eq!(cancel.status(), StatusCode::OK);
     let promoted = until_status(&app, drop, by_rank[LIMITED], "WON").await;
     assert_ne!(order_of(&promoted), order_of(&first));
+    assert!(promoted["promotedAt"].is_string(), "{promoted}");
+    let forfeited = body(my_entry(&app, drop, by_rank[0]).await).await;
+    assert_eq!(
+        (&forfeited["status"], &forfeited["orderId"]),
+        (&json!("FORFEITED"), &first["orderId"]),
+        "a winner who gave the unit back, its order kept"
+    );
     let next = body(my_entry(&app, drop, by_rank[LIMITED + 1]).await).await;
     assert_eq!(
         (&next["status"], &next["position"]),
@@ -488,4 +496,217 @@ async fn a_draw_order_is_paid_by_the_providers_event_like_any_order() {
         .seller_json(&format!("/limited-drops/{drop}/stats"))
         .await;
     assert_eq!(stats["paidQuantity"], 1, "{stats}");
+}
+
+/// An independent RFC 6962 section 2.1 Merkle tree hash (no tree library).
+fn rfc6962_root(leaves: &[Vec<u8>]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    match leaves.len() {
+        0 => Sha256::digest(b"").into(),
+        1 => Sha256::digest([&[0_u8][..], &leaves[0]].concat()).into(),
+        n => {
+            let mut k = 1;
+            while k * 2 < n {
+                k *= 2;
+            }
+            let (l, r) = (rfc6962_root(&leaves[..k]), rfc6962_root(&leaves[k..]));
+            Sha256::digest([&[1_u8][..], &l, &r].concat()).into()
+        }
+    }
+}
+
+/// The root an audit path leads to (RFC 6962 section 2.1.1, walked from the leaf up).
+fn root_from_path(index: usize, size: usize, leaf: &[u8], path: &[[u8; 32]]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    fn up(m: usize, n: usize, leaf: [u8; 32], path: &[[u8; 32]]) -> [u8; 32] {
+        if n == 1 {
+            return leaf;
+        }
+        let mut k = 1;
+        while k * 2 < n {
+            k *= 2;
+        }
+        let (last, rest) = path
+            .split_last()
+            .expect("a path as long as the tree is deep");
+        if m < k {
+            let left = up(m, k, leaf, rest);
+            Sha256::digest([&[1_u8][..], &left, last].concat()).into()
+        } else {
+            let right = up(m - k, n - k, leaf, rest);
+            Sha256::digest([&[1_u8][..], last, &right].concat()).into()
+        }
+    }
+    let leaf: [u8; 32] = Sha256::digest([&[0_u8][..], leaf].concat()).into();
+    up(index, size, leaf, path)
+}
+
+/// The entry set is fixed before the reveal: `entriesRoot` is RFC 6962's hash over the
+/// entrants in numeric order, and every entry's proof leads to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_entries_root_and_every_inclusion_proof_match_rfc_6962() {
+    let app = drawing_app().await;
+    let drop = draw_drop(
+        &app,
+        2,
+        time::Duration::seconds(-1),
+        time::Duration::minutes(10),
+    )
+    .await;
+    // Ids whose text order differs from their numeric order (10 < 9 as text).
+    let users = [9_i64, 10, 11, 100, 2, 35, 7];
+    for user in users {
+        assert_eq!(enter(&app, drop, user).await.status(), StatusCode::ACCEPTED);
+    }
+    let before = body(my_entry(&app, drop, 9).await).await;
+    assert!(
+        before.get("inclusionProof").is_none(),
+        "no proof while entries are open"
+    );
+    let drawn = until_drawn(&app, drop).await;
+    let mut sorted = users.to_vec();
+    sorted.sort_unstable();
+    let leaves: Vec<Vec<u8>> = sorted.iter().map(|u| u.to_string().into_bytes()).collect();
+    assert_eq!(
+        drawn["entriesRoot"],
+        hex::encode(rfc6962_root(&leaves)),
+        "{drawn}"
+    );
+    assert_eq!(drawn["entryCount"], users.len());
+    for (index, user) in sorted.iter().enumerate() {
+        let entry = body(my_entry(&app, drop, *user).await).await;
+        let proof = &entry["inclusionProof"];
+        assert_eq!(
+            (&proof["leafIndex"], &proof["treeSize"]),
+            (&json!(index), &json!(users.len())),
+            "{entry}"
+        );
+        let path: Vec<[u8; 32]> = proof["auditPath"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                hex::decode(h.as_str().unwrap())
+                    .unwrap()
+                    .try_into()
+                    .unwrap()
+            })
+            .collect();
+        let root = root_from_path(index, users.len(), user.to_string().as_bytes(), &path);
+        assert_eq!(
+            hex::encode(root),
+            drawn["entriesRoot"].as_str().unwrap(),
+            "user {user}"
+        );
+    }
+}
+
+/// Every entrant first spends the key the old release gave draw orders (`draw-{dropId}`) on
+/// another drop, and tries to send the service's own key: no award changes, nobody is voided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_entrant_can_stop_a_draw_by_planting_its_order_key() {
+    const LIMITED: i64 = 3;
+    const ENTRANTS: i64 = 8;
+    let app = drawing_app().await;
+    let draw = draw_drop(
+        &app,
+        LIMITED,
+        time::Duration::seconds(-1),
+        time::Duration::minutes(10),
+    )
+    .await;
+    let (_, other) = app.open_drop(ENTRANTS, ENTRANTS, 1).await;
+    for user in 1..=ENTRANTS {
+        let planted = format!("draw-{draw}");
+        let res = app.purchase(other, user, &planted, 1).await;
+        assert_eq!(res.status(), StatusCode::ACCEPTED, "user {user}");
+        let order = body(res).await["orderId"].as_i64().unwrap();
+        let cancel = app
+            .request(
+                reqwest::Method::POST,
+                &format!("/orders/{order}/cancel"),
+                Some((user, "buyer")),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(cancel.status(), StatusCode::OK);
+        // The service's own key cannot even be sent: it starts with a control character.
+        let service_key = format!("\u{1}draw:{draw}");
+        let refused = app
+            .request(
+                reqwest::Method::POST,
+                &format!("/limited-drops/{other}/orders"),
+                Some((user, "buyer")),
+            )
+            .header("Idempotency-Key", service_key.as_str())
+            .json(&json!({"quantity": 1}))
+            .send()
+            .await;
+        assert!(
+            refused.is_err() || refused.as_ref().unwrap().status() == StatusCode::BAD_REQUEST,
+            "{refused:?}"
+        );
+        assert_eq!(enter(&app, draw, user).await.status(), StatusCode::ACCEPTED);
+    }
+    until_drawn(&app, draw).await;
+    let mut won = 0;
+    for user in 1..=ENTRANTS {
+        let entry = body(my_entry(&app, draw, user).await).await;
+        assert_ne!(entry["status"], "VOID", "user {user}: {entry}");
+        won += i64::from(entry["status"] == "WON");
+    }
+    assert_eq!(won, LIMITED);
+    let stats = app
+        .seller_json(&format!("/limited-drops/{draw}/stats"))
+        .await;
+    assert_eq!(
+        (&stats["winnerCount"], &stats["soldQuantity"]),
+        (&json!(LIMITED), &json!(LIMITED)),
+        "{stats}"
+    );
+}
+
+/// Before the reveal the database holds no trace of the seed: not in hex (either case), not in
+/// base64, not as its 32 bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_of_the_database_before_the_reveal_holds_no_trace_of_the_seed() {
+    let app = drawing_app().await;
+    let drop = draw_drop(
+        &app,
+        1,
+        time::Duration::seconds(-1),
+        time::Duration::minutes(10),
+    )
+    .await;
+    for user in 1..=3 {
+        assert_eq!(enter(&app, drop, user).await.status(), StatusCode::ACCEPTED);
+    }
+    let copy = app.backend.dump().await;
+    assert!(copy.len() > 1000, "a dump of {} bytes", copy.len());
+    let drawn = until_drawn(&app, drop).await;
+    let seed = hex::decode(drawn["drawSeed"].as_str().unwrap()).unwrap();
+    use base64::Engine as _;
+    let traces = [
+        hex::encode(&seed).into_bytes(),
+        hex::encode_upper(&seed).into_bytes(),
+        base64::engine::general_purpose::STANDARD
+            .encode(&seed)
+            .into_bytes(),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(&seed)
+            .into_bytes(),
+        seed.clone(),
+    ];
+    for trace in &traces {
+        // Any 16 consecutive bytes of a trace would give it away.
+        let found = trace
+            .windows(16)
+            .any(|piece| copy.windows(piece.len()).any(|w| w == piece));
+        assert!(!found, "the copy holds {}", String::from_utf8_lossy(trace));
+    }
+    // The copy after the reveal does hold it: the search can find what is there.
+    let after = app.backend.dump().await;
+    let hex_seed = hex::encode(&seed).into_bytes();
+    assert!(after.windows(hex_seed.len()).any(|w| w == hex_seed));
 }

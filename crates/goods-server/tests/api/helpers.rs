@@ -18,6 +18,9 @@ use time::format_description::well_known::Rfc3339;
 /// The seller every helper acts as.
 pub const SELLER: i64 = 900_000;
 
+/// The seal key of draw seeds every test server on MySQL has (`DRAW_SEAL_KEY`).
+pub const SEAL_KEY: &str = "b58mmOaSgG+I3CS2IrkGV9Q+TbEiohIYGaN4YDGOA5A=";
+
 /// The payment provider's signing secret every test server has (`PAYMENT_WEBHOOK_SECRET`).
 pub const WEBHOOK_SECRET: &str = "whsec_9Vq3xT7mK2pL8nR4cW6yB1fH5jD0gZsA3eU7iO2kQ9tX";
 
@@ -31,6 +34,36 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// A copy of the whole database as an operator's backup would have it: the SQLite file
+    /// and its write-ahead log, or `mariadb-dump` of the MySQL database.
+    pub async fn dump(&self) -> Vec<u8> {
+        match self {
+            Backend::Sqlite(path) => {
+                let mut bytes = std::fs::read(path).unwrap();
+                let wal = path.with_extension("db-wal");
+                bytes.extend(std::fs::read(wal).unwrap_or_default());
+                bytes
+            }
+            Backend::Mysql { url } => {
+                let rest = url.trim_start_matches("mysql://");
+                let (auth, rest) = rest.split_once('@').unwrap_or(("root", rest));
+                let (hostport, db) = rest.split_once('/').unwrap();
+                let (host, port) = hostport.split_once(':').unwrap_or((hostport, "3306"));
+                let user = auth.split(':').next().unwrap();
+                let out = std::process::Command::new("mariadb-dump")
+                    .args(["-h", host, "-P", port, "-u", user, "--hex-blob", db])
+                    .output()
+                    .expect("mariadb-dump (Debian's mariadb-client) runs");
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                out.stdout
+            }
+        }
+    }
+
     /// A fresh, empty backend.
     pub async fn fresh(dir: &tempfile::TempDir) -> Self {
         match std::env::var("E2E_DATABASE_URL")
@@ -140,6 +173,11 @@ impl TestApp {
             // `goods-server migrate` once instead; MySQL's default is not to migrate).
             ("DATABASE_MIGRATE".into(), "true".into()),
         ]);
+        // The embedded mode (SQLite) keeps its own seal key beside its database; the others
+        // are given one, as production must be.
+        if backend.url().starts_with("mysql") {
+            env.insert("DRAW_SEAL_KEY".into(), SEAL_KEY.into());
+        }
         env.extend(vars.iter().cloned());
         let config =
             Config::from_lookup(|name| env.get(name).cloned().filter(|v| !v.is_empty())).unwrap();

@@ -28,6 +28,9 @@ pub struct Server {
     pub env: Vec<(String, String)>,
 }
 
+/// The seal key of draw seeds every test server has (`DRAW_SEAL_KEY`).
+pub const SEAL_KEY: &str = "b58mmOaSgG+I3CS2IrkGV9Q+TbEiohIYGaN4YDGOA5A=";
+
 impl Server {
     pub fn start(env: &[(&str, &str)]) -> Self {
         let mut vars: Vec<(String, String)> = vec![
@@ -43,6 +46,7 @@ impl Server {
             ("RESERVATION_LEASE_MS".into(), LEASE_MS.to_string()),
             ("RECONCILE_INTERVAL_MS".into(), HEAL_MS.to_string()),
             ("RUST_LOG".into(), "warn,goods_server=info".into()),
+            ("DRAW_SEAL_KEY".into(), SEAL_KEY.into()),
         ];
         for (k, v) in env {
             vars.retain(|(name, _)| name != k);

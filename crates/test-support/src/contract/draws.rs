@@ -1,17 +1,29 @@
-//! The draw part of the SQL contract: entries one per buyer in batches, closed by the draw,
-//! ranked by goods-domain's rule, awarded once.
+//! The draw part of the SQL contract: entries one per buyer in batches and counted as they
+//! come, closed before the entry set is read, ranked by goods-domain's rule, awarded once and
+//! counted, a refused entry voided, the seed kept sealed until the reveal.
 
-use super::{SqlStore, key, now, order, product, user};
+use super::{SqlStore, now, order, product, user};
 use futures::future::join_all;
-use goods_domain::draw::{rank, winning_cutoff};
+use goods_domain::draw::rank;
 use goods_domain::ports::{DropRepository, EnterError, NewEntry, PlaceOrder, Placed};
-use goods_domain::{DrawSeed, DropInput, LimitedDrop, NewLimitedDrop, UserId};
+use goods_domain::{
+    DrawCounts, DrawSecret, DrawSeed, DropInput, EntriesTree, IdempotencyKey, LimitedDrop,
+    NewLimitedDrop, SealedSeed, UserId,
+};
 use std::collections::HashSet;
 use time::Duration;
 
 /// The seed every contract draw uses.
 pub fn seed() -> DrawSeed {
     DrawSeed::from_bytes([42; 32])
+}
+
+/// What the store keeps of [`seed`] until the reveal: opaque bytes it never reads.
+fn sealed() -> SealedSeed {
+    SealedSeed {
+        key_id: "contract-key".into(),
+        sealed: vec![0xA5; 60],
+    }
 }
 
 /// A draw drop of `limited` units taking entries from a second ago for an hour.
@@ -33,7 +45,7 @@ pub async fn draw_drop<S: SqlStore>(store: &S, limited: i64) -> LimitedDrop {
         at,
     )
     .unwrap();
-    DropRepository::create(store, &new, Some(seed()), at)
+    DropRepository::create(store, &new, Some((seed().commitment(), sealed())), at)
         .await
         .unwrap()
 }
@@ -48,9 +60,13 @@ fn entry(n: i64, at: time::OffsetDateTime) -> NewEntry {
 /// The order a draw gives `buyer`, as goods-app builds it.
 fn award(drop: &LimitedDrop, buyer: i64) -> PlaceOrder {
     PlaceOrder {
-        key: key(&format!("draw-{}", drop.id)),
+        key: IdempotencyKey::for_draw(drop.id),
         ..order(drop, buyer, "unused", 1)
     }
+}
+
+async fn counts<S: SqlStore>(store: &S, drop: &LimitedDrop) -> DrawCounts {
+    store.draw(drop.id).await.unwrap().unwrap().counts
 }
 
 pub async fn entries_are_one_per_buyer_and_each_batch_tells_who_created_theirs<S: SqlStore>(
@@ -59,9 +75,15 @@ pub async fn entries_are_one_per_buyer_and_each_batch_tells_who_created_theirs<S
     let drop = draw_drop(&store, 5).await;
     let draw = store.draw(drop.id).await.unwrap().unwrap();
     assert_eq!(draw.commitment, seed().commitment());
+    assert_eq!(draw.secret, DrawSecret::Sealed(sealed()), "kept sealed");
     assert_eq!(
-        (draw.drawn_at, draw.cutoff, draw.revealed_seed()),
-        (None, None, None)
+        (
+            draw.drawn_at,
+            draw.cutoff,
+            draw.revealed_seed(),
+            draw.entries_root
+        ),
+        (None, None, None, None)
     );
     let t = now();
     let first = store
@@ -76,12 +98,17 @@ pub async fn entries_are_one_per_buyer_and_each_batch_tells_who_created_theirs<S
     let again = store.enter(drop.id, &[entry(1, later)]).await.unwrap();
     assert!(!again[0].created);
     assert_eq!(again[0].entry.entered_at, t, "the first entry stays");
-    let counts = store.draw_counts(drop.id).await.unwrap();
-    assert_eq!((counts.entries, counts.winners, counts.promoted), (2, 0, 0));
-    let (mine, ahead) = store.entry(drop.id, user(2)).await.unwrap().unwrap();
     assert_eq!(
-        (mine.user_id, mine.ranked, mine.order_id, ahead),
-        (user(2), None, None, 0)
+        counts(&store, &drop).await,
+        DrawCounts {
+            entries: 2,
+            ..DrawCounts::default()
+        }
+    );
+    let mine = store.entry(drop.id, user(2)).await.unwrap().unwrap();
+    assert_eq!(
+        (mine.user_id, mine.ranked, mine.order_id, mine.void_reason),
+        (user(2), None, None, None)
     );
     assert!(store.entry(drop.id, user(3)).await.unwrap().is_none());
 }
@@ -104,7 +131,7 @@ pub async fn racing_entries_of_one_buyer_create_one_entry<S: SqlStore>(store: S)
         .filter(|answers| answers[0].created)
         .count();
     assert_eq!(created, 1);
-    assert_eq!(store.draw_counts(drop.id).await.unwrap().entries, 1);
+    assert_eq!(counts(&store, &drop).await.entries, 1);
 }
 
 pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<S: SqlStore>(
@@ -113,40 +140,39 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
     const LIMITED: u32 = 10;
     let drop = draw_drop(&store, i64::from(LIMITED)).await;
     let t = now();
-    let entrants: Vec<NewEntry> = (1..=50).map(|n| entry(n, t)).collect();
+    // Entered out of numeric order: the entry set comes back by user id (2 before 10).
+    let entrants: Vec<NewEntry> = (1..=50).rev().map(|n| entry(n, t)).collect();
     for batch in entrants.chunks(16) {
         store.enter(drop.id, batch).await.unwrap();
     }
-    let cutoff = store
-        .rank_entries(drop.id, &seed(), LIMITED, t)
-        .await
-        .unwrap();
-    let users: Vec<UserId> = (1..=50).map(user).collect();
-    let expected = rank(&seed(), &users);
-    assert_eq!(cutoff, winning_cutoff(&expected, LIMITED));
+    store.close_entries(drop.id, t).await.unwrap();
     assert!(
         matches!(
             store.enter(drop.id, &[entry(99, t)]).await,
             Err(EnterError::EntriesClosed)
         ),
-        "no entry after the draw began"
+        "no entry once entries closed"
     );
+    let users = store.entrants(drop.id).await.unwrap();
+    assert_eq!(users, (1..=50).map(user).collect::<Vec<UserId>>());
+    let root = EntriesTree::new(&users).root();
+    store.publish_root(drop.id, &root).await.unwrap();
+    let other = EntriesTree::new(&users[..3]).root();
+    store.publish_root(drop.id, &other).await.unwrap();
+    assert_eq!(
+        store.draw(drop.id).await.unwrap().unwrap().entries_root,
+        Some(root),
+        "the first root stays"
+    );
+    let expected = rank(&seed(), &users);
+    store.rank_entries(drop.id, &expected).await.unwrap();
     for r in &expected {
-        let (stored, _) = store.entry(drop.id, r.user_id).await.unwrap().unwrap();
+        let stored = store.entry(drop.id, r.user_id).await.unwrap().unwrap();
         assert_eq!(stored.ranked, Some((r.rank, r.rank_key)));
     }
     // Ranking again (a leader that died mid-draw) writes the same.
-    assert_eq!(
-        store
-            .rank_entries(drop.id, &seed(), LIMITED, t)
-            .await
-            .unwrap(),
-        cutoff
-    );
-    let winners = store
-        .unawarded(drop.id, 0, Some(LIMITED), 64)
-        .await
-        .unwrap();
+    store.rank_entries(drop.id, &expected).await.unwrap();
+    let winners = store.waiting(drop.id, LIMITED).await.unwrap();
     assert_eq!(
         winners,
         expected[..LIMITED as usize]
@@ -154,6 +180,21 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
             .map(|r| r.user_id)
             .collect::<Vec<_>>(),
         "the winners, lowest rank first"
+    );
+    // The second winner's award is refused: voided once, and counted.
+    let (refused, winners) = (winners[1], [&winners[..1], &winners[2..]].concat());
+    assert!(
+        store
+            .void(drop.id, refused, "PER_USER_LIMIT_EXCEEDED")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .void(drop.id, refused, "PER_USER_LIMIT_EXCEEDED")
+            .await
+            .unwrap(),
+        "once"
     );
     let orders: Vec<PlaceOrder> = winners.iter().map(|u| award(&drop, u.get())).collect();
     let placed = store.place_orders(&orders).await.unwrap();
@@ -165,7 +206,7 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
             other => panic!("a winner's order: {other:?}"),
         })
         .collect();
-    store.award(drop.id, &awards, false).await.unwrap();
+    store.award(drop.id, &awards, false, t).await.unwrap();
     // Awarding again, as a second leader would: the same orders replay, nothing changes.
     let replayed = store.place_orders(&orders).await.unwrap();
     assert!(
@@ -173,47 +214,101 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
             .iter()
             .all(|p| matches!(p, Ok(Placed::Replayed(_))))
     );
-    store.award(drop.id, &awards, false).await.unwrap();
+    store.award(drop.id, &awards, false, t).await.unwrap();
+    // The unit of the voided entry goes to the next by rank.
+    let next = store.waiting(drop.id, 1).await.unwrap();
+    assert_eq!(next, [expected[LIMITED as usize].user_id]);
+    let placed = store
+        .place_orders(&[award(&drop, next[0].get())])
+        .await
+        .unwrap();
+    let Ok(Placed::Created(order)) = &placed[0] else {
+        panic!("{placed:?}")
+    };
+    store
+        .award(drop.id, &[(next[0], order.id)], false, t)
+        .await
+        .unwrap();
+    let cutoff = store.last_awarded(drop.id).await.unwrap();
+    assert_eq!(cutoff, Some(expected[LIMITED as usize].rank_key));
     assert!(
         store
-            .unawarded(drop.id, 0, Some(LIMITED), 64)
+            .finish_draw(drop.id, t, &seed(), cutoff)
             .await
             .unwrap()
-            .is_empty()
     );
-    assert!(store.finish_draw(drop.id, t, cutoff).await.unwrap());
     assert!(
-        !store.finish_draw(drop.id, t, cutoff).await.unwrap(),
+        !store
+            .finish_draw(drop.id, t, &seed(), cutoff)
+            .await
+            .unwrap(),
         "once"
     );
     let draw = store.draw(drop.id).await.unwrap().unwrap();
     assert_eq!((draw.drawn_at, draw.cutoff), (Some(t), cutoff));
     assert_eq!(draw.revealed_seed(), Some(seed()));
-    let counts = store.draw_counts(drop.id).await.unwrap();
     assert_eq!(
-        (counts.entries, counts.winners, counts.promoted),
-        (50, LIMITED, 0)
+        draw.counts,
+        DrawCounts {
+            entries: 50,
+            winners: LIMITED,
+            promoted: 0,
+            voided: 1
+        }
     );
     assert_eq!(store.sold_quantity(drop.id).await.unwrap(), LIMITED);
-    // The waitlist: entries past the winners, in rank order; each counts those ahead.
-    let waiting = store.unawarded(drop.id, LIMITED, None, 100).await.unwrap();
+    let void = store.entry(drop.id, refused).await.unwrap().unwrap();
+    assert_eq!(void.void_reason.as_deref(), Some("PER_USER_LIMIT_EXCEEDED"));
+    // The waitlist: entries past the winners, in rank order.
+    let waiting = store.waiting(drop.id, 100).await.unwrap();
     assert_eq!(
         waiting,
-        expected[LIMITED as usize..]
+        expected[LIMITED as usize + 1..]
             .iter()
             .map(|r| r.user_id)
             .collect::<Vec<_>>()
     );
-    let seventh = &expected[LIMITED as usize + 6];
-    let (_, ahead) = store
-        .entry(drop.id, seventh.user_id)
+    // A promotion records when; its entry reads the order's status.
+    let promoted = waiting[0];
+    let placed = store
+        .place_orders(&[award(&drop, promoted.get())])
         .await
-        .unwrap()
         .unwrap();
-    assert_eq!(ahead, 6);
+    assert!(
+        matches!(
+            placed[0],
+            Err(goods_domain::ports::PlaceOrderError::SoldOut { .. })
+        ),
+        "no free unit: {placed:?}"
+    );
+    let later = t + Duration::seconds(3);
+    let first = awards[0];
+    store
+        .cancel_order(first.1, first.0, t - Duration::hours(1))
+        .await
+        .unwrap();
+    let forfeited = store.entry(drop.id, first.0).await.unwrap().unwrap();
+    assert!(forfeited.order_given_back, "its order was cancelled");
+    let placed = store
+        .place_orders(&[award(&drop, promoted.get())])
+        .await
+        .unwrap();
+    let Ok(Placed::Created(order)) = &placed[0] else {
+        panic!("{placed:?}")
+    };
+    store
+        .award(drop.id, &[(promoted, order.id)], true, later)
+        .await
+        .unwrap();
+    let entry = store.entry(drop.id, promoted).await.unwrap().unwrap();
+    assert_eq!(
+        (entry.order_id, entry.promoted_at),
+        (Some(order.id), Some(later))
+    );
+    assert_eq!(counts(&store, &drop).await.promoted, 1);
 }
 
-pub async fn entries_racing_the_draw_commit_before_it_or_not_at_all<S: SqlStore>(store: S) {
+pub async fn entries_racing_the_close_commit_before_it_or_not_at_all<S: SqlStore>(store: S) {
     let drop = draw_drop(&store, 5).await;
     let t = now();
     let batches = (0..20_i64).map(|b| {
@@ -223,14 +318,15 @@ pub async fn entries_racing_the_draw_commit_before_it_or_not_at_all<S: SqlStore>
             (batch.clone(), store.enter(drop.id, &batch).await)
         }
     });
-    let drawing = {
+    let closing = {
         let store = store.clone();
         async move {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            store.rank_entries(drop.id, &seed(), 5, t).await.unwrap()
+            store.close_entries(drop.id, t).await.unwrap();
+            store.entrants(drop.id).await.unwrap()
         }
     };
-    let (answers, _) = tokio::join!(join_all(batches), drawing);
+    let (answers, entrants) = tokio::join!(join_all(batches), closing);
     let mut accepted = HashSet::new();
     for (batch, answer) in answers {
         match answer {
@@ -239,14 +335,8 @@ pub async fn entries_racing_the_draw_commit_before_it_or_not_at_all<S: SqlStore>
             Err(other) => panic!("{other}"),
         }
     }
-    // Every accepted entry was ranked, and nothing refused was stored.
-    let counts = store.draw_counts(drop.id).await.unwrap();
-    assert_eq!(counts.entries as usize, accepted.len());
-    for user in &accepted {
-        let (stored, _) = store.entry(drop.id, *user).await.unwrap().unwrap();
-        assert!(
-            stored.ranked.is_some(),
-            "entry of {user} committed after the ranking"
-        );
-    }
+    // The entry set read after the close is exactly the accepted entries, and the count
+    // kept as they came agrees.
+    assert_eq!(entrants.into_iter().collect::<HashSet<_>>(), accepted);
+    assert_eq!(counts(&store, &drop).await.entries as usize, accepted.len());
 }
