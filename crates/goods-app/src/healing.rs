@@ -249,12 +249,19 @@ impl GoodsApp {
     /// counted in the report, and does not stop the tick.
     pub async fn tend_draws(&self) -> Result<HealReport, InfraError> {
         let now = self.ports.clock.now();
-        let drops = self
-            .ports
+        // The draw drops this instance holds in memory (every one entered or viewed here): a
+        // server without draw drops sends no statement for them.
+        let drops: Vec<LimitedDrop> = self
             .drops
-            .list_unclosed(now.saturating_sub(CLOSED_GRACE))
-            .await?;
+            .cached()
+            .into_iter()
+            .filter(|d| d.mode.is_draw() && !d.is_closed(now.saturating_sub(CLOSED_GRACE)))
+            .collect();
         let mut report = HealReport::default();
+        if drops.is_empty() {
+            metrics::gauge!(crate::telemetry::DRAW_OVERDUE).set(0.0);
+            return Ok(report);
+        }
         match self.expire_overdue().await {
             Ok(expired) => report.expired = expired,
             Err(error) => {
@@ -263,7 +270,7 @@ impl GoodsApp {
             }
         }
         let mut overdue = time::Duration::ZERO;
-        for drop in drops.iter().filter(|d| d.mode.is_draw()) {
+        for drop in &drops {
             report.drops += 1;
             let tended = async {
                 if self.run_draw(drop).await? {
@@ -349,9 +356,13 @@ impl GoodsApp {
         if sold > limited {
             self.raise_oversell(drop, sold).await;
         }
-        // A draw drop is never in the gate; its draw and waitlist keep their own schedule
-        // (`tend_draws`).
+        // A draw drop is never in the gate: its draw, and its waitlist, are what to tend (the
+        // draws' own schedule does it too, for the draw drops this instance holds).
         if drop.mode.is_draw() {
+            if self.run_draw(drop).await? {
+                report.draws += 1;
+            }
+            report.promoted += self.promote_waitlist(drop).await?;
             return Ok(());
         }
         let Some(gate) = self.gate().cloned() else {
