@@ -239,6 +239,16 @@ impl GoodsApp {
         Ok(resolution)
     }
 
+    /// Whether this instance holds a draw drop that is not long closed: only then do the draws'
+    /// schedule and its lease cost anything.
+    pub fn holds_draw_drops(&self) -> bool {
+        let now = self.ports.clock.now();
+        self.drops
+            .cached()
+            .iter()
+            .any(|d| d.mode.is_draw() && !d.is_closed(now.saturating_sub(CLOSED_GRACE)))
+    }
+
     /// The draws' own schedule, run every [`DRAW_TICK`] by one instance of the fleet whatever
     /// `RECONCILE_INTERVAL_MS` is: draws whose entries closed, promotions of units given back,
     /// and the expiry of unpaid orders (which gives a forfeited winner's unit back). Sets the

@@ -423,6 +423,7 @@ impl Application {
                     Arc::clone(lease),
                     period,
                     Arc::clone(&leading),
+                    None,
                 );
             }
             let app = self.app.clone();
@@ -446,12 +447,16 @@ impl Application {
         // one instance of the fleet at a time.
         let drawing = Arc::new(std::sync::atomic::AtomicBool::new(self.lease.is_none()));
         if let Some(lease) = &self.lease {
+            // Taken only while this instance holds a draw drop: a fleet without draws renews no
+            // lease for them.
+            let app = self.app.clone();
             keep_lease(
                 tasks,
                 DRAWS,
                 Arc::clone(lease),
                 3 * goods_app::DRAW_TICK,
                 Arc::clone(&drawing),
+                Some(Arc::new(move || app.holds_draw_drops())),
             );
         }
         let app = self.app.clone();
@@ -544,6 +549,7 @@ fn keep_lease(
     lease: Arc<dyn LeaseStore>,
     period: Duration,
     leading: Arc<std::sync::atomic::AtomicBool>,
+    wanted: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
 ) {
     let holder = format!(
         "{}:{}:{}",
@@ -556,7 +562,12 @@ fn keep_lease(
     let renew = (period / 3).max(Duration::from_millis(10));
     tasks.every(renew, None, move || {
         let (lease, holder, leading) = (Arc::clone(&lease), holder.clone(), Arc::clone(&leading));
+        let wanted = wanted.as_ref().is_none_or(|wanted| wanted());
         async move {
+            if !wanted {
+                leading.store(false, std::sync::atomic::Ordering::SeqCst);
+                return;
+            }
             let now = match lease.try_lead(name, &holder, period).await {
                 Ok(held) => held,
                 Err(error) => {
