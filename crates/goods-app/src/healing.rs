@@ -282,33 +282,24 @@ impl GoodsApp {
         let mut overdue = time::Duration::ZERO;
         for drop in &drops {
             report.drops += 1;
-            let tended = async {
-                if self.run_draw(drop).await? {
-                    report.draws += 1;
-                }
-                report.promoted += self.promote_waitlist(drop).await?;
-                let drawn = self
-                    .ports
-                    .draws
-                    .draw(drop.id)
-                    .await?
-                    .is_some_and(|d| d.drawn_at.is_some());
-                Ok::<bool, InfraError>(drawn)
-            };
-            let drawn = match tended.await {
-                Ok(drawn) => drawn,
+            match self.run_draw(drop).await {
+                Ok(finished) => report.draws += usize::from(finished),
                 Err(error) => {
                     report.failed += 1;
                     tracing::warn!(drop.id = %drop.id, error = %error, "tending the draw failed");
-                    false
+                    // A draw that is due and failed is overdue since its entries closed.
+                    if let Some(at) = drop.mode.entry_close_at().filter(|&at| now >= at) {
+                        overdue = overdue.max(now - at);
+                    }
+                    continue;
                 }
-            };
-            if !drawn && goods_domain::draw::draw_due(drop, false, now) {
-                let since = drop
-                    .mode
-                    .entry_close_at()
-                    .map_or(time::Duration::ZERO, |at| now - at);
-                overdue = overdue.max(since);
+            }
+            match self.promote_waitlist(drop).await {
+                Ok(promoted) => report.promoted += promoted,
+                Err(error) => {
+                    report.failed += 1;
+                    tracing::warn!(drop.id = %drop.id, error = %error, "waitlist promotion failed");
+                }
             }
         }
         metrics::gauge!(crate::telemetry::DRAW_OVERDUE).set(overdue.as_seconds_f64());

@@ -344,17 +344,21 @@ impl GoodsApp {
         let Some(entry) = self.ports.draws.entry(drop.id, user).await? else {
             return Ok(None);
         };
-        let draw = self
-            .ports
-            .draws
-            .draw(drop.id)
-            .await?
-            .ok_or_else(|| InfraError::msg(format!("draw drop {} has no draw", drop.id)))?;
+        let draw = self.draw_of(drop.id).await?;
         let proof = match draw.entries_root {
             Some(root) => self.inclusion_proof(drop.id, &root, user).await?,
             None => None,
         };
         Ok(Some(view_of(drop, &entry, &draw, proof, now)))
+    }
+
+    /// The draw of a draw drop (it has one from creation).
+    async fn draw_of(&self, drop: DropId) -> Result<Draw, InfraError> {
+        self.ports
+            .draws
+            .draw(drop)
+            .await?
+            .ok_or_else(|| InfraError::msg(format!("draw drop {drop} has no draw")))
     }
 
     /// `user`'s audit path in the entry set of `drop` whose published root is `root`.
@@ -393,12 +397,7 @@ impl GoodsApp {
         if let Some(view) = self.draw_views.get(drop.id) {
             return Ok(Some(view));
         }
-        let draw = self
-            .ports
-            .draws
-            .draw(drop.id)
-            .await?
-            .ok_or_else(|| InfraError::msg(format!("draw drop {} has no draw", drop.id)))?;
+        let draw = self.draw_of(drop.id).await?;
         let view = DrawView {
             entry_close_at,
             commitment: draw.commitment,

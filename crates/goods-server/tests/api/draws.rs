@@ -56,6 +56,17 @@ async fn my_entry(app: &TestApp, drop: i64, user: i64) -> reqwest::Response {
     .await
 }
 
+async fn cancel(app: &TestApp, order: i64, user: i64) -> reqwest::Response {
+    app.request(
+        reqwest::Method::POST,
+        &format!("/orders/{order}/cancel"),
+        Some((user, "buyer")),
+    )
+    .send()
+    .await
+    .unwrap()
+}
+
 async fn view(app: &TestApp, drop: i64) -> Value {
     body(app.get(&format!("/limited-drops/{drop}"), None).await).await
 }
@@ -379,16 +390,10 @@ async fn every_unit_given_back_goes_to_the_next_waitlisted_entry_exactly_once() 
 
     // The first winner cancels: the first waitlisted entry wins.
     let first = body(my_entry(&app, drop, by_rank[0]).await).await;
-    let cancel = app
-        .request(
-            reqwest::Method::POST,
-            &format!("/orders/{}/cancel", order_of(&first)),
-            Some((by_rank[0], "buyer")),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(cancel.status(), StatusCode::OK);
+    assert_eq!(
+        cancel(&app, order_of(&first), by_rank[0]).await.status(),
+        StatusCode::OK
+    );
     let promoted = until_status(&app, drop, by_rank[LIMITED], "WON").await;
     assert_ne!(order_of(&promoted), order_of(&first));
     assert!(promoted["promotedAt"].is_string(), "{promoted}");
@@ -408,16 +413,9 @@ async fn every_unit_given_back_goes_to_the_next_waitlisted_entry_exactly_once() 
     // promoted one's. The second winner cancels at the same time, racing the expiry.
     app.clock.advance(time::Duration::seconds(61));
     let second = body(my_entry(&app, drop, by_rank[1]).await).await;
-    let racing = (0..5).map(|_| {
-        app.request(
-            reqwest::Method::POST,
-            &format!("/orders/{}/cancel", order_of(&second)),
-            Some((by_rank[1], "buyer")),
-        )
-        .send()
-    });
+    let racing = (0..5).map(|_| cancel(&app, order_of(&second), by_rank[1]));
     for res in futures::future::join_all(racing).await {
-        let status = res.unwrap().status();
+        let status = res.status();
         assert!(
             status == StatusCode::OK || status == StatusCode::CONFLICT,
             "{status}"
@@ -621,16 +619,7 @@ async fn no_entrant_can_stop_a_draw_by_planting_its_order_key() {
         let res = app.purchase(other, user, &planted, 1).await;
         assert_eq!(res.status(), StatusCode::ACCEPTED, "user {user}");
         let order = body(res).await["orderId"].as_i64().unwrap();
-        let cancel = app
-            .request(
-                reqwest::Method::POST,
-                &format!("/orders/{order}/cancel"),
-                Some((user, "buyer")),
-            )
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(cancel.status(), StatusCode::OK);
+        assert_eq!(cancel(&app, order, user).await.status(), StatusCode::OK);
         // The service's own key cannot even be sent: it starts with a control character.
         let service_key = format!("\u{1}draw:{draw}");
         let refused = app
