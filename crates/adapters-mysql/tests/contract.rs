@@ -101,6 +101,7 @@ async fn a_purchase_past_its_time_limit_releases_its_row_locks_at_once() {
         currency: "XXX".into(),
         mode: "FIRST_COME".into(),
         entry_close_at: None,
+        payment_window_seconds: None,
     };
     let drop = DropRepository::create(
         &store,
@@ -130,6 +131,7 @@ async fn a_purchase_past_its_time_limit_releases_its_row_locks_at_once() {
         key: IdempotencyKey::parse("k").unwrap(),
         now,
         deadline: None,
+        window: goods_domain::PaymentWindow::default(),
     };
     let timed_out = test_support::contract::place(&store, &order).await;
     assert!(
@@ -195,4 +197,28 @@ async fn the_database_refuses_to_change_a_draws_seed() {
         Some("1".repeat(64)),
         "the seed written at the reveal stays"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_without_a_stored_deadline_expires_by_the_default_window() {
+    use diesel_async::{AsyncConnection as _, AsyncMysqlConnection, SimpleAsyncConnection as _};
+    let url = test_support::mysql::fresh_database().await;
+    let store = adapters_mysql::Mysql::connect(&url, 2, true).await.unwrap();
+    test_support::contract::an_order_without_a_stored_deadline_expires_by_the_default_window(
+        store,
+        |id| {
+            let url = url.clone();
+            async move {
+                AsyncMysqlConnection::establish(&url)
+                    .await
+                    .unwrap()
+                    .batch_execute(&format!(
+                        "UPDATE orders SET expires_at = NULL WHERE id = {id}"
+                    ))
+                    .await
+                    .unwrap();
+            }
+        },
+    )
+    .await;
 }

@@ -61,6 +61,7 @@ pub struct DropRow {
     pub currency: String,
     pub mode: String,
     pub entry_close_at: Option<PrimitiveDateTime>,
+    pub payment_window_s: Option<i32>,
 }
 
 impl DropRow {
@@ -96,6 +97,11 @@ impl DropRow {
                     )));
                 }
             },
+            payment_window: self
+                .payment_window_s
+                .map(|s| goods_domain::PaymentWindow::for_drop(s.into()))
+                .transpose()
+                .map_err(corrupt("drop"))?,
         })
     }
 }
@@ -133,6 +139,7 @@ pub struct OrderRow {
     pub payment_reference: Option<String>,
     pub amount_minor: i64,
     pub currency: String,
+    pub expires_at: Option<PrimitiveDateTime>,
 }
 
 impl OrderRow {
@@ -154,6 +161,7 @@ impl OrderRow {
                 .map_err(corrupt("order"))?,
             amount: money(self.amount_minor, &self.currency, "order")?,
             created_at: from_db(self.created_at),
+            deadline: self.expires_at.map(from_db),
             payment: match (self.paid_at, self.payment_key, self.payment_reference) {
                 (Some(at), Some(event), Some(reference)) => Some(Payment {
                     event_id: PaymentEventId::parse(&event).map_err(corrupt("order payment"))?,

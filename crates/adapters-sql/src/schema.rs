@@ -53,6 +53,8 @@ diesel::table! {
         mode -> Text,
         /// When a draw's entries close (UTC); `NULL` for a first-come drop.
         entry_close_at -> Nullable<Timestamp>,
+        /// Its orders' payment window in seconds; `NULL`: the service's default.
+        payment_window_s -> Nullable<Integer>,
     }
 }
 
@@ -148,6 +150,9 @@ diesel::table! {
         amount_minor -> BigInt,
         /// ISO 4217 code of the amount.
         currency -> Text,
+        /// When its payment window ends (UTC); `NULL` for orders made before deadlines were
+        /// stored (their window is the service's default).
+        expires_at -> Nullable<Timestamp>,
     }
 }
 

@@ -88,3 +88,26 @@ async fn the_database_refuses_to_change_a_draws_seed() {
         "the seed written at the reveal stays"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_without_a_stored_deadline_expires_by_the_default_window() {
+    use diesel::connection::SimpleConnection as _;
+    use diesel::{Connection as _, SqliteConnection};
+    let dir = tempfile::tempdir().unwrap().keep();
+    let path = format!("{}/goods.db", dir.display());
+    let store = adapters_sqlite::Sqlite::open(&format!("sqlite://{path}"), true)
+        .await
+        .unwrap();
+    test_support::contract::an_order_without_a_stored_deadline_expires_by_the_default_window(
+        store,
+        |id| async move {
+            SqliteConnection::establish(&path)
+                .unwrap()
+                .batch_execute(&format!(
+                    "UPDATE orders SET expires_at = NULL WHERE id = {id}"
+                ))
+                .unwrap();
+        },
+    )
+    .await;
+}

@@ -129,6 +129,9 @@ pub struct CreateDrop {
     /// When a draw's entries close.
     #[serde(default, with = "time::serde::rfc3339::option")]
     pub entry_close_at: Option<OffsetDateTime>,
+    /// Seconds its orders hold their units unpaid (60 to 604800).
+    #[serde(default, deserialize_with = "whole_opt")]
+    pub payment_window_seconds: Option<i64>,
 }
 
 /// A drop.
@@ -147,6 +150,7 @@ pub struct DropBody {
     price_minor: u64,
     currency: String,
     mode: &'static str,
+    payment_window_seconds: i64,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     draw: Option<DrawBody>,
 }
@@ -270,6 +274,7 @@ impl From<DropView> for DropBody {
             price_minor: v.drop.price.minor(),
             currency: v.drop.price.currency().as_str().to_owned(),
             mode: v.drop.mode.as_str(),
+            payment_window_seconds: v.payment_window.as_seconds(),
             draw: v.draw.map(DrawBody::from),
         }
     }

@@ -250,8 +250,10 @@ fn place_order(
     key: &IdempotencyKey,
     now: OffsetDateTime,
     deadline: Option<OffsetDateTime>,
+    default_window: goods_domain::PaymentWindow,
 ) -> PlaceOrder {
     PlaceOrder {
+        window: drop.payment_window_or(default_window),
         drop_id: drop.id,
         product_id: drop.product_id,
         limited_quantity: drop.limited_quantity,

@@ -66,6 +66,7 @@ pub fn sample_drop(limited: i64, per_user: i64) -> LimitedDrop {
         paused: false,
         closed_at: None,
         mode: goods_domain::DropMode::FirstCome,
+        payment_window: None,
     }
 }
 
@@ -81,6 +82,7 @@ pub fn sample_order(status: OrderStatus) -> GoodsOrder {
         idempotency_key: key(),
         created_at: OPEN,
         payment: None,
+        deadline: None,
     }
 }
 
@@ -99,6 +101,7 @@ pub fn place_order(buyer: i64) -> PlaceOrder {
         key: key(),
         now: OPEN,
         deadline: None,
+        window: goods_domain::PaymentWindow::default(),
     }
 }
 

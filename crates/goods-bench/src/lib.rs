@@ -58,6 +58,7 @@ pub async fn app_with_drop<S: Store>(
                 currency: "XXX".into(),
                 mode: "FIRST_COME".into(),
                 entry_close_at: None,
+                payment_window_seconds: None,
             },
             OPERATOR,
         )

@@ -214,6 +214,7 @@ mod tests {
             key: IdempotencyKey::parse(key).unwrap(),
             now: from_unix_ms(NOW_MS).unwrap(),
             deadline: None,
+            window: crate::PaymentWindow::default(),
         }
     }
 
@@ -229,6 +230,7 @@ mod tests {
             idempotency_key: o.key.clone(),
             created_at: o.now,
             payment: None,
+            deadline: None,
         }
     }
 

@@ -435,6 +435,7 @@ mod tests {
             mode: DropMode::Draw {
                 entry_close_at: ENTRIES_CLOSE,
             },
+            payment_window: None,
         }
     }
 

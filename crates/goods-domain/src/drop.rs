@@ -187,9 +187,17 @@ pub struct LimitedDrop {
     pub closed_at: Option<OffsetDateTime>,
     /// First come or draw.
     pub mode: DropMode,
+    /// How long its orders hold their units unpaid (`paymentWindowSeconds`); `None`: the
+    /// service's `PAYMENT_WINDOW_S`.
+    pub payment_window: Option<crate::PaymentWindow>,
 }
 
 impl LimitedDrop {
+    /// How long its orders hold their units unpaid: its own window, or the service's `default`.
+    pub fn payment_window_or(&self, default: crate::PaymentWindow) -> crate::PaymentWindow {
+        self.payment_window.unwrap_or(default)
+    }
+
     /// Whether the sale has ended at `now`: `closeAt` passed, or the drop was closed.
     pub fn is_closed(&self, now: OffsetDateTime) -> bool {
         self.window.is_closed(now) || self.closed_at.is_some()
@@ -280,6 +288,8 @@ pub struct NewLimitedDrop {
     pub price: Price,
     /// First come or draw.
     pub mode: DropMode,
+    /// Its orders' payment window; `None`: the service's default.
+    pub payment_window: Option<crate::PaymentWindow>,
 }
 
 /// Raw creation input, as it comes from a client.
@@ -300,6 +310,8 @@ pub struct DropInput {
     pub mode: String,
     /// When a draw's entries close.
     pub entry_close_at: Option<OffsetDateTime>,
+    /// Seconds its orders hold their units unpaid (absent: the service's default).
+    pub payment_window_seconds: Option<i64>,
 }
 
 /// How far in the past `openAt` may be when a drop is created.
@@ -421,7 +433,21 @@ impl NewLimitedDrop {
             ));
         }
         let mode = mode(input, per_user).map_err(|e| errors.extend(e)).ok();
-        match (product_id, window, limited, per_user, price, mode) {
+        let payment_window = input
+            .payment_window_seconds
+            .map(crate::PaymentWindow::for_drop)
+            .transpose()
+            .map_err(|e| errors.push(e))
+            .ok();
+        match (
+            product_id,
+            window,
+            limited,
+            per_user,
+            price,
+            mode,
+            payment_window,
+        ) {
             (
                 Some(product_id),
                 Some(window),
@@ -429,6 +455,7 @@ impl NewLimitedDrop {
                 Some(per_user_limit),
                 Some(price),
                 Some(mode),
+                Some(payment_window),
             ) if errors.is_empty() => Ok(Self {
                 product_id,
                 window,
@@ -436,6 +463,7 @@ impl NewLimitedDrop {
                 per_user_limit,
                 price,
                 mode,
+                payment_window,
             }),
             _ => Err(errors),
         }
@@ -479,6 +507,7 @@ mod tests {
             paused: false,
             closed_at: None,
             mode: DropMode::FirstCome,
+            payment_window: None,
         }
     }
 
@@ -558,6 +587,7 @@ mod tests {
             currency: "XXX".into(),
             mode: "FIRST_COME".into(),
             entry_close_at: None,
+            payment_window_seconds: None,
         }
     }
 
@@ -636,6 +666,7 @@ mod tests {
             currency: "euro".into(),
             mode: "FIRST_COME".into(),
             entry_close_at: None,
+            payment_window_seconds: None,
         };
         assert_eq!(
             failing_fields(bad, CLOSE),

@@ -28,7 +28,7 @@ pub use error::{InfraError, ValidationError};
 pub use ids::{DropId, IdempotencyKey, OrderId, ProductId, UserId};
 pub use money::{Currency, MAX_AMOUNT_MINOR, MAX_PRICE_MINOR, Money, Price};
 pub use order::{
-    CancelOrderError, CancelTransition, GoodsOrder, OrderStatus, Payment, PaymentReference,
+    CancelOrderError, CancelTransition, Expiry, GoodsOrder, OrderStatus, Payment, PaymentReference,
     PaymentWindow,
 };
 pub use payment::{

@@ -69,6 +69,9 @@ pub struct GoodsOrder {
     pub idempotency_key: IdempotencyKey,
     /// When the purchase committed.
     pub created_at: OffsetDateTime,
+    /// When its payment window ends, fixed when it was made from its drop's window; `None` for
+    /// an order made before deadlines were stored (its window is the service's default).
+    pub deadline: Option<OffsetDateTime>,
     /// The payment that paid it, once PAID.
     pub payment: Option<Payment>,
 }
@@ -134,6 +137,52 @@ impl PaymentWindow {
     pub fn cutoff(self, now: OffsetDateTime) -> OffsetDateTime {
         now.saturating_sub(self.0)
     }
+
+    /// A window of `seconds` as a drop's `paymentWindowSeconds`: 60 to 604800 (7 days).
+    ///
+    /// # Errors
+    /// [`ValidationError`] outside that range.
+    pub fn for_drop(seconds: i64) -> Result<Self, ValidationError> {
+        match u32::try_from(seconds) {
+            Ok(s) if (Self::MIN_DROP_SECONDS..=Self::MAX_SECONDS).contains(&s) => {
+                Ok(Self::seconds(s))
+            }
+            _ => Err(ValidationError::new(
+                "paymentWindowSeconds",
+                "must be 60 to 604800 (7 days)",
+            )),
+        }
+    }
+
+    /// The shortest window a drop may give its orders, in seconds.
+    pub const MIN_DROP_SECONDS: u32 = 60;
+    /// The longest window, in seconds (7 days).
+    pub const MAX_SECONDS: u32 = 7 * 24 * 3600;
+
+    /// The window in whole seconds.
+    pub fn as_seconds(self) -> i64 {
+        self.0.whole_seconds()
+    }
+}
+
+/// When the expiry rules are asked: `now`, and the service's default window for orders made
+/// before deadlines were stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expiry {
+    pub now: OffsetDateTime,
+    pub default: PaymentWindow,
+}
+
+impl Expiry {
+    /// The rules asked at `now` with `default` as the window of orders without a deadline.
+    pub fn at(now: OffsetDateTime, default: PaymentWindow) -> Self {
+        Self { now, default }
+    }
+
+    /// Orders without a stored deadline created at or before this instant are overdue.
+    pub fn legacy_cutoff(self) -> OffsetDateTime {
+        self.default.cutoff(self.now)
+    }
 }
 
 impl Default for PaymentWindow {
@@ -173,8 +222,7 @@ pub enum CancelOrderError {
 }
 
 impl GoodsOrder {
-    /// What `by`'s cancel does to this order (locked, as last committed), its window ending at
-    /// `cutoff` (an order created at or before it is past its window).
+    /// What `by`'s cancel does to this order (locked, as last committed) at `expiry`.
     ///
     /// # Errors
     /// [`CancelOrderError::NotOwner`] for anyone but its buyer;
@@ -182,7 +230,7 @@ impl GoodsOrder {
     pub fn cancel_by(
         &self,
         by: UserId,
-        cutoff: OffsetDateTime,
+        expiry: Expiry,
     ) -> Result<CancelTransition, CancelOrderError> {
         if self.user_id != by {
             return Err(CancelOrderError::NotOwner);
@@ -192,15 +240,15 @@ impl GoodsOrder {
             OrderStatus::Paid | OrderStatus::Expired => {
                 Err(CancelOrderError::NotCancellable(self.status))
             }
-            OrderStatus::Pending if self.created_at <= cutoff => Ok(CancelTransition::Expire),
+            OrderStatus::Pending if self.is_overdue(expiry) => Ok(CancelTransition::Expire),
             OrderStatus::Pending => Ok(CancelTransition::Cancel),
         }
     }
 
     /// Whether the expiry pass may expire this order (locked, as last committed): PENDING and
-    /// created at or before `cutoff`. Exactly one of the transactions that lock it does.
-    pub fn expires_by(&self, cutoff: OffsetDateTime) -> bool {
-        self.status == OrderStatus::Pending && self.created_at <= cutoff
+    /// past its deadline. Exactly one of the transactions that lock it does.
+    pub fn expires_by(&self, expiry: Expiry) -> bool {
+        self.is_overdue(expiry)
     }
 
     /// Whether a request with this drop and quantity is the same request that created this
@@ -209,14 +257,16 @@ impl GoodsOrder {
         self.drop_id == drop_id && self.quantity == quantity
     }
 
-    /// When its payment window ends: a PENDING order expires then.
-    pub fn expires_at(&self, window: PaymentWindow) -> OffsetDateTime {
-        self.created_at.saturating_add(window.length())
+    /// When its payment window ends: its deadline, or `default` after its creation for an
+    /// order made before deadlines were stored. A PENDING order expires then.
+    pub fn expires_at(&self, default: PaymentWindow) -> OffsetDateTime {
+        self.deadline
+            .unwrap_or_else(|| self.created_at.saturating_add(default.length()))
     }
 
-    /// Whether it is PENDING and its payment window has ended at `now`.
-    pub fn is_overdue(&self, now: OffsetDateTime, window: PaymentWindow) -> bool {
-        self.status == OrderStatus::Pending && self.expires_at(window) <= now
+    /// Whether it is PENDING and its payment window has ended at `expiry.now`.
+    pub fn is_overdue(&self, expiry: Expiry) -> bool {
+        self.status == OrderStatus::Pending && self.expires_at(expiry.default) <= expiry.now
     }
 }
 
@@ -259,6 +309,7 @@ mod tests {
             status,
             idempotency_key: IdempotencyKey::parse("k").unwrap(),
             created_at: time::macros::datetime!(2026-12-01 09:00 UTC),
+            deadline: None,
             payment: None,
         }
     }
@@ -266,6 +317,12 @@ mod tests {
     use CancelTransition::{AlreadyCancelled, Cancel, Expire};
 
     const CUTOFF: OffsetDateTime = time::macros::datetime!(2026-12-01 09:00 UTC);
+    const WINDOW: PaymentWindow = PaymentWindow::seconds(600);
+
+    /// The rules asked when orders created at or before `cutoff` are past the default window.
+    fn by_cutoff(cutoff: OffsetDateTime) -> Expiry {
+        Expiry::at(cutoff + WINDOW.length(), WINDOW)
+    }
 
     #[rstest]
     #[case::pending_within_its_window(OrderStatus::Pending, CUTOFF - time::Duration::milliseconds(1), 1, Ok(Cancel))]
@@ -282,7 +339,7 @@ mod tests {
     ) {
         // `order(..)` was created at 09:00; the window's cutoff decides whether it is overdue.
         let decided = order(status)
-            .cancel_by(UserId::parse(by).unwrap(), cutoff)
+            .cancel_by(UserId::parse(by).unwrap(), by_cutoff(cutoff))
             .map_err(|e| format!("{e:?}"));
         assert_eq!(decided, expected.map_err(str::to_owned));
     }
@@ -298,7 +355,39 @@ mod tests {
         #[case] cutoff: OffsetDateTime,
         #[case] expires: bool,
     ) {
-        assert_eq!(order(status).expires_by(cutoff), expires);
+        assert_eq!(order(status).expires_by(by_cutoff(cutoff)), expires);
+    }
+
+    /// An order with a stored deadline (its drop's own window) expires at that deadline,
+    /// whatever the service's default.
+    #[test]
+    fn an_order_with_its_own_deadline_expires_then_and_not_by_the_default() {
+        let deadline = time::macros::datetime!(2026-12-02 09:00 UTC);
+        let pending = GoodsOrder {
+            deadline: Some(deadline),
+            ..order(OrderStatus::Pending)
+        };
+        assert_eq!(pending.expires_at(WINDOW), deadline);
+        let before = Expiry::at(deadline - time::Duration::milliseconds(1), WINDOW);
+        assert!(
+            !pending.is_overdue(before),
+            "the default window passed long ago"
+        );
+        assert_eq!(pending.cancel_by(pending.user_id, before).unwrap(), Cancel);
+        let at = Expiry::at(deadline, WINDOW);
+        assert!(pending.is_overdue(at));
+        assert_eq!(pending.cancel_by(pending.user_id, at).unwrap(), Expire);
+    }
+
+    #[rstest]
+    #[case(59, false)]
+    #[case(60, true)]
+    #[case(86_400, true)]
+    #[case(604_800, true)]
+    #[case(604_801, false)]
+    #[case(-1, false)]
+    fn a_drops_payment_window_is_a_minute_to_a_week(#[case] seconds: i64, #[case] ok: bool) {
+        assert_eq!(PaymentWindow::for_drop(seconds).is_ok(), ok, "{seconds}");
     }
 
     #[test]
@@ -307,15 +396,18 @@ mod tests {
         let pending = order(OrderStatus::Pending);
         let end = time::macros::datetime!(2026-12-01 09:10 UTC);
         assert_eq!(pending.expires_at(window), end);
-        assert!(!pending.is_overdue(end - time::Duration::milliseconds(1), window));
-        assert!(pending.is_overdue(end, window));
+        assert!(!pending.is_overdue(Expiry::at(end - time::Duration::milliseconds(1), window)));
+        assert!(pending.is_overdue(Expiry::at(end, window)));
         assert_eq!(window.cutoff(end), pending.created_at);
         for status in [
             OrderStatus::Paid,
             OrderStatus::Cancelled,
             OrderStatus::Expired,
         ] {
-            assert!(!order(status).is_overdue(end, window), "{status:?}");
+            assert!(
+                !order(status).is_overdue(Expiry::at(end, window)),
+                "{status:?}"
+            );
         }
     }
 

@@ -188,7 +188,7 @@ impl GoodsOrder {
             (OrderStatus::Paid | OrderStatus::Cancelled | OrderStatus::Expired, _) => {
                 answer(O::RefundRequired, None)
             }
-            (OrderStatus::Pending, _) if self.is_overdue(now, window) => {
+            (OrderStatus::Pending, _) if self.is_overdue(crate::order::Expiry::at(now, window)) => {
                 answer(O::RefundRequired, Some(PaymentTransition::Expire))
             }
             (OrderStatus::Pending, _) if event.amount != self.amount => {
@@ -241,6 +241,7 @@ mod tests {
                 reference: PaymentReference::parse(reference).unwrap(),
                 at: CREATED,
             }),
+            deadline: None,
         }
     }
 

@@ -142,6 +142,7 @@ async fn fixture_of(units: u32) -> (Arc<MysqlStore>, RedisGate, DropId) {
         currency: "XXX".into(),
         mode: "FIRST_COME".into(),
         entry_close_at: None,
+        payment_window_seconds: None,
     };
     let drop = DropRepository::create(
         &*store,

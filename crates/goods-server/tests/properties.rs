@@ -111,6 +111,7 @@ impl World {
                     currency: "XXX".into(),
                     mode: "FIRST_COME".into(),
                     entry_close_at: None,
+                    payment_window_seconds: None,
                 },
                 ADMIN,
             )

@@ -13,7 +13,7 @@ use goods_domain::ports::{
     Placed, Placement, ProductRepository, PurchaseLedger, StaleResolution, UnitsByStatus,
 };
 use goods_domain::{
-    Currency, DropInput, GoodsOrder, IdempotencyKey, LimitedDrop, Money, NewLimitedDrop,
+    Currency, DropInput, Expiry, GoodsOrder, IdempotencyKey, LimitedDrop, Money, NewLimitedDrop,
     NewProduct, OrderId, OrderStatus, PaymentEvent, PaymentEventId, PaymentEventKind,
     PaymentOutcome, PaymentReference, PaymentWindow, Price, Product, ProductId, Quantity, UserId,
 };
@@ -37,6 +37,7 @@ macro_rules! sql_contract_tests {
             a_purchase_commits_the_order_and_takes_the_stock,
             the_same_key_replays_and_a_different_request_is_refused,
             sold_out_is_refused_with_what_remains_and_changes_nothing,
+            an_order_expires_by_its_drops_own_window,
             the_per_user_limit_counts_earlier_orders,
             cancelling_gives_the_units_back_exactly_once,
             the_gate_seed_reflects_the_database,
@@ -111,6 +112,7 @@ fn new_drop(product: ProductId, limited: i64, per_user: i64, at: OffsetDateTime)
             currency: "XXX".into(),
             mode: "FIRST_COME".into(),
             entry_close_at: None,
+            payment_window_seconds: None,
         },
         at,
     )
@@ -141,6 +143,7 @@ fn order(drop: &LimitedDrop, buyer: i64, k: &str, quantity: i64) -> PlaceOrder {
         quantity: qty(quantity),
         key: key(k),
         now: now(),
+        window: WINDOW,
         deadline: None,
     }
 }
@@ -342,15 +345,15 @@ pub async fn cancelling_gives_the_units_back_exactly_once<S: SqlStore>(store: S)
     let refused = place(&store, &order(&drop, 8, "k", 1)).await;
     assert!(matches!(refused, Err(PlaceOrderError::SoldOut { .. })));
     assert!(matches!(
-        store.cancel_order(o.id, user(8), long_ago()).await,
+        store.cancel_order(o.id, user(8), nothing_due()).await,
         Err(CancelOrderError::NotOwner)
     ));
-    match store.cancel_order(o.id, user(7), long_ago()).await {
+    match store.cancel_order(o.id, user(7), nothing_due()).await {
         Ok(Cancelled::Now(c)) => assert_eq!((c.id, c.status), (o.id, OrderStatus::Cancelled)),
         other => panic!("expected a cancellation, got {other:?}"),
     }
     assert!(matches!(
-        store.cancel_order(o.id, user(7), long_ago()).await,
+        store.cancel_order(o.id, user(7), nothing_due()).await,
         Ok(Cancelled::Already(_))
     ));
     assert_eq!(stock(&store, &drop).await, 5);
@@ -362,7 +365,7 @@ pub async fn cancelling_gives_the_units_back_exactly_once<S: SqlStore>(store: S)
     assert_eq!(stock(&store, &drop).await, 4);
     let missing = goods_domain::OrderId::parse(o.id.get() + 1000).unwrap();
     assert!(matches!(
-        store.cancel_order(missing, user(7), long_ago()).await,
+        store.cancel_order(missing, user(7), nothing_due()).await,
         Err(CancelOrderError::NotFound)
     ));
 }
@@ -372,7 +375,7 @@ pub async fn the_gate_seed_reflects_the_database<S: SqlStore>(store: S) {
     let kept = created(&store, &order(&drop, 1, "a", 2)).await;
     let gone = created(&store, &order(&drop, 2, "b", 1)).await;
     store
-        .cancel_order(gone.id, user(2), long_ago())
+        .cancel_order(gone.id, user(2), nothing_due())
         .await
         .unwrap();
     let seed = store.gate_seed(&drop).await.unwrap();
@@ -541,7 +544,7 @@ pub async fn racing_cancels_of_a_multi_unit_order_give_its_units_back_once<S: Sq
     assert_eq!(stock(&store, &drop).await, 7);
     let cancels = (0..32).map(|_| {
         let store = store.clone();
-        tokio::spawn(async move { store.cancel_order(placed.id, user(7), long_ago()).await })
+        tokio::spawn(async move { store.cancel_order(placed.id, user(7), nothing_due()).await })
     });
     let outcomes: Vec<_> = join_all(cancels)
         .await
@@ -605,7 +608,7 @@ pub async fn cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop<S: SqlStore>(
     for cycle in 0..cap {
         let placed = created(&store, &order(&drop, 7, &format!("k{cycle}"), 1)).await;
         store
-            .cancel_order(placed.id, user(7), long_ago())
+            .cancel_order(placed.id, user(7), nothing_due())
             .await
             .unwrap();
     }
@@ -690,7 +693,7 @@ pub async fn one_batch_answers_each_order_on_its_own<S: SqlStore>(store: S) {
     );
     // Buyer 2's holding counts the batch: with a unit free again, one more is past the limit.
     store
-        .cancel_order(last.id, user(3), long_ago())
+        .cancel_order(last.id, user(3), nothing_due())
         .await
         .unwrap();
     assert!(matches!(
@@ -990,9 +993,14 @@ fn past(order: &GoodsOrder) -> OffsetDateTime {
     order.created_at + Duration::seconds(600)
 }
 
-/// A cutoff before every order of these tests: none is overdue.
-fn long_ago() -> OffsetDateTime {
-    now() - Duration::days(1)
+/// The expiry rules asked a day ago: no order of these tests is overdue.
+fn nothing_due() -> Expiry {
+    Expiry::at(now() - Duration::days(1), WINDOW)
+}
+
+/// The expiry rules asked at the end of `order`'s payment window: it is overdue.
+fn due(order: &GoodsOrder) -> Expiry {
+    Expiry::at(past(order), WINDOW)
 }
 
 async fn apply<S: SqlStore>(store: &S, e: &PaymentEvent, at: OffsetDateTime) -> AppliedPayment {
@@ -1104,12 +1112,15 @@ pub async fn payment_events_pay_a_pending_order_once_and_every_other_outcome_is_
         stored
     );
     assert!(matches!(
-        store.cancel_order(o.id, user(7), long_ago()).await,
+        store.cancel_order(o.id, user(7), nothing_due()).await,
         Err(CancelOrderError::NotCancellable(OrderStatus::Paid))
     ));
     // A cancelled order's payment goes back; an unknown order's event is recorded.
     let c = created(&store, &order(&drop, 8, "buy", 1)).await;
-    store.cancel_order(c.id, user(8), long_ago()).await.unwrap();
+    store
+        .cancel_order(c.id, user(8), nothing_due())
+        .await
+        .unwrap();
     assert_eq!(
         apply(&store, &event(&c, "e7", 1999, "pi_3"), within(&c))
             .await
@@ -1218,9 +1229,12 @@ pub async fn an_overdue_order_expires_once_and_its_units_go_back<S: SqlStore>(st
         Err(PlaceOrderError::SoldOut { remaining: 0 })
     ));
     // Not overdue yet: nothing is listed or expired.
-    assert!(store.overdue(long_ago(), 10).await.unwrap().is_empty());
-    assert_eq!(store.expire_order(old.id, long_ago()).await.unwrap(), None);
-    let cutoff = old.created_at;
+    assert!(store.overdue(nothing_due(), 10).await.unwrap().is_empty());
+    assert_eq!(
+        store.expire_order(old.id, nothing_due()).await.unwrap(),
+        None
+    );
+    let cutoff = due(&old);
     assert_eq!(store.overdue(cutoff, 10).await.unwrap(), vec![old.id]);
     let expired = store.expire_order(old.id, cutoff).await.unwrap().unwrap();
     assert_eq!(expired.status, OrderStatus::Expired);
@@ -1245,7 +1259,7 @@ pub async fn an_overdue_order_expires_once_and_its_units_go_back<S: SqlStore>(st
         PaymentOutcome::RefundRequired
     );
     assert!(matches!(
-        store.cancel_order(old.id, user(7), long_ago()).await,
+        store.cancel_order(old.id, user(7), nothing_due()).await,
         Err(CancelOrderError::NotCancellable(OrderStatus::Expired))
     ));
     let late = OrderRepository::find_by_key(&store, user(8), &key("late"))
@@ -1272,10 +1286,7 @@ pub async fn an_overdue_order_expires_once_and_its_units_go_back<S: SqlStore>(st
         .await
         .unwrap()
         .unwrap();
-    match store
-        .cancel_order(again.id, user(7), again.created_at)
-        .await
-    {
+    match store.cancel_order(again.id, user(7), due(&again)).await {
         Ok(Cancelled::Expired(o)) => assert_eq!((o.id, o.status), (again.id, OrderStatus::Expired)),
         other => panic!("a cancel after the deadline expires the order: {other:?}"),
     }
@@ -1299,7 +1310,7 @@ pub async fn racing_payments_and_expiries_at_the_deadline_have_one_outcome<S: Sq
         tokio::spawn(async move {
             let e = event(&o, &format!("evt_{i}"), 3 * 1999, "pi_1");
             match i % 3 {
-                0 => Err(store.expire_order(o.id, o.created_at).await.unwrap()),
+                0 => Err(store.expire_order(o.id, due(&o)).await.unwrap()),
                 1 => Ok(apply(&store, &e, within(&o)).await),
                 _ => Ok(apply(&store, &e, past(&o)).await),
             }
@@ -1354,7 +1365,7 @@ pub async fn a_buyers_orders_are_listed_newest_first_a_page_at_a_time<S: SqlStor
         created(&store, &order(drop, 8, &format!("k{i}"), 1)).await;
     }
     store
-        .cancel_order(mine[2], user(7), long_ago())
+        .cancel_order(mine[2], user(7), nothing_due())
         .await
         .unwrap();
     let query = |before: Option<OrderId>, limit: u32| OrderQuery {
@@ -1449,4 +1460,68 @@ pub async fn racing_instances_take_a_lease_one_at_a_time_until_it_lapses<S: SqlS
             .await
             .unwrap()
     );
+}
+
+/// A drop's own payment window: stored with the drop, and every order of it carries its
+/// deadline, by which it is overdue whatever the service's default.
+pub async fn an_order_expires_by_its_drops_own_window<S: SqlStore>(store: S) {
+    let product = product(&store, 5).await;
+    let at = now();
+    let mut new = new_drop(product.id, 2, 1, at);
+    let day = PaymentWindow::for_drop(86_400).unwrap();
+    new.payment_window = Some(day);
+    let drop = DropRepository::create(&store, &new, None, at)
+        .await
+        .unwrap();
+    assert_eq!(drop.payment_window, Some(day));
+    let read = DropRepository::get(&store, drop.id).await.unwrap().unwrap();
+    assert_eq!(read.payment_window, Some(day), "read back");
+    let o = created(
+        &store,
+        &PlaceOrder {
+            window: drop.payment_window_or(WINDOW),
+            ..order(&drop, 7, "day", 1)
+        },
+    )
+    .await;
+    let deadline = o.created_at + Duration::days(1);
+    assert_eq!(o.deadline, Some(deadline));
+    // Past the default window, within its own: not overdue, and a cancel cancels.
+    let default_passed = Expiry::at(past(&o), WINDOW);
+    assert!(store.overdue(default_passed, 10).await.unwrap().is_empty());
+    assert_eq!(
+        store.expire_order(o.id, default_passed).await.unwrap(),
+        None
+    );
+    let at_deadline = Expiry::at(deadline, WINDOW);
+    assert_eq!(store.overdue(at_deadline, 10).await.unwrap(), vec![o.id]);
+    let expired = store
+        .expire_order(o.id, at_deadline)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(expired.status, OrderStatus::Expired);
+}
+
+/// An order written without a deadline (made before deadlines were stored, or by the previous
+/// release during a rollout: `clear` removes it, as such a row is) expires by the service's
+/// default window.
+pub async fn an_order_without_a_stored_deadline_expires_by_the_default_window<S, F, Fut>(
+    store: S,
+    clear: F,
+) where
+    S: SqlStore,
+    F: FnOnce(OrderId) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let drop = open_drop(&store, 5, 2, 1).await;
+    let o = created(&store, &order(&drop, 7, "legacy", 1)).await;
+    clear(o.id).await;
+    let legacy = OrderRepository::get(&store, o.id).await.unwrap().unwrap();
+    assert_eq!(legacy.deadline, None);
+    let within_window = Expiry::at(within(&o), WINDOW);
+    assert!(store.overdue(within_window, 10).await.unwrap().is_empty());
+    assert_eq!(store.overdue(due(&o), 10).await.unwrap(), vec![o.id]);
+    let expired = store.expire_order(o.id, due(&o)).await.unwrap().unwrap();
+    assert_eq!(expired.status, OrderStatus::Expired);
 }

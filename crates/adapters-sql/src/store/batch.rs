@@ -117,7 +117,7 @@ async fn insert_orders(
         Sql::for_rows(orders.len())
             .sql(
                 "INSERT INTO orders (drop_id, product_id, user_id, quantity, status, \
-                 idempotency_key, created_at, amount_minor, currency) VALUES ",
+                 idempotency_key, created_at, amount_minor, currency, expires_at) VALUES ",
             )
             .list(orders, |q, order| {
                 // Accepted orders are within the per-buyer limit, which the drop's price was
@@ -143,6 +143,8 @@ async fn insert_orders(
                     .bind(Bind::BigInt(amount))
                     .sql(", ")
                     .bind(Bind::Text(order.price.currency().as_str().to_owned()))
+                    .sql(", ")
+                    .bind(Bind::Timestamp(to_db(order.deadline())))
                     .sql(")")
             }),
     )

@@ -84,11 +84,10 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                     if active > 0 {
                         return Err(TxError::Refused(CreateDropError::DropAlreadyActive));
                     }
-                    c.run(
-                        Sql::new(
+                    let insert = Sql::new(
                             "INSERT INTO limited_drops (product_id, open_at, close_at, \
                              limited_quantity, per_user_limit, sold_quantity, price_minor, \
-                             currency, mode, entry_close_at) VALUES (",
+                             currency, mode, entry_close_at, payment_window_s) VALUES (",
                         )
                         .bind(Bind::BigInt(product))
                         .sql(", ")
@@ -109,8 +108,15 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                         .bind(Bind::Text(drop.mode.as_str().to_owned()))
                         .sql(", ")
                         .bind(Bind::OptTimestamp(drop.mode.entry_close_at().map(to_db)))
-                        .sql(")"),
-                    )
+                        .sql(", ");
+                    // NULL: the service's default window.
+                    let insert = match drop.payment_window {
+                        Some(w) => insert.bind(Bind::Integer(
+                            i32::try_from(w.as_seconds()).unwrap_or(i32::MAX),
+                        )),
+                        None => insert.sql("NULL"),
+                    };
+                    c.run(insert.sql(")"))
                     .await?;
                     let id = last_insert_id::<B>(c).await?;
                     if let Some((commitment, sealed)) = seed {
@@ -143,6 +149,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
             paused: false,
             closed_at: None,
             mode: drop.mode,
+            payment_window: drop.payment_window,
         })
     }
 

@@ -9,8 +9,8 @@ use goods_domain::ports::{
     StaleResolution,
 };
 use goods_domain::{
-    CancelOrderError, GoodsOrder, IdempotencyKey, InfraError, OrderId, PaymentEvent, PaymentWindow,
-    UserId,
+    CancelOrderError, Expiry, GoodsOrder, IdempotencyKey, InfraError, OrderId, PaymentEvent,
+    PaymentWindow, UserId,
 };
 use time::OffsetDateTime;
 
@@ -33,9 +33,9 @@ impl<B: Backend> PurchaseLedger for SqlStore<B> {
         &self,
         id: OrderId,
         by: UserId,
-        cutoff: OffsetDateTime,
+        expiry: Expiry,
     ) -> Result<Cancelled, CancelOrderError> {
-        self.cancel(id, by, cutoff).await
+        self.cancel(id, by, expiry).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(order.id = %event.order_id))]
@@ -52,9 +52,9 @@ impl<B: Backend> PurchaseLedger for SqlStore<B> {
     async fn expire_order(
         &self,
         id: OrderId,
-        cutoff: OffsetDateTime,
+        expiry: Expiry,
     ) -> Result<Option<GoodsOrder>, InfraError> {
-        self.expire(id, cutoff).await
+        self.expire(id, expiry).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(user.id = %user))]

@@ -10,7 +10,7 @@ use crate::rows::{IdRow, OrderRow, PaymentRow, from_db, to_db};
 use crate::{Backend, Bind, Exec, Sql, TxError};
 use goods_domain::ports::{AppliedPayment, Cancelled, PaymentEventError, StaleResolution, unix_ms};
 use goods_domain::{
-    CancelOrderError, CancelTransition, GoodsOrder, IdempotencyKey, InfraError, OrderId,
+    CancelOrderError, CancelTransition, Expiry, GoodsOrder, IdempotencyKey, InfraError, OrderId,
     OrderStatus, PaymentEvent, PaymentOutcome, PaymentRecord, PaymentTransition, PaymentWindow,
     UserId,
 };
@@ -21,7 +21,7 @@ impl<B: Backend> SqlStore<B> {
         &self,
         id: OrderId,
         by: UserId,
-        cutoff: OffsetDateTime,
+        expiry: Expiry,
     ) -> Result<Cancelled, CancelOrderError> {
         self.write_tx(
             "cancel order",
@@ -32,7 +32,7 @@ impl<B: Backend> SqlStore<B> {
                     let mut order = lock_order::<B, _>(c, id)
                         .await?
                         .ok_or(TxError::Refused(CancelOrderError::NotFound))?;
-                    match order.cancel_by(by, cutoff).map_err(TxError::Refused)? {
+                    match order.cancel_by(by, expiry).map_err(TxError::Refused)? {
                         CancelTransition::AlreadyCancelled => Ok(Cancelled::Already(order)),
                         CancelTransition::Expire => {
                             end_and_give_back::<B>(c, &mut order, OrderStatus::Expired).await?;
@@ -52,7 +52,7 @@ impl<B: Backend> SqlStore<B> {
     pub(super) async fn expire(
         &self,
         id: OrderId,
-        cutoff: OffsetDateTime,
+        expiry: Expiry,
     ) -> Result<Option<GoodsOrder>, InfraError> {
         self.write_tx::<_, std::convert::Infallible, InfraError, _>(
             "expire order",
@@ -61,7 +61,7 @@ impl<B: Backend> SqlStore<B> {
                 Box::pin(async move {
                     begin_write::<B>(c).await?;
                     match lock_order::<B, _>(c, id).await? {
-                        Some(mut order) if order.expires_by(cutoff) => {
+                        Some(mut order) if order.expires_by(expiry) => {
                             end_and_give_back::<B>(c, &mut order, OrderStatus::Expired).await?;
                             Ok(Some(order))
                         }

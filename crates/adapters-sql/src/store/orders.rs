@@ -6,8 +6,9 @@ use crate::rows::{NumberRow, OrderRow, StatusUnitsRow, to_db};
 use crate::{Backend, Bind, Sql};
 use async_trait::async_trait;
 use goods_domain::ports::{OrderQuery, OrderRepository, UnitsByStatus};
-use goods_domain::{DropId, GoodsOrder, IdempotencyKey, InfraError, OrderId, OrderStatus, UserId};
-use time::OffsetDateTime;
+use goods_domain::{
+    DropId, Expiry, GoodsOrder, IdempotencyKey, InfraError, OrderId, OrderStatus, UserId,
+};
 
 fn select_orders() -> Sql {
     Sql::new(&format!("SELECT {ORDER_COLUMNS} FROM orders"))
@@ -80,22 +81,18 @@ impl<B: Backend> OrderRepository for SqlStore<B> {
         self.orders_where("list orders", q).await
     }
 
-    async fn overdue(
-        &self,
-        cutoff: OffsetDateTime,
-        limit: u32,
-    ) -> Result<Vec<OrderId>, InfraError> {
-        let rows: Vec<NumberRow> = self
-            .read(
-                "overdue orders",
-                Sql::new("SELECT id AS n FROM orders WHERE status = ")
-                    .bind(Bind::Text(OrderStatus::Pending.as_str().to_owned()))
-                    .sql(" AND created_at <= ")
-                    .bind(Bind::Timestamp(to_db(cutoff)))
-                    .sql(" ORDER BY created_at LIMIT ")
-                    .bind(Bind::BigInt(i64::from(limit))),
-            )
-            .await?;
+    async fn overdue(&self, expiry: Expiry, limit: u32) -> Result<Vec<OrderId>, InfraError> {
+        // Orders with a deadline past, and orders without one (made before deadlines were
+        // stored, or by the previous release during a rollout) past the default window.
+        let q = Sql::new("SELECT id AS n FROM orders WHERE status = ")
+            .bind(Bind::Text(OrderStatus::Pending.as_str().to_owned()))
+            .sql(" AND (expires_at <= ")
+            .bind(Bind::Timestamp(to_db(expiry.now)))
+            .sql(" OR (expires_at IS NULL AND created_at <= ")
+            .bind(Bind::Timestamp(to_db(expiry.legacy_cutoff())))
+            .sql(")) LIMIT ")
+            .bind(Bind::BigInt(i64::from(limit)));
+        let rows: Vec<NumberRow> = self.read("overdue orders", q).await?;
         rows.into_iter()
             .map(|r| OrderId::parse(r.n).map_err(|e| InfraError::new("corrupt order id", e)))
             .collect()

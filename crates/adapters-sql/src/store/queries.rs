@@ -7,12 +7,13 @@ use goods_domain::{GoodsOrder, OrderId, OrderStatus};
 
 /// Every column of `orders`, for SELECTs into [`OrderRow`].
 pub(super) const ORDER_COLUMNS: &str = "id, drop_id, product_id, user_id, quantity, status, \
-    idempotency_key, created_at, paid_at, payment_key, payment_reference, amount_minor, currency";
+    idempotency_key, created_at, paid_at, payment_key, payment_reference, amount_minor, currency, \
+    expires_at";
 
 /// Every column of `limited_drops` a drop is made of, for SELECTs into
 /// [`DropRow`](crate::rows::DropRow).
 pub(super) const DROP_COLUMNS: &str = "id, product_id, open_at, close_at, limited_quantity, \
-    per_user_limit, paused, closed_at, price_minor, currency, mode, entry_close_at";
+    per_user_limit, paused, closed_at, price_minor, currency, mode, entry_close_at, payment_window_s";
 
 /// Takes the database's write lock first where the backend needs it (see
 /// [`Dialect::begin_write`](crate::Dialect::begin_write)).

@@ -62,6 +62,7 @@ pub async fn create(
                     .mode
                     .unwrap_or_else(|| DropMode::FirstCome.as_str().to_owned()),
                 entry_close_at: input.entry_close_at,
+                payment_window_seconds: input.payment_window_seconds,
             },
             seller,
         )

@@ -77,7 +77,10 @@ impl GoodsApp {
                     cutoff: None,
                     counts: DrawCounts::default(),
                 });
-        Ok(DropView::new(drop, now, drop.limited_quantity.get()).with_draw(draw))
+        Ok(
+            DropView::new(drop, now, drop.limited_quantity.get(), self.payment_window)
+                .with_draw(draw),
+        )
     }
 }
 
@@ -98,6 +101,7 @@ mod tests {
             currency: "XXX".into(),
             mode: "FIRST_COME".into(),
             entry_close_at: None,
+            payment_window_seconds: None,
         }
     }
 

@@ -24,7 +24,7 @@ use goods_domain::ports::{
 use goods_domain::{
     Draw, DrawCommitment, DrawCounts, DrawSecret, DrawSeed, DropId, EntriesRoot, EntriesTree,
     Entry, EntryStatus, GoodsOrder, IdempotencyKey, InclusionProof, InfraError, LimitedDrop,
-    OrderId, Quantity, RankKey, UserId,
+    OrderId, PaymentWindow, Quantity, RankKey, UserId,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -226,8 +226,15 @@ impl EntryError {
 /// key for the drop's draw, so that awarding it again (a leader that died mid-draw, two
 /// promotions of one entry) replays it instead of creating another, and no client can hold
 /// that key first.
-fn award_order(drop: &LimitedDrop, user: UserId, now: OffsetDateTime) -> PlaceOrder {
+fn award_order(
+    drop: &LimitedDrop,
+    user: UserId,
+    now: OffsetDateTime,
+    default_window: PaymentWindow,
+) -> PlaceOrder {
     PlaceOrder {
+        // A winner's window starts at the award (or the promotion), not at the entry.
+        window: drop.payment_window_or(default_window),
         drop_id: drop.id,
         product_id: drop.product_id,
         limited_quantity: drop.limited_quantity,
@@ -508,7 +515,7 @@ impl GoodsApp {
             }
             let orders: Vec<PlaceOrder> = users
                 .iter()
-                .map(|&user| award_order(drop, user, now))
+                .map(|&user| award_order(drop, user, now, self.payment_window))
                 .collect();
             let placements = self.ports.ledger.place_orders(&orders).await?;
             let mut awards: Vec<(UserId, OrderId)> = Vec::with_capacity(users.len());

@@ -13,13 +13,22 @@ pub struct DropView {
     pub remaining: u32,
     /// A draw drop's draw and counts.
     pub draw: Option<DrawView>,
+    /// How long its orders hold their units unpaid: its own window, or the service's.
+    pub payment_window: goods_domain::PaymentWindow,
 }
 
 impl DropView {
-    /// The view of `drop` at `now` with `remaining` units left (and no draw).
-    pub fn new(drop: LimitedDrop, now: OffsetDateTime, remaining: u32) -> Self {
+    /// The view of `drop` at `now` with `remaining` units left (and no draw); its orders'
+    /// window is the drop's own or `default_window`.
+    pub fn new(
+        drop: LimitedDrop,
+        now: OffsetDateTime,
+        remaining: u32,
+        default_window: goods_domain::PaymentWindow,
+    ) -> Self {
         Self {
             status: drop.status(now, remaining),
+            payment_window: drop.payment_window_or(default_window),
             drop,
             remaining,
             draw: None,
@@ -70,6 +79,9 @@ impl GoodsApp {
     pub(crate) async fn view_of(&self, drop: LimitedDrop) -> Result<DropView, InfraError> {
         let remaining = self.remaining(&drop).await?;
         let draw = self.draw_view(&drop).await?;
-        Ok(DropView::new(drop, self.ports.clock.now(), remaining).with_draw(draw))
+        Ok(
+            DropView::new(drop, self.ports.clock.now(), remaining, self.payment_window)
+                .with_draw(draw),
+        )
     }
 }

@@ -98,9 +98,9 @@ impl PurchaseLedger for Budgeted {
         &self,
         id: OrderId,
         by: UserId,
-        cutoff: OffsetDateTime,
+        expiry: goods_domain::Expiry,
     ) -> Result<Cancelled, CancelOrderError> {
-        self.inner.cancel_order(id, by, cutoff).await
+        self.inner.cancel_order(id, by, expiry).await
     }
 
     async fn apply_payment(
@@ -115,9 +115,9 @@ impl PurchaseLedger for Budgeted {
     async fn expire_order(
         &self,
         id: OrderId,
-        cutoff: OffsetDateTime,
+        expiry: goods_domain::Expiry,
     ) -> Result<Option<GoodsOrder>, InfraError> {
-        self.inner.expire_order(id, cutoff).await
+        self.inner.expire_order(id, expiry).await
     }
 
     async fn resolve_stale(

@@ -356,7 +356,7 @@ mod tests {
             &self,
             _: OrderId,
             _: UserId,
-            _: OffsetDateTime,
+            _: goods_domain::Expiry,
         ) -> Result<Cancelled, CancelOrderError> {
             unreachable!("not part of group commit")
         }
@@ -374,7 +374,7 @@ mod tests {
         async fn expire_order(
             &self,
             _: OrderId,
-            _: OffsetDateTime,
+            _: goods_domain::Expiry,
         ) -> Result<Option<goods_domain::GoodsOrder>, InfraError> {
             unreachable!("not part of group commit")
         }

@@ -19,11 +19,11 @@ impl GoodsApp {
     ) -> Result<GoodsOrder, CancelOrderError> {
         // An order past its deadline expired then, whether or not anyone noticed: the
         // ledger's transaction expires it instead of cancelling it.
-        let cutoff = self.payment_window.cutoff(self.ports.clock.now());
+        let expiry = goods_domain::Expiry::at(self.ports.clock.now(), self.payment_window);
         let cancelled = self
             .ports
             .ledger
-            .cancel_order(id, actor.user_id, cutoff)
+            .cancel_order(id, actor.user_id, expiry)
             .await?;
         match cancelled {
             Cancelled::Now(order) => {
@@ -85,10 +85,10 @@ mod tests {
     #[tokio::test]
     async fn a_cancel_past_the_payment_window_expires_the_order_and_is_refused() {
         let mut m = Mocks::at(OPEN);
-        let cutoff = OPEN - time::Duration::seconds(600);
+        let asked = goods_domain::Expiry::at(OPEN, goods_domain::PaymentWindow::seconds(600));
         m.ledger
             .expect_cancel_order()
-            .withf(move |_, _, at| *at == cutoff)
+            .withf(move |_, _, at| *at == asked)
             .times(1)
             .returning(|_, _, _| Ok(Cancelled::Expired(sample_order(OrderStatus::Expired))));
         let mut gate = MockAdmissionGate::new();

@@ -9,7 +9,7 @@
 
 use crate::{Actor, GoodsApp, telemetry};
 use goods_domain::ports::OrderQuery;
-use goods_domain::{DropId, GoodsOrder, InfraError, OrderId, OrderStatus};
+use goods_domain::{DropId, Expiry, GoodsOrder, InfraError, OrderId, OrderStatus};
 
 /// Which of the caller's orders to list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,10 +88,10 @@ impl GoodsApp {
         const BATCHES_PER_PASS: usize = 10;
         let mut expired = 0;
         for _ in 0..BATCHES_PER_PASS {
-            let cutoff = self.payment_window.cutoff(self.ports.clock.now());
-            let due = self.ports.orders.overdue(cutoff, BATCH).await?;
+            let expiry = Expiry::at(self.ports.clock.now(), self.payment_window);
+            let due = self.ports.orders.overdue(expiry, BATCH).await?;
             for id in &due {
-                if let Some(order) = self.ports.ledger.expire_order(*id, cutoff).await? {
+                if let Some(order) = self.ports.ledger.expire_order(*id, expiry).await? {
                     self.expired(&order).await;
                     expired += 1;
                 }
@@ -107,11 +107,11 @@ impl GoodsApp {
     /// this call, or by whoever got there first).
     pub(crate) async fn settle_overdue(&self, order: GoodsOrder) -> Result<GoodsOrder, InfraError> {
         let now = self.ports.clock.now();
-        if !order.is_overdue(now, self.payment_window) {
+        let expiry = Expiry::at(now, self.payment_window);
+        if !order.is_overdue(expiry) {
             return Ok(order);
         }
-        let cutoff = self.payment_window.cutoff(now);
-        if let Some(expired) = self.ports.ledger.expire_order(order.id, cutoff).await? {
+        if let Some(expired) = self.ports.ledger.expire_order(order.id, expiry).await? {
             self.expired(&expired).await;
             return Ok(expired);
         }

@@ -55,7 +55,14 @@ impl GoodsApp {
                     }
                 }
                 self.healing.mark_dirty(drop.id);
-                let result = self.commit(&place_order_for(drop, &reservation, now)).await;
+                let result = self
+                    .commit(&place_order_for(
+                        drop,
+                        &reservation,
+                        now,
+                        self.payment_window,
+                    ))
+                    .await;
                 // If the gate did reserve, settle it like any admitted reservation, so a
                 // retry replays the order instead of finding it in progress. In the
                 // background: the gate has just failed, so the settle would most likely wait
@@ -109,7 +116,14 @@ impl GoodsApp {
             ReserveOutcome::Admitted => {
                 // The ledger command is built only for admitted purchases: refusals, the bulk
                 // of a drop's traffic, allocate nothing for it.
-                let result = self.commit(&place_order_for(drop, reservation, now)).await;
+                let result = self
+                    .commit(&place_order_for(
+                        drop,
+                        reservation,
+                        now,
+                        self.payment_window,
+                    ))
+                    .await;
                 if matches!(
                     result,
                     Err(PurchaseError::SoldOut { .. } | PurchaseError::PerUserLimitExceeded { .. })
@@ -227,6 +241,19 @@ fn reservation(drop: &LimitedDrop, cmd: PurchaseCommand, deadline: OffsetDateTim
     }
 }
 
-fn place_order_for(drop: &LimitedDrop, r: &Reservation, now: OffsetDateTime) -> PlaceOrder {
-    place_order(drop, r.user_id, r.quantity, &r.key, now, Some(r.deadline))
+fn place_order_for(
+    drop: &LimitedDrop,
+    r: &Reservation,
+    now: OffsetDateTime,
+    default_window: goods_domain::PaymentWindow,
+) -> PlaceOrder {
+    place_order(
+        drop,
+        r.user_id,
+        r.quantity,
+        &r.key,
+        now,
+        Some(r.deadline),
+        default_window,
+    )
 }

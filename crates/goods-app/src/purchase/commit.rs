@@ -27,7 +27,15 @@ impl GoodsApp {
             // The gate does not see this sale: resync the drop when it is back.
             self.healing.mark_dirty(drop.id);
         }
-        let order = place_order(drop, cmd.user_id, cmd.quantity, &cmd.key, now, None);
+        let order = place_order(
+            drop,
+            cmd.user_id,
+            cmd.quantity,
+            &cmd.key,
+            now,
+            None,
+            self.payment_window,
+        );
         self.commit(&order).await
     }
 

@@ -2,8 +2,8 @@
 
 use crate::ports::GateSeed;
 use crate::{
-    DrawCommitment, DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, NewLimitedDrop,
-    NewProduct, OrderId, OrderStatus, Product, ProductId, SealedSeed, UserId,
+    DrawCommitment, DropId, Expiry, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop,
+    NewLimitedDrop, NewProduct, OrderId, OrderStatus, Product, ProductId, SealedSeed, UserId,
 };
 use async_trait::async_trait;
 use time::OffsetDateTime;
@@ -132,13 +132,11 @@ pub trait OrderRepository: Send + Sync + 'static {
     /// [`InfraError`] when the store fails.
     async fn list_for_buyer(&self, query: &OrderQuery) -> Result<Vec<GoodsOrder>, InfraError>;
 
-    /// Up to `limit` PENDING orders created at or before `cutoff` (past their payment window),
-    /// oldest first.
+    /// Up to `limit` PENDING orders past their payment window at `expiry`.
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.
-    async fn overdue(&self, cutoff: OffsetDateTime, limit: u32)
-    -> Result<Vec<OrderId>, InfraError>;
+    async fn overdue(&self, expiry: Expiry, limit: u32) -> Result<Vec<OrderId>, InfraError>;
 
     /// Units of a drop's orders by status.
     ///

@@ -2,8 +2,8 @@
 
 pub use crate::order::CancelOrderError;
 use crate::{
-    DropId, GoodsOrder, IdempotencyKey, InfraError, Money, OrderId, PaymentEvent, PaymentRecord,
-    PaymentWindow, Price, ProductId, Quantity, UserId,
+    DropId, Expiry, GoodsOrder, IdempotencyKey, InfraError, Money, OrderId, PaymentEvent,
+    PaymentRecord, PaymentWindow, Price, ProductId, Quantity, UserId,
 };
 use async_trait::async_trait;
 use time::OffsetDateTime;
@@ -24,6 +24,8 @@ pub struct PlaceOrder {
     pub key: IdempotencyKey,
     /// The order's creation time.
     pub now: OffsetDateTime,
+    /// How long the order holds its units unpaid: its deadline is `now` plus this.
+    pub window: PaymentWindow,
     /// The admission lease's end: the order commits only if the database's clock has not passed
     /// it when the drop row is updated (the last statement before COMMIT). `None` when
     /// no gate reserved the units (`GATE=off`, or the gate's breaker is open).
@@ -31,6 +33,11 @@ pub struct PlaceOrder {
 }
 
 impl PlaceOrder {
+    /// When the order's payment window ends.
+    pub fn deadline(&self) -> OffsetDateTime {
+        self.now.saturating_add(self.window.length())
+    }
+
     /// Whether `other` is of the same drop on the same terms (product, limits): what the orders
     /// of one batch share.
     pub fn same_drop_terms(&self, other: &Self) -> bool {
@@ -185,11 +192,10 @@ pub trait PurchaseLedger: Send + Sync + 'static {
     /// [`InfraError::is_unavailable`], it is unknown whether it was).
     async fn place_orders(&self, batch: &[PlaceOrder]) -> Result<Vec<Placement>, InfraError>;
 
-    /// In one transaction: cancel the order if `by` owns it and it is PENDING and was created
-    /// after `cutoff` (within its payment window), and give its units back to the product's
-    /// stock, the drop's and the buyer's counts; expire it instead (giving its units back the
-    /// same way) when it is PENDING past its window. Cancelling a cancelled order changes
-    /// nothing.
+    /// In one transaction: cancel the order if `by` owns it and it is PENDING within its
+    /// payment window at `expiry`, and give its units back to the product's stock, the drop's
+    /// and the buyer's counts; expire it instead (giving its units back the same way) when it
+    /// is PENDING past its window. Cancelling a cancelled order changes nothing.
     ///
     /// # Errors
     /// [`CancelOrderError`] naming the refused condition, or the store's failure.
@@ -197,7 +203,7 @@ pub trait PurchaseLedger: Send + Sync + 'static {
         &self,
         id: OrderId,
         by: UserId,
-        cutoff: OffsetDateTime,
+        expiry: Expiry,
     ) -> Result<Cancelled, CancelOrderError>;
 
     /// In one transaction: records `event` once by its id, with the outcome
@@ -219,16 +225,16 @@ pub trait PurchaseLedger: Send + Sync + 'static {
         window: PaymentWindow,
     ) -> Result<AppliedPayment, PaymentEventError>;
 
-    /// In one transaction: expire the order if it is still PENDING and was created at or
-    /// before `cutoff`, giving its units back to the product's stock, the drop's and the
-    /// buyer's counts. `Some` only for the call that expired it.
+    /// In one transaction: expire the order if it is still PENDING and past its payment window
+    /// at `expiry`, giving its units back to the product's stock, the drop's and the buyer's
+    /// counts. `Some` only for the call that expired it.
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.
     async fn expire_order(
         &self,
         id: OrderId,
-        cutoff: OffsetDateTime,
+        expiry: Expiry,
     ) -> Result<Option<GoodsOrder>, InfraError>;
 
     /// Decides a reservation whose lease ended at `deadline`: with a locking read of the

@@ -699,3 +699,72 @@ async fn a_copy_of_the_database_before_the_reveal_holds_no_trace_of_the_seed() {
     let hex_seed = hex::encode(&seed).into_bytes();
     assert!(after.windows(hex_seed.len()).any(|w| w == hex_seed));
 }
+
+/// A winner's payment window is the drop's `paymentWindowSeconds`, from the award: the order
+/// expires then (whatever `PAYMENT_WINDOW_S`), the winner reads FORFEITED and the next WON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_winners_order_expires_the_drops_payment_window_after_the_award() {
+    let app = drawing_app().await;
+    let product = app.create_product(1).await;
+    let open = app.clock.now() - time::Duration::seconds(1);
+    let res = app
+        .post_drop(&json!({
+            "productId": product,
+            "openAt": at(open),
+            "closeAt": at(open + time::Duration::days(3)),
+            "limitedQuantity": 1,
+            "mode": "DRAW",
+            "entryCloseAt": at(open + time::Duration::minutes(10)),
+            "paymentWindowSeconds": 86_400,
+        }))
+        .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let drop = body(res).await;
+    assert_eq!(drop["paymentWindowSeconds"], 86_400);
+    let drop = drop["dropId"].as_i64().unwrap();
+    for user in [1, 2] {
+        assert_eq!(enter(&app, drop, user).await.status(), StatusCode::ACCEPTED);
+    }
+    let drawn = until_drawn(&app, drop).await;
+    let awarded_at = time::OffsetDateTime::parse(
+        drawn["drawnAt"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let seed = DrawSeed::from_hex(drawn["drawSeed"].as_str().unwrap()).unwrap();
+    let (winner, next) = {
+        let (a, b) = (UserId::parse(1).unwrap(), UserId::parse(2).unwrap());
+        if seed.rank_key(a) < seed.rank_key(b) {
+            (1, 2)
+        } else {
+            (2, 1)
+        }
+    };
+    let won = body(my_entry(&app, drop, winner).await).await;
+    let order = body(
+        app.get(
+            &format!("/orders/{}", won["orderId"]),
+            Some((winner, "buyer")),
+        )
+        .await,
+    )
+    .await;
+    let expires = time::OffsetDateTime::parse(
+        order["expiresAt"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert_eq!(expires, awarded_at + time::Duration::days(1), "{order}");
+    // Ten minutes (the service's default) change nothing; the day does.
+    app.clock.advance(time::Duration::minutes(11));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        body(my_entry(&app, drop, winner).await).await["status"],
+        "WON"
+    );
+    app.clock.advance(time::Duration::days(1));
+    let forfeited = until_status(&app, drop, winner, "FORFEITED").await;
+    assert_eq!(forfeited["orderId"], won["orderId"]);
+    let promoted = until_status(&app, drop, next, "WON").await;
+    assert!(promoted["promotedAt"].is_string(), "{promoted}");
+}

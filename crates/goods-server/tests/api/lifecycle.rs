@@ -416,3 +416,55 @@ async fn an_overdue_order_is_expired_by_a_replay_a_listing_or_a_cancel() {
         "{stats}"
     );
 }
+
+/// A drop's own payment window: shown in its view, fixed as each order's `expiresAt`, and the
+/// order expires then, not at the service's default (`PAYMENT_WINDOW_S=600` here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drops_payment_window_fixes_its_orders_deadline() {
+    let app = TestApp::spawn_with(&[("PAYMENT_WINDOW_S", "600")]).await;
+    let product = app.create_product(5).await;
+    let now = goods_domain::ports::Clock::now(app.clock.as_ref());
+    let mut spec = json!({
+        "productId": product,
+        "openAt": crate::helpers::at(now - time::Duration::seconds(1)),
+        "closeAt": crate::helpers::at(now + time::Duration::days(3)),
+        "limitedQuantity": 2,
+        "paymentWindowSeconds": 59,
+    });
+    let refused = problem(app.post_drop(&spec).await, 422, "VALIDATION_FAILED").await;
+    assert_eq!(
+        refused["errors"][0]["field"], "paymentWindowSeconds",
+        "{refused}"
+    );
+    spec["paymentWindowSeconds"] = json!(86_400);
+    let res = app.post_drop(&spec).await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let drop = body(res).await;
+    assert_eq!(drop["paymentWindowSeconds"], 86_400);
+    let id = drop["dropId"].as_i64().unwrap();
+    let order = body(app.purchase(id, 7, "k", 1).await).await;
+    let created = time::OffsetDateTime::parse(
+        order["createdAt"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let expires = time::OffsetDateTime::parse(
+        order["expiresAt"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert_eq!(expires - created, time::Duration::days(1), "{order}");
+    let path = format!("/orders/{}", order["orderId"]);
+    // Past the default ten minutes: still PENDING.
+    app.clock.advance(time::Duration::minutes(11));
+    let read = body(app.get(&path, Some((7, "buyer"))).await).await;
+    assert_eq!(read["status"], "PENDING", "{read}");
+    // At its own deadline: EXPIRED.
+    app.clock.advance(time::Duration::days(1));
+    let read = body(app.get(&path, Some((7, "buyer"))).await).await;
+    assert_eq!(read["status"], "EXPIRED", "{read}");
+    // A drop without one shows the service's.
+    let (_, plain) = app.open_drop(1, 1, 1).await;
+    let view = body(app.get(&format!("/limited-drops/{plain}"), None).await).await;
+    assert_eq!(view["paymentWindowSeconds"], 600);
+}

@@ -41,6 +41,7 @@ pub async fn draw_drop<S: SqlStore>(store: &S, limited: i64) -> LimitedDrop {
             currency: "XXX".into(),
             mode: "DRAW".into(),
             entry_close_at: Some(at + Duration::hours(1)),
+            payment_window_seconds: None,
         },
         at,
     )
@@ -284,7 +285,11 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
     let later = t + Duration::seconds(3);
     let first = awards[0];
     store
-        .cancel_order(first.1, first.0, t - Duration::hours(1))
+        .cancel_order(
+            first.1,
+            first.0,
+            goods_domain::Expiry::at(t, goods_domain::PaymentWindow::default()),
+        )
         .await
         .unwrap();
     let forfeited = store.entry(drop.id, first.0).await.unwrap().unwrap();
