@@ -68,6 +68,9 @@ pub(crate) struct HealState {
     resyncing: Arc<Mutex<HashSet<DropId>>>,
     /// The drift each drop showed on the previous pass.
     drift: Mutex<HashMap<DropId, i64>>,
+    /// The draw drops that were unclosed when this instance started are held (read once, at
+    /// the first tick of the draws' schedule).
+    draws_held: std::sync::atomic::AtomicBool,
 }
 
 impl HealState {
@@ -247,6 +250,34 @@ impl GoodsApp {
             .cached()
             .iter()
             .any(|d| d.mode.is_draw() && !d.is_closed(now.saturating_sub(CLOSED_GRACE)))
+    }
+
+    /// Holds the draw drops that were unclosed when this instance started (read once; those
+    /// created since are held as they are created here or found by the refresh's scan of new
+    /// ids), so every instance knows the draws whichever of them takes the draws' lease.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the drops cannot be listed; the next call tries again.
+    pub async fn hold_draw_drops(&self) -> Result<(), InfraError> {
+        if self
+            .healing
+            .draws_held
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return Ok(());
+        }
+        let now = self.ports.clock.now();
+        let unclosed = self
+            .ports
+            .drops
+            .list_unclosed(now.saturating_sub(CLOSED_GRACE))
+            .await?;
+        let draws: Vec<LimitedDrop> = unclosed.into_iter().filter(|d| d.mode.is_draw()).collect();
+        self.drops.hold(&draws);
+        self.healing
+            .draws_held
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     /// The draws' own schedule, run every [`DRAW_TICK`] by one instance of the fleet whatever

@@ -463,6 +463,9 @@ impl Application {
         tasks.every(goods_app::DRAW_TICK, None, move || {
             let (app, drawing) = (app.clone(), Arc::clone(&drawing));
             async move {
+                if let Err(error) = app.hold_draw_drops().await {
+                    tracing::warn!(error = %error, "listing draw drops failed; next tick tries again");
+                }
                 if !drawing.load(std::sync::atomic::Ordering::SeqCst) {
                     return;
                 }

@@ -81,9 +81,22 @@ impl DropCache {
             .map_err(|error| unshared(&error))
     }
 
-    /// A drop this instance just created.
-    pub(crate) fn created(&self, id: DropId) {
-        self.index.add(id);
+    /// A drop this instance just created. A draw drop is held from now on, so the draws'
+    /// schedule finds it without a read.
+    pub(crate) fn created(&self, drop: &LimitedDrop) {
+        self.index.add(drop.id);
+        if drop.mode.is_draw() {
+            self.hold(std::slice::from_ref(drop));
+        }
+    }
+
+    /// Holds `drops` that are not held yet (a drop held already may be newer than these).
+    pub(crate) fn hold(&self, drops: &[LimitedDrop]) {
+        if let Ok(mut cache) = self.drops.write() {
+            for drop in drops {
+                cache.entry(drop.id).or_insert(*drop);
+            }
+        }
     }
 
     /// A drop's stored state after an operation made through this instance.
@@ -136,6 +149,20 @@ impl DropCache {
         self.index
             .scan(&*self.repository, tokio::time::Instant::now(), false)
             .await?;
+        // Draw drops created through other instances are held here too: the instance that
+        // runs the draws' schedule must know them, whoever entered where. One read per scan
+        // that found new drops.
+        let fresh = self.index.take_fresh();
+        if !fresh.is_empty() {
+            let draws: Vec<LimitedDrop> = self
+                .repository
+                .get_many(&fresh)
+                .await?
+                .into_iter()
+                .filter(|d| d.mode.is_draw())
+                .collect();
+            self.hold(&draws);
+        }
         Ok(changed)
     }
 

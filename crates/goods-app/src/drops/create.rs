@@ -49,7 +49,7 @@ impl GoodsApp {
         };
         let commitment = sealed.as_ref().map(|(c, _)| *c);
         let drop = self.ports.drops.create(&new, sealed, now).await?;
-        self.drops.created(drop.id);
+        self.drops.created(&drop);
         // The other instances learn of it by the notice at once (or their next scan).
         self.announce_change();
         if let Some(gate) = self.ports.gate.as_ref().filter(|_| !drop.mode.is_draw()) {

@@ -44,6 +44,9 @@ struct Ids {
     set: HashSet<i64>,
     /// The highest id seen; `None` before the first scan.
     max: Option<i64>,
+    /// Ids a scan found since the first one (drops created through other instances), until
+    /// [`DropIndex::take_fresh`] takes them.
+    fresh: Vec<i64>,
 }
 
 /// The drop ids that exist.
@@ -104,11 +107,31 @@ impl DropIndex {
         let found = drops.ids_after(from).await?;
         if let Ok(mut ids) = self.ids.write() {
             let highest = found.iter().map(|id| id.get()).max();
+            if ids.max.is_some() {
+                let fresh: Vec<i64> = found
+                    .iter()
+                    .map(|id| id.get())
+                    .filter(|id| !ids.set.contains(id))
+                    .collect();
+                ids.fresh.extend(fresh);
+            }
             ids.set.extend(found.iter().map(|id| id.get()));
             // Once scanned, every id up to the highest seen is known to exist or not.
             ids.max = ids.max.max(highest).or(Some(0));
         }
         Ok(())
+    }
+
+    /// The ids scans found since the last call (not those of the first scan, nor this
+    /// instance's own drops).
+    pub(crate) fn take_fresh(&self) -> Vec<DropId> {
+        self.ids
+            .write()
+            .map(|mut ids| std::mem::take(&mut ids.fresh))
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|id| DropId::parse(id).ok())
+            .collect()
     }
 
     /// How many ids it holds (for tests).

@@ -768,3 +768,43 @@ async fn a_winners_order_expires_the_drops_payment_window_after_the_award() {
     let promoted = until_status(&app, drop, next, "WON").await;
     assert!(promoted["promotedAt"].is_string(), "{promoted}");
 }
+
+/// A fleet of two with `RECONCILE_INTERVAL_MS=0`: a draw drop created and entered through one
+/// instance is drawn by the other once the first has stopped (it learns of the drop from its
+/// scan of new ids, and takes the draws' lease when the first one's lapses).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_draw_is_made_by_another_instance_than_the_one_that_took_its_entries() {
+    let (a, b) = TestApp::pair_on_shared_redis(&[("RECONCILE_INTERVAL_MS", "0")]).await;
+    let drop = draw_drop(
+        &a,
+        1,
+        time::Duration::seconds(-1),
+        time::Duration::minutes(10),
+    )
+    .await;
+    for user in [1, 2] {
+        assert_eq!(enter(&a, drop, user).await.status(), StatusCode::ACCEPTED);
+    }
+    a.handle.stop(true).await;
+    // Nothing asks `b` for the drop before it is drawn (a view would make `b` hold it): the
+    // draw is watched in the database.
+    b.clock.advance(time::Duration::minutes(11));
+    let drawn = format!(
+        "SELECT COUNT(*) AS n FROM drop_draws WHERE drop_id = {drop} AND drawn_at IS NOT NULL"
+    );
+    let mut made = false;
+    for _ in 0..400 {
+        if b.backend.number(&drawn).await == 1 {
+            made = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(made, "the draw was not made within 10 s");
+    let stats = b.seller_json(&format!("/limited-drops/{drop}/stats")).await;
+    assert_eq!(
+        (&stats["entryCount"], &stats["winnerCount"]),
+        (&json!(2), &json!(1)),
+        "{stats}"
+    );
+}

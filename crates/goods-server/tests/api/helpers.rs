@@ -64,6 +64,32 @@ impl Backend {
         }
     }
 
+    /// One number the database answers to `sql` (a column named `n`), read past every
+    /// server's cache.
+    pub async fn number(&self, sql: &str) -> i64 {
+        #[derive(diesel::QueryableByName)]
+        struct N {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            n: i64,
+        }
+        match self {
+            Backend::Sqlite(path) => {
+                use diesel::{Connection as _, RunQueryDsl as _};
+                let mut conn = diesel::SqliteConnection::establish(path.to_str().unwrap()).unwrap();
+                diesel::sql_query(sql).get_result::<N>(&mut conn).unwrap().n
+            }
+            Backend::Mysql { url } => {
+                use diesel_async::RunQueryDsl as _;
+                let mut conn = AsyncMysqlConnection::establish(url).await.unwrap();
+                diesel::sql_query(sql)
+                    .get_result::<N>(&mut conn)
+                    .await
+                    .unwrap()
+                    .n
+            }
+        }
+    }
+
     /// A fresh, empty backend.
     pub async fn fresh(dir: &tempfile::TempDir) -> Self {
         match std::env::var("E2E_DATABASE_URL")
@@ -120,7 +146,7 @@ pub struct TestApp {
     pub backend: Backend,
     /// The server's clock: tests move it instead of sleeping (shared by siblings).
     pub clock: Arc<ManualClock>,
-    handle: actix_web::dev::ServerHandle,
+    pub handle: actix_web::dev::ServerHandle,
     dir: tempfile::TempDir,
     vars: Vec<(String, String)>,
 }
