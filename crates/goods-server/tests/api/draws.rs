@@ -808,3 +808,78 @@ async fn a_draw_is_made_by_another_instance_than_the_one_that_took_its_entries()
         "{stats}"
     );
 }
+
+/// Entries whose award the ledger refuses (here: each already has an order under the draw's
+/// own key, for another quantity, planted in the database as no client can) read VOID with the
+/// reason, are counted, and their units go to the next entries by rank. The seed is opened
+/// beforehand as an insider with the seal key could, so the refused entries are the first two
+/// by rank: the winners are ranks 3 and 4, whatever the seed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_award_voids_that_entry_and_the_next_by_rank_wins() {
+    const LIMITED: usize = 2;
+    let app = drawing_app().await;
+    let drop = draw_drop(
+        &app,
+        LIMITED as i64,
+        time::Duration::seconds(-1),
+        time::Duration::minutes(10),
+    )
+    .await;
+    let product = view(&app, drop).await["productId"].as_i64().unwrap();
+    for user in 1..=6 {
+        assert_eq!(enter(&app, drop, user).await.status(), StatusCode::ACCEPTED);
+    }
+    let seed = app.backend.open_seed(drop).await;
+    let mut by_rank: Vec<i64> = (1..=6).collect();
+    by_rank.sort_by_key(|u| seed.rank_key(UserId::parse(*u).unwrap()));
+    let (refused, rest) = by_rank.split_at(2);
+    let key = app.backend.byte_then(1, &format!("draw:{drop}"));
+    for user in refused {
+        app.backend
+            .exec(&format!(
+                "INSERT INTO orders (drop_id, product_id, user_id, quantity, status, \
+                 idempotency_key, created_at, amount_minor, currency) VALUES \
+                 ({drop}, {product}, {user}, 2, 'CANCELLED', {key}, '2026-01-01 00:00:00', 0, 'XXX')"
+            ))
+            .await;
+    }
+    let voided_before =
+        series_value(&app.metrics().await, "draw_entries_voided_total").unwrap_or(0.0);
+    let drawn = until_drawn(&app, drop).await;
+    assert_eq!(drawn["drawSeed"], seed.to_hex());
+    for user in refused {
+        let entry = body(my_entry(&app, drop, *user).await).await;
+        assert_eq!(
+            (&entry["status"], &entry["reason"]),
+            (&json!("VOID"), &json!("IDEMPOTENCY_KEY_REUSED")),
+            "{entry}"
+        );
+    }
+    for user in &rest[..LIMITED] {
+        assert_eq!(
+            body(my_entry(&app, drop, *user).await).await["status"],
+            "WON"
+        );
+    }
+    let first_waiting = body(my_entry(&app, drop, rest[LIMITED]).await).await;
+    assert_eq!(
+        (&first_waiting["status"], &first_waiting["position"]),
+        (&json!("WAITLISTED"), &json!(1))
+    );
+    let stats = app
+        .seller_json(&format!("/limited-drops/{drop}/stats"))
+        .await;
+    assert_eq!(
+        (&stats["winnerCount"], &stats["soldQuantity"]),
+        (&json!(LIMITED), &json!(LIMITED)),
+        "{stats}"
+    );
+    let voided_after = series_value(&app.metrics().await, "draw_entries_voided_total").unwrap();
+    assert_eq!(voided_after - voided_before, 2.0);
+    assert_eq!(
+        drawn["winningRankCutoff"],
+        seed.rank_key(UserId::parse(rest[LIMITED - 1]).unwrap())
+            .to_hex(),
+        "the cutoff is the last winner's rank key"
+    );
+}

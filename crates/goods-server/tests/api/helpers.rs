@@ -72,21 +72,96 @@ impl Backend {
             #[diesel(sql_type = diesel::sql_types::BigInt)]
             n: i64,
         }
+        self.one::<N>(sql).await.n
+    }
+
+    /// One text the database answers to `sql` (a column named `t`).
+    pub async fn text(&self, sql: &str) -> String {
+        #[derive(diesel::QueryableByName)]
+        struct T {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            t: String,
+        }
+        self.one::<T>(sql).await.t
+    }
+
+    /// The seed of a draw not revealed yet, opened as an insider holding the seal key would:
+    /// the test's own key (MySQL), or the embedded mode's key file beside the database.
+    pub async fn open_seed(&self, drop: i64) -> goods_domain::DrawSeed {
+        use goods_domain::ports::SeedVault as _;
+        let vault = match self {
+            Backend::Sqlite(path) => {
+                adapters_memory::SealingVault::with_key_file(path.with_file_name("draw-seal.key"))
+            }
+            Backend::Mysql { .. } => adapters_memory::SealingVault::with_keys(
+                adapters_memory::parse_seal_key(SEAL_KEY).unwrap(),
+                Vec::new(),
+            ),
+        };
+        let row =
+            |column: &str| format!("SELECT {column} AS t FROM drop_draws WHERE drop_id = {drop}");
+        let sealed = goods_domain::SealedSeed {
+            key_id: self.text(&row("seal_key_id")).await,
+            sealed: hex::decode(self.text(&row("sealed_seed")).await).unwrap(),
+        };
+        let commitment =
+            goods_domain::DrawCommitment::from_hex(&self.text(&row("commitment")).await).unwrap();
+        vault.open(&sealed, &commitment).unwrap()
+    }
+
+    async fn one<
+        R: diesel::QueryableByName<diesel::sqlite::Sqlite>
+            + diesel::QueryableByName<diesel::mysql::Mysql>
+            + Send
+            + 'static,
+    >(
+        &self,
+        sql: &str,
+    ) -> R {
         match self {
             Backend::Sqlite(path) => {
                 use diesel::{Connection as _, RunQueryDsl as _};
                 let mut conn = diesel::SqliteConnection::establish(path.to_str().unwrap()).unwrap();
-                diesel::sql_query(sql).get_result::<N>(&mut conn).unwrap().n
+                diesel::sql_query(sql).get_result::<R>(&mut conn).unwrap()
             }
             Backend::Mysql { url } => {
                 use diesel_async::RunQueryDsl as _;
                 let mut conn = AsyncMysqlConnection::establish(url).await.unwrap();
                 diesel::sql_query(sql)
-                    .get_result::<N>(&mut conn)
+                    .get_result::<R>(&mut conn)
                     .await
                     .unwrap()
-                    .n
             }
+        }
+    }
+
+    /// Runs `sql` on the database behind every server's back (a test planting a row).
+    pub async fn exec(&self, sql: &str) {
+        match self {
+            Backend::Sqlite(path) => {
+                use diesel::Connection as _;
+                use diesel::connection::SimpleConnection as _;
+                diesel::SqliteConnection::establish(path.to_str().unwrap())
+                    .unwrap()
+                    .batch_execute(sql)
+                    .unwrap();
+            }
+            Backend::Mysql { url } => {
+                AsyncMysqlConnection::establish(url)
+                    .await
+                    .unwrap()
+                    .batch_execute(sql)
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
+    /// SQL for the text of one byte `b` followed by `rest`, in this backend's dialect.
+    pub fn byte_then(&self, b: u8, rest: &str) -> String {
+        match self {
+            Backend::Sqlite(_) => format!("(char({b}) || '{rest}')"),
+            Backend::Mysql { .. } => format!("CONCAT(CHAR({b}), '{rest}')"),
         }
     }
 
