@@ -242,14 +242,24 @@ impl GoodsApp {
         Ok(resolution)
     }
 
-    /// Whether this instance holds a draw drop that is not long closed: only then do the draws'
-    /// schedule and its lease cost anything.
-    pub fn holds_draw_drops(&self) -> bool {
-        let now = self.ports.clock.now();
+    /// The draw drops this instance holds whose entries have closed and that are not long
+    /// closed: what the draws' schedule tends. A draw still taking entries has nothing to draw,
+    /// promote or expire.
+    fn draws_to_tend(&self, now: time::OffsetDateTime) -> Vec<LimitedDrop> {
         self.drops
             .cached()
-            .iter()
-            .any(|d| d.mode.is_draw() && !d.is_closed(now.saturating_sub(CLOSED_GRACE)))
+            .into_iter()
+            .filter(|d| {
+                d.mode.entry_close_at().is_some_and(|at| now >= at)
+                    && !d.is_closed(now.saturating_sub(CLOSED_GRACE))
+            })
+            .collect()
+    }
+
+    /// Whether the draws' schedule has work here: only then does it (and its lease) cost
+    /// anything.
+    pub fn holds_draws_to_tend(&self) -> bool {
+        !self.draws_to_tend(self.ports.clock.now()).is_empty()
     }
 
     /// Holds the draw drops that were unclosed when this instance started (read once; those
@@ -290,14 +300,8 @@ impl GoodsApp {
     /// counted in the report, and does not stop the tick.
     pub async fn tend_draws(&self) -> Result<HealReport, InfraError> {
         let now = self.ports.clock.now();
-        // The draw drops this instance holds in memory (every one entered or viewed here): a
-        // server without draw drops sends no statement for them.
-        let drops: Vec<LimitedDrop> = self
-            .drops
-            .cached()
-            .into_iter()
-            .filter(|d| d.mode.is_draw() && !d.is_closed(now.saturating_sub(CLOSED_GRACE)))
-            .collect();
+        // A server without a draw to tend sends no statement.
+        let drops = self.draws_to_tend(now);
         let mut report = HealReport::default();
         if drops.is_empty() {
             metrics::gauge!(crate::telemetry::DRAW_OVERDUE).set(0.0);

@@ -447,8 +447,8 @@ impl Application {
         // one instance of the fleet at a time.
         let drawing = Arc::new(std::sync::atomic::AtomicBool::new(self.lease.is_none()));
         if let Some(lease) = &self.lease {
-            // Taken only while this instance holds a draw drop: a fleet without draws renews no
-            // lease for them.
+            // Taken only while this instance holds a draw whose entries have closed: a fleet
+            // without one renews no lease for draws.
             let app = self.app.clone();
             keep_lease(
                 tasks,
@@ -456,7 +456,7 @@ impl Application {
                 Arc::clone(lease),
                 3 * goods_app::DRAW_TICK,
                 Arc::clone(&drawing),
-                Some(Arc::new(move || app.holds_draw_drops())),
+                Some(Arc::new(move || app.holds_draws_to_tend())),
             );
         }
         let app = self.app.clone();

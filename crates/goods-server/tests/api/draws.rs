@@ -883,3 +883,103 @@ async fn a_refused_award_voids_that_entry_and_the_next_by_rank_wins() {
         "the cutoff is the last winner's rank key"
     );
 }
+
+/// The cost of the views of a draw drop does not grow with its entries: a drop with 100,000
+/// entries (planted in the database, its count kept beside the draw as entries keep it) is
+/// viewed, its stats read and an entry read with the same number of statements as an empty
+/// one's. docs/benchmarks.md has the figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_of_a_draw_with_100000_entries_cost_what_an_empty_ones_cost() {
+    const ENTRIES: i64 = 100_000;
+    // No periodic refresh inside the measurements: only the requests' statements count.
+    let app = TestApp::spawn_with(&[
+        ("RECONCILE_INTERVAL_MS", "0"),
+        ("DROP_REFRESH_MS", "600000"),
+    ])
+    .await;
+    let empty = draw_drop(
+        &app,
+        10,
+        time::Duration::seconds(-1),
+        time::Duration::hours(1),
+    )
+    .await;
+    let full = draw_drop(
+        &app,
+        10,
+        time::Duration::seconds(-1),
+        time::Duration::hours(1),
+    )
+    .await;
+    for drop in [empty, full] {
+        assert_eq!(enter(&app, drop, 1).await.status(), StatusCode::ACCEPTED);
+    }
+    let digits = format!(
+        "({})",
+        (0..10)
+            .map(|i| format!("SELECT {i} AS i"))
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ")
+    );
+    app.backend
+        .exec(&format!(
+            "INSERT INTO draw_entries (drop_id, user_id, entered_at, entry_token) \
+             SELECT {full}, 2 + a.i + 10 * b.i + 100 * c.i + 1000 * d.i + 10000 * e.i, \
+             '2026-01-01 00:00:00', 0 FROM {digits} a, {digits} b, {digits} c, {digits} d, \
+             {digits} e WHERE 2 + a.i + 10 * b.i + 100 * c.i + 1000 * d.i + 10000 * e.i \
+             <= {ENTRIES}; \
+             UPDATE drop_draws SET entry_count = {ENTRIES} WHERE drop_id = {full}"
+        ))
+        .await;
+    // Rows the database read from the entries (MariaDB's user statistics, per table of this
+    // test's own database); SQLite keeps no such count, so there only statements are compared.
+    let entry_rows = || async {
+        match &app.backend {
+            Backend::Mysql { .. } => {
+                app.backend.exec("SET GLOBAL userstat = 1").await;
+                app.backend
+                    .number(
+                        "SELECT CAST(COALESCE(SUM(ROWS_READ), 0) AS SIGNED) AS n \
+                         FROM information_schema.TABLE_STATISTICS \
+                         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'draw_entries'",
+                    )
+                    .await
+            }
+            Backend::Sqlite(_) => 0,
+        }
+    };
+    // Each drop's first reads after the planting (views are kept 500 ms, so each is read once).
+    let mut costs = Vec::new();
+    for drop in [empty, full] {
+        let before = app.db_statements_settled().await;
+        let rows_before = entry_rows().await;
+        let v = view(&app, drop).await;
+        let stats = app
+            .seller_json(&format!("/limited-drops/{drop}/stats"))
+            .await;
+        let mine = body(my_entry(&app, drop, 1).await).await;
+        assert_eq!(mine["status"], "ENTERED");
+        let after = app.db_statements_settled().await;
+        let rows = entry_rows().await - rows_before;
+        costs.push((
+            v["entryCount"].clone(),
+            stats["entryCount"].clone(),
+            after - before,
+            rows,
+        ));
+    }
+    assert_eq!(costs[0].0, 1);
+    assert_eq!(
+        (&costs[1].0, &costs[1].1),
+        (&json!(ENTRIES), &json!(ENTRIES))
+    );
+    assert_eq!(
+        costs[0].2, costs[1].2,
+        "statements: empty vs {ENTRIES} entries: {costs:?}"
+    );
+    assert_eq!(
+        costs[0].3, costs[1].3,
+        "entry rows read: empty vs {ENTRIES} entries: {costs:?}"
+    );
+    eprintln!("(entryCount in view, in stats, statements, entry rows read): {costs:?}");
+}
