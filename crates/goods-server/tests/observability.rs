@@ -207,6 +207,54 @@ fn the_outcome_table_is_what_the_rules_and_k6_classify_by() {
     assert_eq!(k6_set("TEST_DATA_ERRORS"), class(&table, "test-data"));
 }
 
+#[test]
+fn the_entry_outcome_table_is_what_the_rules_classify_by() {
+    let doc = repo("docs/observability.md");
+    let table: Vec<(String, String)> = section(&doc, "### Entry outcome classes")
+        .iter()
+        .filter_map(|row| {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let code = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            Some((code.to_owned(), (*cells.get(2)?).to_owned()))
+        })
+        .collect();
+    assert_eq!(table.len(), 10, "the table was not found: {table:?}");
+    // The outcomes the metric's row lists, every one classed.
+    let listed: BTreeSet<String> = doc
+        .lines()
+        .find(|l| l.starts_with("| `draw_entries_total`"))
+        .unwrap()
+        .split('(')
+        .nth(1)
+        .unwrap()
+        .split(')')
+        .next()
+        .unwrap()
+        .split(", ")
+        .map(|o| o.trim_matches('`').to_owned())
+        .collect();
+    let classified: BTreeSet<String> = table.iter().map(|(o, _)| o.clone()).collect();
+    assert_eq!(listed, classified);
+    let rules = deploy("rules/recording.yml");
+    let sets: Vec<BTreeSet<String>> = rules
+        .split("draw_entries_total{outcome=~\"")
+        .skip(1)
+        .map(|rest| {
+            rest.split('"')
+                .next()
+                .unwrap()
+                .split('|')
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        sets,
+        [class(&table, "good"), class(&table, "bad")],
+        "the entry rules' good and bad sets"
+    );
+}
+
 /// docs/observability.md: every alert has a promtool case where it fires and one where it
 /// stays quiet.
 #[test]
