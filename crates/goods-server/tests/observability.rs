@@ -116,6 +116,34 @@ fn quoted(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The `(code, class)` rows of the outcome table under `heading` in docs/observability.md.
+fn outcome_table(doc: &str, heading: &str) -> Vec<(String, String)> {
+    section(doc, heading)
+        .iter()
+        .filter_map(|row| {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let code = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            Some((code.to_owned(), (*cells.get(2)?).to_owned()))
+        })
+        .collect()
+}
+
+/// Every `A|B|C` set the recording rules match after `selector` (e.g. `code=~"`).
+fn rule_sets(rules: &str, selector: &str) -> Vec<BTreeSet<String>> {
+    rules
+        .split(selector)
+        .skip(1)
+        .map(|rest| {
+            rest.split('"')
+                .next()
+                .unwrap()
+                .split('|')
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect()
+}
+
 /// The codes of one class in docs/observability.md's outcome table.
 fn class(table: &[(String, String)], name: &str) -> BTreeSet<String> {
     table
@@ -128,14 +156,7 @@ fn class(table: &[(String, String)], name: &str) -> BTreeSet<String> {
 #[test]
 fn the_outcome_table_is_what_the_rules_and_k6_classify_by() {
     let doc = repo("docs/observability.md");
-    let table: Vec<(String, String)> = section(&doc, "### Outcome classes")
-        .iter()
-        .filter_map(|row| {
-            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-            let code = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
-            Some((code.to_owned(), (*cells.get(2)?).to_owned()))
-        })
-        .collect();
+    let table = outcome_table(&doc, "### Outcome classes");
     assert!(table.len() >= 19, "the table was not found: {table:?}");
     let classes = ["good", "bad", "domain", "input", "test-data"];
     for (code, c) in &table {
@@ -170,18 +191,7 @@ fn the_outcome_table_is_what_the_rules_and_k6_classify_by() {
     let (good, bad) = (class(&table, "good"), class(&table, "bad"));
     let valid: BTreeSet<String> = good.union(&bad).cloned().collect();
     let rules = deploy("rules/recording.yml");
-    let sets: Vec<BTreeSet<String>> = rules
-        .split("code=~\"")
-        .skip(1)
-        .map(|rest| {
-            rest.split('"')
-                .next()
-                .unwrap()
-                .split('|')
-                .map(str::to_owned)
-                .collect()
-        })
-        .collect();
+    let sets = rule_sets(&rules, "code=~\"");
     assert!(sets.len() >= 8, "{sets:?}");
     assert!(sets.contains(&good) && sets.contains(&bad), "{sets:?}");
     assert!(
@@ -210,14 +220,7 @@ fn the_outcome_table_is_what_the_rules_and_k6_classify_by() {
 #[test]
 fn the_entry_outcome_table_is_what_the_rules_classify_by() {
     let doc = repo("docs/observability.md");
-    let table: Vec<(String, String)> = section(&doc, "### Entry outcome classes")
-        .iter()
-        .filter_map(|row| {
-            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-            let code = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
-            Some((code.to_owned(), (*cells.get(2)?).to_owned()))
-        })
-        .collect();
+    let table = outcome_table(&doc, "### Entry outcome classes");
     assert_eq!(table.len(), 10, "the table was not found: {table:?}");
     // The outcomes the metric's row lists, every one classed.
     let listed: BTreeSet<String> = doc
@@ -236,18 +239,7 @@ fn the_entry_outcome_table_is_what_the_rules_classify_by() {
     let classified: BTreeSet<String> = table.iter().map(|(o, _)| o.clone()).collect();
     assert_eq!(listed, classified);
     let rules = deploy("rules/recording.yml");
-    let sets: Vec<BTreeSet<String>> = rules
-        .split("draw_entries_total{outcome=~\"")
-        .skip(1)
-        .map(|rest| {
-            rest.split('"')
-                .next()
-                .unwrap()
-                .split('|')
-                .map(str::to_owned)
-                .collect()
-        })
-        .collect();
+    let sets = rule_sets(&rules, "draw_entries_total{outcome=~\"");
     assert_eq!(
         sets,
         [class(&table, "good"), class(&table, "bad")],

@@ -37,6 +37,17 @@ async fn draw_drop(
     view["dropId"].as_i64().unwrap()
 }
 
+/// A draw drop of `limited` units taking entries from a second ago for ten minutes.
+async fn open_draw(app: &TestApp, limited: i64) -> i64 {
+    draw_drop(
+        app,
+        limited,
+        time::Duration::seconds(-1),
+        time::Duration::minutes(10),
+    )
+    .await
+}
+
 async fn enter(app: &TestApp, drop: i64, user: i64) -> reqwest::Response {
     app.request(
         reqwest::Method::POST,
@@ -257,13 +268,7 @@ async fn five_thousand_entries_for_three_hundred_units_make_exactly_three_hundre
     const ENTRANTS: i64 = 5000;
     const LIMITED: usize = 300;
     let app = drawing_app().await;
-    let drop = draw_drop(
-        &app,
-        LIMITED as i64,
-        time::Duration::seconds(-1),
-        time::Duration::minutes(10),
-    )
-    .await;
+    let drop = open_draw(&app, LIMITED as i64).await;
     let statuses: Vec<StatusCode> = futures::stream::iter(1..=ENTRANTS)
         .map(|user| {
             let app = &app;
@@ -369,13 +374,7 @@ async fn every_unit_given_back_goes_to_the_next_waitlisted_entry_exactly_once() 
     const LIMITED: usize = 3;
     let app =
         TestApp::spawn_with(&[("RECONCILE_INTERVAL_MS", "0"), ("PAYMENT_WINDOW_S", "60")]).await;
-    let drop = draw_drop(
-        &app,
-        LIMITED as i64,
-        time::Duration::seconds(-1),
-        time::Duration::minutes(10),
-    )
-    .await;
+    let drop = open_draw(&app, LIMITED as i64).await;
     for user in 1..=10 {
         assert_eq!(enter(&app, drop, user).await.status(), StatusCode::ACCEPTED);
     }
@@ -471,13 +470,7 @@ async fn until_status(app: &TestApp, drop: i64, user: i64, status: &str) -> Valu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draw_order_is_paid_by_the_providers_event_like_any_order() {
     let app = drawing_app().await;
-    let drop = draw_drop(
-        &app,
-        1,
-        time::Duration::seconds(-1),
-        time::Duration::minutes(10),
-    )
-    .await;
+    let drop = open_draw(&app, 1).await;
     assert_eq!(enter(&app, drop, 5).await.status(), StatusCode::ACCEPTED);
     until_drawn(&app, drop).await;
     let entry = body(my_entry(&app, drop, 5).await).await;
@@ -544,13 +537,7 @@ fn root_from_path(index: usize, size: usize, leaf: &[u8], path: &[[u8; 32]]) -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_entries_root_and_every_inclusion_proof_match_rfc_6962() {
     let app = drawing_app().await;
-    let drop = draw_drop(
-        &app,
-        2,
-        time::Duration::seconds(-1),
-        time::Duration::minutes(10),
-    )
-    .await;
+    let drop = open_draw(&app, 2).await;
     // Ids whose text order differs from their numeric order (10 < 9 as text).
     let users = [9_i64, 10, 11, 100, 2, 35, 7];
     for user in users {
@@ -606,13 +593,7 @@ async fn no_entrant_can_stop_a_draw_by_planting_its_order_key() {
     const LIMITED: i64 = 3;
     const ENTRANTS: i64 = 8;
     let app = drawing_app().await;
-    let draw = draw_drop(
-        &app,
-        LIMITED,
-        time::Duration::seconds(-1),
-        time::Duration::minutes(10),
-    )
-    .await;
+    let draw = open_draw(&app, LIMITED).await;
     let (_, other) = app.open_drop(ENTRANTS, ENTRANTS, 1).await;
     for user in 1..=ENTRANTS {
         let planted = format!("draw-{draw}");
@@ -661,13 +642,7 @@ async fn no_entrant_can_stop_a_draw_by_planting_its_order_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_of_the_database_before_the_reveal_holds_no_trace_of_the_seed() {
     let app = drawing_app().await;
-    let drop = draw_drop(
-        &app,
-        1,
-        time::Duration::seconds(-1),
-        time::Duration::minutes(10),
-    )
-    .await;
+    let drop = open_draw(&app, 1).await;
     for user in 1..=3 {
         assert_eq!(enter(&app, drop, user).await.status(), StatusCode::ACCEPTED);
     }
@@ -775,13 +750,7 @@ async fn a_winners_order_expires_the_drops_payment_window_after_the_award() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_draw_is_made_by_another_instance_than_the_one_that_took_its_entries() {
     let (a, b) = TestApp::pair_on_shared_redis(&[("RECONCILE_INTERVAL_MS", "0")]).await;
-    let drop = draw_drop(
-        &a,
-        1,
-        time::Duration::seconds(-1),
-        time::Duration::minutes(10),
-    )
-    .await;
+    let drop = open_draw(&a, 1).await;
     for user in [1, 2] {
         assert_eq!(enter(&a, drop, user).await.status(), StatusCode::ACCEPTED);
     }
@@ -818,13 +787,7 @@ async fn a_draw_is_made_by_another_instance_than_the_one_that_took_its_entries()
 async fn a_refused_award_voids_that_entry_and_the_next_by_rank_wins() {
     const LIMITED: usize = 2;
     let app = drawing_app().await;
-    let drop = draw_drop(
-        &app,
-        LIMITED as i64,
-        time::Duration::seconds(-1),
-        time::Duration::minutes(10),
-    )
-    .await;
+    let drop = open_draw(&app, LIMITED as i64).await;
     let product = view(&app, drop).await["productId"].as_i64().unwrap();
     for user in 1..=6 {
         assert_eq!(enter(&app, drop, user).await.status(), StatusCode::ACCEPTED);
