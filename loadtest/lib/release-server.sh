@@ -1,6 +1,7 @@
 # Sourced by the load-test scripts that start their own server (sellout-vs-raw.sh, spike.sh,
 # entries-spike.sh): a fresh MariaDB database and a release goods-server on it in production
-# mode (GATE=redis, trusted identity headers), both removed when the script exits.
+# mode (GATE=redis, trusted identity headers, a fresh draw seal key), both removed when the
+# script exits.
 #
 #   start_release_server NAME PORT [VAR=VALUE ...]   # sets DB, BASE, SERVER; fails if not ready
 #
@@ -19,6 +20,7 @@ start_release_server() {
   trap stop_release_server EXIT
   env AUTH_MODE=trusted-header BIND_ADDR="127.0.0.1:$port" DATABASE_URL="$mysql/$DB" DATABASE_MIGRATE=true \
     GATE=redis REDIS_URL="$redis" REDIS_KEY_PREFIX="$name:$DB:" RUST_LOG=warn OPS_BIND_ADDR=127.0.0.1:0 \
+    DRAW_SEAL_KEY="$(openssl rand -base64 32)" \
     "$@" "${SERVER_BIN:-target/release/goods-server}" &
   SERVER=$!
   for _ in $(seq 1 100); do curl -sf "$BASE/health/ready" >/dev/null && return 0; sleep 0.1; done
