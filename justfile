@@ -18,6 +18,11 @@ lint:
 test:
     scripts/test
 
+# Every test that needs no service and no server binary (.config/nextest.toml, profile quick):
+# about 30 s warm here; the whole suite is `just test`.
+test-quick:
+    cargo nextest run --workspace --profile quick
+
 # Benchmarks (needs MariaDB and Redis): the hot-drop ledger and the gates.
 bench:
     cargo bench -p goods-bench

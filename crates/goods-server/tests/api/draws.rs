@@ -748,7 +748,7 @@ async fn a_winners_order_expires_the_drops_payment_window_after_the_award() {
 /// instance is drawn by the other once the first has stopped (it learns of the drop from its
 /// scan of new ids, and takes the draws' lease when the first one's lapses).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_draw_is_made_by_another_instance_than_the_one_that_took_its_entries() {
+async fn a_draw_is_made_by_another_instance_than_the_one_that_took_its_entries_sharing_redis() {
     let (a, b) = TestApp::pair_on_shared_redis(&[("RECONCILE_INTERVAL_MS", "0")]).await;
     let drop = open_draw(&a, 1).await;
     for user in [1, 2] {

@@ -310,7 +310,7 @@ async fn the_listing_pages_without_duplicates_or_gaps_under_concurrent_purchases
 /// without asking Redis); an expiry made through the first brings it down within a second, by
 /// the gate's restock message, well before the flag's own expiry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expiry_on_one_instance_brings_the_sold_out_flag_down_on_another() {
+async fn an_expiry_on_one_instance_brings_the_sold_out_flag_down_on_another_sharing_redis() {
     let (a, b) = TestApp::pair_on_shared_redis(&[]).await;
     let (_, drop) = a.open_drop(5, 1, 1).await;
     let order = bought(&a, drop, 7, "first").await;
