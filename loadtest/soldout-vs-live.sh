@@ -55,7 +55,7 @@ product=$(curl -sf -X POST "$BASE/products" "${SELLER[@]}" -d '{"name":"load","s
 open=$(date -u -d '-1 sec' +%Y-%m-%dT%H:%M:%SZ); close=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
 drop=$(curl -sf -X POST "$BASE/limited-drops" "${SELLER[@]}" \
   -d "{\"productId\":$product,\"openAt\":\"$open\",\"closeAt\":\"$close\",\"limitedQuantity\":1}" | sed 's/.*"dropId":\([0-9]*\).*/\1/')
-curl -sf -X POST "$BASE/limited-drops/$drop/orders" -H 'X-User-Id: 2' -H 'Idempotency-Key: first' -d '{"quantity":1}' >/dev/null
+curl -sf -X POST "$BASE/limited-drops/$drop/orders" -H 'X-User-Id: 2' -H 'Idempotency-Key: first' -H 'Content-Type: application/json' -d '{"quantity":1}' >/dev/null
 
 echo "== GATE=$GATE, $THREADS threads, $CONNECTIONS connections, $ROUNDS rounds of $DURATION each, server on CPU $SERVER_CPUS ($HTTP_WORKERS workers), wrk on CPU $WRK_CPUS"
 rps() { echo "$1" | awk '/Requests\/sec/ {print $2}'; }

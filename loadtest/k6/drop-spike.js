@@ -49,7 +49,10 @@ const DOMAIN_REJECTIONS = new Set([
   'TOO_EARLY', 'SOLD_OUT', 'CLOSED', 'DROP_PAUSED', 'DRAW_DROP', 'PER_USER_LIMIT_EXCEEDED',
   'ORDER_LIMIT_REACHED', 'IDEMPOTENCY_KEY_IN_PROGRESS',
 ]);
-const INPUT_ERRORS = new Set(['MALFORMED_REQUEST', 'IDEMPOTENCY_KEY_REQUIRED', 'IDEMPOTENCY_KEY_REUSED']);
+const INPUT_ERRORS = new Set([
+  'UNSUPPORTED_MEDIA_TYPE', 'MALFORMED_REQUEST', 'VALIDATION_FAILED', 'IDEMPOTENCY_KEY_REQUIRED',
+  'IDEMPOTENCY_KEY_REUSED',
+]);
 const TEST_DATA_ERRORS = new Set(['UNAUTHENTICATED', 'FORBIDDEN', 'DROP_NOT_FOUND']);
 // Every buyer and key here is new, so these are classified as the table says but cannot be
 // the buyers' doing: counted apart, with a threshold of 0.

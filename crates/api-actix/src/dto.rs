@@ -1,14 +1,13 @@
 //! Request and response bodies (camelCase JSON, RFC 3339 UTC timestamps) and their conversion
 //! from and into domain and use-case types.
 
-use crate::problem::Problem;
 use goods_app::{DrawView, DropStats, DropView, EntryView, OrderPage, PaymentPage, Reconciliation};
 use goods_domain::{
     Currency, EntryStatus, GoodsOrder, Money, OrderId, PaymentEvent, PaymentEventId,
     PaymentEventKind, PaymentRecord, PaymentReference, PaymentWindow, Product, UserId,
     ValidationError,
 };
-use serde::de::{DeserializeOwned, Deserializer, Error as _, Visitor};
+use serde::de::{Deserializer, Error as _, Visitor};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use time::format_description::well_known::Rfc3339;
@@ -61,14 +60,9 @@ fn whole_opt<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, 
         .map_err(D::Error::custom)
 }
 
-/// Parses a JSON body, turning every failure into 400 MALFORMED_REQUEST with serde's reason.
-pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, Problem> {
-    serde_json::from_slice(body).map_err(|e| Problem::malformed(format!("invalid JSON body: {e}")))
-}
-
 /// `POST /products`.
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateProduct {
     pub name: String,
     /// Initial stock.
@@ -100,7 +94,7 @@ impl From<Product> for ProductBody {
 
 /// `POST /limited-drops`.
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateDrop {
     /// Product on sale.
     #[serde(deserialize_with = "whole")]
@@ -280,13 +274,9 @@ impl From<DropView> for DropBody {
     }
 }
 
-/// A request that takes no fields: `{}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoBody {}
-
 /// `POST /limited-drops/{dropId}/orders`.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Purchase {
     /// Units.
     #[serde(deserialize_with = "whole")]
@@ -335,7 +325,7 @@ impl OrderBody {
 
 /// `POST /payments/events`: what the payment provider sends.
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PaymentEventInput {
     /// The provider's event id.
     pub event_id: String,
@@ -580,7 +570,8 @@ mod tests {
 
     #[test]
     fn an_integer_may_be_written_with_a_zero_fraction_and_nothing_else() {
-        let quantity = |body: &str| parse::<Purchase>(body.as_bytes()).map(|p| p.quantity);
+        let quantity =
+            |body: &str| crate::body::read::<Purchase>(body.as_bytes()).map(|p| p.quantity);
         assert_eq!(quantity(r#"{"quantity": 2}"#).ok(), Some(2));
         assert_eq!(quantity(r#"{"quantity": 2097153.0}"#).ok(), Some(2_097_153));
         assert_eq!(quantity(r#"{"quantity": -3.0}"#).ok(), Some(-3));
@@ -591,7 +582,8 @@ mod tests {
         ] {
             assert!(quantity(bad).is_err(), "{bad}");
         }
-        let drop = |body: &str| parse::<CreateDrop>(body.as_bytes()).map(|d| d.per_user_limit);
+        let drop =
+            |body: &str| crate::body::read::<CreateDrop>(body.as_bytes()).map(|d| d.per_user_limit);
         let base = r#""productId": 1, "openAt": "2026-12-01T09:00:00Z", "closeAt": "2026-12-01T10:00:00Z", "limitedQuantity": 5.0"#;
         assert_eq!(drop(&format!("{{{base}}}")).ok(), Some(None));
         assert_eq!(
@@ -603,6 +595,7 @@ mod tests {
 
 /// `PUT /admin/flags/{name}`.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SetFlag {
     pub enabled: bool,
 }

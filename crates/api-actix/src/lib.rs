@@ -5,6 +5,7 @@
 //! match per use-case error.
 
 mod auth;
+mod body;
 mod dto;
 mod metrics;
 mod panics;

@@ -2,7 +2,8 @@
 
 use crate::ApiState;
 use crate::auth::Identity;
-use crate::dto::{self, FlagBody, SetFlag};
+use crate::body::Body;
+use crate::dto::{FlagBody, SetFlag};
 use crate::problem::Problem;
 use actix_web::{HttpResponse, web};
 
@@ -17,13 +18,13 @@ pub async fn set_flag(
     state: web::Data<ApiState>,
     who: Identity,
     name: web::Path<String>,
-    body: web::Bytes,
+    body: Body,
 ) -> Result<HttpResponse, Problem> {
     // Who may, before what: a non-admin learns nothing about flag names or bodies.
     if who.0.role != goods_app::Role::Admin {
         return Err(Problem::forbidden("flags are for admins"));
     }
-    let input: SetFlag = dto::parse(&body)?;
+    let input: SetFlag = body.json()?;
     let flag = state.app.set_flag(&name, input.enabled, who.0).await?;
     Ok(HttpResponse::Ok().json(FlagBody::from(flag)))
 }

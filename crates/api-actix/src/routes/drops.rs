@@ -3,8 +3,9 @@
 use super::path_id;
 use crate::ApiState;
 use crate::auth::Identity;
+use crate::body::Body;
 use crate::dto::{
-    self, CreateDrop, DropBody, EntryBody, OrderBody, Purchase, ReconciliationBody, StatsBody,
+    CreateDrop, DropBody, EntryBody, OrderBody, Purchase, ReconciliationBody, StatsBody,
 };
 use crate::problem::Problem;
 use actix_web::http::header::{HeaderName, LOCATION};
@@ -41,10 +42,10 @@ fn key_required(why: &str) -> Problem {
 pub async fn create(
     state: web::Data<ApiState>,
     who: Identity,
-    body: web::Bytes,
+    body: Body,
 ) -> Result<HttpResponse, Problem> {
     let seller = who.seller()?;
-    let input: CreateDrop = dto::parse(&body)?;
+    let input: CreateDrop = body.json()?;
     let view = state
         .app
         .create_drop(
@@ -87,12 +88,10 @@ pub async fn enter(
     state: web::Data<ApiState>,
     who: Identity,
     id: web::Path<String>,
-    body: web::Bytes,
+    body: Body,
 ) -> Result<HttpResponse, Problem> {
     let buyer = who.buyer()?;
-    if !body.iter().all(u8::is_ascii_whitespace) {
-        let _: dto::NoBody = dto::parse(&body)?;
-    }
+    body.none()?;
     let entry = state.app.enter_draw(drop_id(&id)?, buyer).await?;
     let mut response = if entry.created {
         HttpResponse::Accepted()
@@ -114,7 +113,8 @@ pub async fn my_entry(
 }
 
 /// `POST /limited-drops/{dropId}/orders` (buyer), in the contract's order of checks:
-/// identity, body and key, then the use case.
+/// identity, the body's media type and fields (415, 400), the key (400), the values (422), then
+/// the use case.
 ///
 /// Most answers of a drop are refusals, so this route renders its problem itself rather than
 /// through actix's boxed `Error` (an allocation and an indirection per refusal). Identity
@@ -123,7 +123,7 @@ pub async fn purchase(
     state: web::Data<ApiState>,
     who: Identity,
     req: HttpRequest,
-    body: web::Bytes,
+    body: Body,
 ) -> HttpResponse {
     match purchase_inner(&state, &who, &req, &body).await {
         Ok((response, replayed)) => {
@@ -141,13 +141,13 @@ async fn purchase_inner(
     state: &ApiState,
     who: &Identity,
     req: &HttpRequest,
-    body: &[u8],
+    body: &Body,
 ) -> Result<(HttpResponse, bool), Problem> {
     let buyer = who.buyer()?;
-    let input: Purchase = dto::parse(body)?;
-    let quantity = Quantity::parse("quantity", input.quantity)
-        .map_err(|e| Problem::malformed(e.to_string()))?;
+    let input: Purchase = body.json()?;
     let key = idempotency_key(req)?;
+    let quantity =
+        Quantity::parse("quantity", input.quantity).map_err(|e| Problem::validation(&[e]))?;
     let cmd = PurchaseCommand {
         drop_id: drop_id(req.match_info().get("dropId").unwrap_or_default())?,
         user_id: buyer.user_id,
@@ -171,8 +171,9 @@ pub async fn pause(
     state: web::Data<ApiState>,
     who: Identity,
     id: web::Path<String>,
+    body: Body,
 ) -> Result<HttpResponse, Problem> {
-    set_paused(&state, &who, &id, true).await
+    set_paused(&state, &who, &id, &body, true).await
 }
 
 /// `POST /limited-drops/{dropId}/resume` (the owning seller, an admin).
@@ -180,17 +181,20 @@ pub async fn resume(
     state: web::Data<ApiState>,
     who: Identity,
     id: web::Path<String>,
+    body: Body,
 ) -> Result<HttpResponse, Problem> {
-    set_paused(&state, &who, &id, false).await
+    set_paused(&state, &who, &id, &body, false).await
 }
 
 async fn set_paused(
     state: &ApiState,
     who: &Identity,
     id: &str,
+    body: &Body,
     paused: bool,
 ) -> Result<HttpResponse, Problem> {
     let seller = who.seller()?;
+    body.none()?;
     let view = state
         .app
         .set_drop_paused(drop_id(id)?, seller, paused)
@@ -203,8 +207,10 @@ pub async fn close(
     state: web::Data<ApiState>,
     who: Identity,
     id: web::Path<String>,
+    body: Body,
 ) -> Result<HttpResponse, Problem> {
     let seller = who.seller()?;
+    body.none()?;
     let view = state.app.close_drop(drop_id(&id)?, seller).await?;
     Ok(HttpResponse::Ok().json(DropBody::from(view)))
 }

@@ -3,6 +3,7 @@
 use super::path_id;
 use crate::ApiState;
 use crate::auth::Identity;
+use crate::body::Body;
 use crate::dto::{OrderBody, OrderPageBody};
 use crate::problem::Problem;
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -29,7 +30,9 @@ pub async fn cancel(
     state: web::Data<ApiState>,
     who: Identity,
     id: web::Path<String>,
+    body: Body,
 ) -> Result<HttpResponse, Problem> {
+    body.none()?;
     let order = state.app.cancel_order(order_id(&id)?, who.0).await?;
     Ok(HttpResponse::Ok().json(OrderBody::new(order, state.app.payment_window())))
 }

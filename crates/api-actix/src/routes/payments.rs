@@ -2,7 +2,8 @@
 
 use crate::ApiState;
 use crate::auth::Identity;
-use crate::dto::{self, PaymentAnswer, PaymentEventInput, PaymentPageBody};
+use crate::body::Body;
+use crate::dto::{PaymentAnswer, PaymentEventInput, PaymentPageBody};
 use crate::problem::Problem;
 use crate::signature;
 use actix_web::http::StatusCode;
@@ -19,7 +20,7 @@ const SIGNATURE: &str = "Payment-Signature";
 pub async fn event(
     state: web::Data<ApiState>,
     req: HttpRequest,
-    body: web::Bytes,
+    body: Body,
 ) -> Result<HttpResponse, Problem> {
     let Some(secret) = &state.payment_secret else {
         return Err(Problem::new(
@@ -34,7 +35,7 @@ pub async fn event(
         .get(SIGNATURE)
         .map(|v| v.to_str().unwrap_or_default());
     let now = state.app.ports().clock.now().unix_timestamp();
-    signature::verify(secret.as_bytes(), header, &body, now).map_err(|error| {
+    signature::verify(secret.as_bytes(), header, body.bytes(), now).map_err(|error| {
         tracing::warn!(reason = %error, "payment event refused: signature");
         Problem::new(
             StatusCode::UNAUTHORIZED,
@@ -43,7 +44,7 @@ pub async fn event(
             error.to_string(),
         )
     })?;
-    let input: PaymentEventInput = dto::parse(&body)?;
+    let input: PaymentEventInput = body.json()?;
     let event = input
         .into_domain()
         .map_err(|errors| Problem::validation(&errors))?;

@@ -3,7 +3,8 @@
 use super::path_id;
 use crate::ApiState;
 use crate::auth::Identity;
-use crate::dto::{self, CreateProduct, ProductBody};
+use crate::body::Body;
+use crate::dto::{CreateProduct, ProductBody};
 use crate::problem::Problem;
 use actix_web::http::header::LOCATION;
 use actix_web::{HttpResponse, web};
@@ -13,10 +14,10 @@ use goods_domain::{NewProduct, ProductId};
 pub async fn create(
     state: web::Data<ApiState>,
     who: Identity,
-    body: web::Bytes,
+    body: Body,
 ) -> Result<HttpResponse, Problem> {
     let seller = who.seller()?;
-    let input: CreateProduct = dto::parse(&body)?;
+    let input: CreateProduct = body.json()?;
     let product = NewProduct::parse(&input.name, input.stock_quantity)
         .map_err(|errors| Problem::validation(&errors))?
         .owned_by(seller.user_id);

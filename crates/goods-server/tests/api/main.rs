@@ -17,6 +17,7 @@ mod degraded;
 mod draws;
 mod drops;
 mod flags;
+mod input;
 mod operations;
 mod ops;
 mod orders;

@@ -88,8 +88,8 @@ async fn bad_requests_are_400_in_the_contracts_order_and_change_nothing() {
             buyer,
             Some("k"),
             "{\"quantity\":0}",
-            400,
-            "MALFORMED_REQUEST",
+            422,
+            "VALIDATION_FAILED",
         ),
         (
             buyer,
