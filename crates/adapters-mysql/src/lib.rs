@@ -18,47 +18,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The MySQL migrations (the repository's top-level `migrations/mysql`), embedded.
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/mysql");
 
-/// How connections to the server are encrypted (`DATABASE_TLS`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum TlsMode {
-    /// Plaintext.
-    #[default]
-    Off,
-    /// Encrypted; the server's certificate is not checked.
-    Required,
-    /// Encrypted; the server's certificate must chain to the CA.
-    VerifyCa,
-    /// Encrypted; the certificate must chain to the CA and name the host connected to.
-    VerifyIdentity,
-}
+pub use adapters_sql::{MysqlTls, TlsMode};
 
-/// TLS to the server: the mode, and the CA to verify it with (`DATABASE_TLS_CA_FILE`; without
-/// one, the public web roots compiled into the driver). A mode the server cannot meet fails the
-/// connection; nothing falls back to plaintext.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MysqlTls {
-    pub mode: TlsMode,
-    /// A PEM CA file.
-    pub ca_file: Option<std::path::PathBuf>,
-}
-
-impl MysqlTls {
-    fn ssl_opts(&self) -> Option<mysql_async::SslOpts> {
-        let base = mysql_async::SslOpts::default().with_root_certs(
-            self.ca_file
-                .iter()
-                .map(|path| path.clone().into())
-                .collect(),
-        );
-        match self.mode {
-            TlsMode::Off => None,
-            TlsMode::Required => Some(
-                base.with_danger_accept_invalid_certs(true)
-                    .with_danger_skip_domain_validation(true),
-            ),
-            TlsMode::VerifyCa => Some(base.with_danger_skip_domain_validation(true)),
-            TlsMode::VerifyIdentity => Some(base),
-        }
+/// The driver's TLS options for `tls`.
+fn ssl_opts(tls: &MysqlTls) -> Option<mysql_async::SslOpts> {
+    let base = mysql_async::SslOpts::default()
+        .with_root_certs(tls.ca_file.iter().map(|path| path.clone().into()).collect());
+    match tls.mode {
+        TlsMode::Off => None,
+        TlsMode::Required => Some(
+            base.with_danger_accept_invalid_certs(true)
+                .with_danger_skip_domain_validation(true),
+        ),
+        TlsMode::VerifyCa => Some(base.with_danger_skip_domain_validation(true)),
+        TlsMode::VerifyIdentity => Some(base),
     }
 }
 
@@ -70,7 +43,7 @@ async fn establish(url: &str, tls: &MysqlTls) -> diesel::ConnectionResult<AsyncM
     let opts = mysql_async::OptsBuilder::from_opts(opts)
         .stmt_cache_size(0)
         .client_found_rows(true)
-        .ssl_opts(tls.ssl_opts());
+        .ssl_opts(ssl_opts(tls));
     let conn = mysql_async::Conn::new(opts).await.map_err(|e| {
         diesel::ConnectionError::BadConnection(match tls.mode {
             TlsMode::Off => e.to_string(),

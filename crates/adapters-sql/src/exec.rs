@@ -8,8 +8,8 @@ use diesel::QueryResult;
 use diesel::QueryableByName;
 use diesel::mysql::Mysql;
 use diesel::sqlite::{Sqlite, SqliteConnection};
+use diesel_async::RunQueryDsl;
 use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
-use diesel_async::{AsyncMysqlConnection, RunQueryDsl};
 
 /// A row every backend can load (the `QueryableByName` derive covers both).
 pub trait Row: QueryableByName<Mysql> + QueryableByName<Sqlite> + Send + 'static {}
@@ -47,5 +47,6 @@ macro_rules! exec_for {
     };
 }
 
-exec_for!(AsyncMysqlConnection);
+#[cfg(feature = "mysql")]
+exec_for!(diesel_async::AsyncMysqlConnection);
 exec_for!(SyncConnectionWrapper<SqliteConnection>);

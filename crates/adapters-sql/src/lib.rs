@@ -12,12 +12,14 @@ pub mod raw;
 pub mod rows;
 pub mod schema;
 mod store;
+mod tls;
 mod tx;
 
 pub use backend::{Backend, Dialect};
 pub use exec::{Exec, Row};
 pub use raw::{Bind, Sql};
 pub use store::SqlStore;
+pub use tls::{MysqlTls, TlsMode};
 
 pub use events::{decode_event, encode_event};
 pub use instrument::count_statements;

@@ -108,6 +108,22 @@ where
     }
 }
 
+/// Refuses `var` when the binary was built without the cargo `feature` it needs (an
+/// embedded-only build, `--no-default-features`), rather than failing at first use.
+fn needs_feature(var: &'static str, feature: &str, built_with: bool) -> Result<(), ConfigError> {
+    if built_with {
+        Ok(())
+    } else {
+        Err(bad(
+            var,
+            format!(
+                "this goods-server was built without the `{feature}` feature; build it with the \
+                 default features (cargo build -p goods-server --release)"
+            ),
+        ))
+    }
+}
+
 /// A file named by `var` that must be readable at start, not at the first connection.
 fn readable(var: &'static str, path: &std::path::Path) -> Result<(), ConfigError> {
     std::fs::metadata(path)
@@ -241,7 +257,56 @@ impl Config {
     }
 }
 
+/// What a binary built without a client refuses (`--no-default-features`); CI runs this in
+/// both builds, so both answers below are checked.
 #[cfg(test)]
+mod features {
+    use super::*;
+
+    #[test]
+    fn a_setting_whose_client_is_not_built_in_is_refused_naming_its_feature() {
+        let cases = [
+            (
+                "DATABASE_URL",
+                "mysql://root@db:3306/goods",
+                "mysql",
+                cfg!(feature = "mysql"),
+            ),
+            (
+                "REDIS_URL",
+                "redis://cache:6379",
+                "redis",
+                cfg!(feature = "redis"),
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "http://collector:4317",
+                "otlp",
+                cfg!(feature = "otlp"),
+            ),
+        ];
+        for (var, value, feature, built) in cases {
+            // Trusted-header identity, so a production URL is accepted where it is built in.
+            let vars = [(var, value), ("AUTH_MODE", "trusted-header")];
+            let read = Config::from_lookup(|name| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            });
+            match read {
+                Ok(_) => assert!(built, "{var} accepted without the {feature} feature"),
+                Err(e) => {
+                    assert!(!built, "{var} refused with the {feature} feature: {e}");
+                    assert_eq!(e.var, var);
+                    assert!(e.reason.contains(&format!("`{feature}` feature")), "{e}");
+                }
+            }
+        }
+    }
+}
+
+// These read the production settings, so they need every client built in.
+#[cfg(all(test, feature = "mysql", feature = "redis", feature = "otlp"))]
 mod tests {
     use super::*;
     use goods_app::GroupCommit;

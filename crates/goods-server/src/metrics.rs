@@ -27,6 +27,7 @@ pub fn names() -> Vec<&'static str> {
         api_actix::HTTP_METRIC_NAMES,
         goods_app::telemetry::NAMES,
         adapters_sql::METRIC_NAMES,
+        #[cfg(feature = "redis")]
         adapters_redis::METRIC_NAMES,
     ]
     .concat()
@@ -57,6 +58,7 @@ pub fn recorder(reconcile_interval: Option<Duration>) -> PrometheusHandle {
             api_actix::describe_http_metrics();
             goods_app::telemetry::describe();
             adapters_sql::describe_metrics();
+            #[cfg(feature = "redis")]
             adapters_redis::describe();
             handle
         })

@@ -1,18 +1,19 @@
 //! Wiring: configuration in, a running HTTP server out. Nothing here decides behaviour; it
 //! only picks adapters.
 
-use crate::config::{Auth, Background, Config, Database, Gate, GateKind};
-use adapters_memory::{LogEventPublisher, MemoryGate, MemoryStats};
-use adapters_redis::{RedisChanges, RedisConnection, RedisGate, RedisStats, RedisWriteBudget};
+mod shared;
+mod store;
+
+pub use store::migrate;
+
+use crate::config::{Auth, Background, Config, GateKind};
+use adapters_memory::LogEventPublisher;
 use anyhow::Context as _;
-use api_actix::{ApiState, AuthMode, Probe, Readiness};
-use futures::FutureExt as _;
+use api_actix::{ApiState, AuthMode, Readiness};
 use goods_app::{GoodsApp, Ports, WriteBuffer};
-use goods_domain::ports::{
-    AdmissionGate, BACKGROUND, Clock, DRAWS, LeaseStore, SourceOfTruth, StatsRecorder, SystemClock,
-    WriteBudget,
-};
+use goods_domain::ports::{BACKGROUND, Clock, DRAWS, LeaseStore, SystemClock};
 use secrecy::ExposeSecret as _;
+use shared::Redis;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +33,7 @@ pub struct Application {
     /// with an in-process gate, which every instance must heal itself.
     lease: Option<Arc<dyn LeaseStore>>,
     /// The Redis connection, closed last.
-    redis: Option<RedisConnection>,
+    redis: Option<Redis>,
     readiness: Readiness,
     /// The metrics recorder, whose histograms are folded in periodically.
     prometheus: metrics_exporter_prometheus::PrometheusHandle,
@@ -49,101 +50,6 @@ pub struct Stopped {
     /// Whether every in-flight request was answered, every committer drained and every
     /// background task ended within the bound.
     pub clean: bool,
-}
-
-/// The SQL store, plus its health check.
-struct SqlPorts {
-    store: Arc<dyn SourceOfTruth>,
-    probe: Probe,
-    /// The pool's state, read at each scrape.
-    pool: Arc<dyn Fn() -> adapters_sql::PoolStatus + Send + Sync>,
-}
-
-fn sql_ports<B: adapters_sql::Backend>(store: adapters_sql::SqlStore<B>) -> SqlPorts
-where
-    adapters_sql::SqlStore<B>: SourceOfTruth + Clone,
-{
-    let (probe_store, pool_store) = (store.clone(), store.clone());
-    SqlPorts {
-        store: Arc::new(store),
-        probe: Arc::new(move || {
-            let store = probe_store.clone();
-            async move { store.ping().await.map_err(|e| e.to_string()) }.boxed()
-        }),
-        pool: Arc::new(move || pool_store.pool_status()),
-    }
-}
-
-/// The gate, the outcome counters that go with it, and the gate's health check.
-struct GatePorts {
-    gate: Option<Arc<dyn AdmissionGate>>,
-    stats: Arc<dyn StatsRecorder>,
-    probe: Option<Probe>,
-    /// Change notices between instances, when they share a Redis.
-    changes: Option<RedisChanges>,
-    /// The fleet's write budget, when configured (`DB_WRITE_PERMITS_GLOBAL`).
-    budget: Option<Arc<dyn WriteBudget>>,
-}
-
-/// The ports `config` asks for, on `redis` when the Redis section is set: the gate (in Redis
-/// only with `GATE=redis`), and whatever the fleet shares there whichever the gate is.
-fn gate_ports(config: &Config, redis: Option<&RedisConnection>) -> GatePorts {
-    let stats: Arc<dyn StatsRecorder> = match redis {
-        Some(conn) => Arc::new(RedisStats::new(conn.clone())),
-        None => Arc::new(MemoryStats::default()),
-    };
-    let (gate, probe): (Option<Arc<dyn AdmissionGate>>, Option<Probe>) = match (config.gate, redis)
-    {
-        (Gate::Redis, Some(conn)) => {
-            let probe_conn = conn.clone();
-            (
-                Some(Arc::new(RedisGate::new(conn.clone(), SOLD_OUT_FLAG_TTL))),
-                Some(Arc::new(move || {
-                    let conn = probe_conn.clone();
-                    async move { conn.ping().await }.boxed()
-                })),
-            )
-        }
-        (Gate::Memory, _) => (
-            Some(Arc::new(MemoryGate::default())),
-            Some(Arc::new(|| async { Ok(()) }.boxed())),
-        ),
-        // The configuration refuses GATE=redis without REDIS_URL.
-        (Gate::Off | Gate::Redis, _) => (None, None),
-    };
-    GatePorts {
-        gate,
-        stats,
-        probe,
-        budget: redis
-            .zip(config.purchases.write_permits_global)
-            .map(|(conn, permits)| {
-                Arc::new(RedisWriteBudget::new(conn.clone(), permits)) as Arc<dyn WriteBudget>
-            }),
-        changes: redis.map(|conn| RedisChanges::new(conn.clone())),
-    }
-}
-
-/// How long an instance answers SOLD_OUT alone at most before asking Redis again, should a
-/// restock message be lost.
-const SOLD_OUT_FLAG_TTL: Duration = Duration::from_secs(2);
-
-/// Applies the pending migrations to `database`, all of them or up to and including `to`, and
-/// returns the ones applied (`goods-server migrate [--to VERSION]`).
-///
-/// # Errors
-/// When the database cannot be opened, `to` names no migration, or a migration fails.
-pub async fn migrate(
-    database: &Database,
-    tls: &adapters_mysql::MysqlTls,
-    to: Option<&str>,
-) -> anyhow::Result<Vec<String>> {
-    match database {
-        Database::Sqlite(url) => adapters_sqlite::migrate_database(url, to).await,
-        Database::Mysql(url) => {
-            adapters_mysql::migrate_database(url.expose_secret(), to, tls).await
-        }
-    }
 }
 
 impl Application {
@@ -164,35 +70,18 @@ impl Application {
     pub async fn build_with_clock(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
         let db = &config.database;
         // The database's identity names the gate's keys in Redis (RedisConnection::mirroring).
-        let (sql, identity) = match &db.source {
-            Database::Sqlite(url) => {
-                let store =
-                    adapters_sqlite::Sqlite::open_with(url, db.migrate, db.bounds()).await?;
-                let identity = store.identity().await?;
-                (sql_ports(store), identity)
-            }
-            Database::Mysql(url) => {
-                let store = adapters_mysql::Mysql::connect_with(
-                    url.expose_secret(),
-                    db.pool_size,
-                    db.migrate,
-                    db.bounds(),
-                    &db.tls,
-                )
-                .await?;
-                let identity = store.identity().await?;
-                (sql_ports(store), identity)
-            }
-        };
+        let (sql, identity) = store::open(db).await?;
         let redis = match &config.redis {
-            Some(redis) => {
-                let conn =
-                    RedisConnection::connect(&redis.connection(), Duration::from_secs(2)).await?;
-                Some(conn.mirroring(&identity))
-            }
+            Some(redis) => Some(shared::connect(redis, &identity).await?),
             None => None,
         };
-        let gate = gate_ports(&config, redis.as_ref());
+        // With a shared Redis, a flag or drop change reaches the fleet by a notice at once;
+        // the refresh every DROP_REFRESH_MS is the fallback when a notice is lost.
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let gate = shared::gate_ports(&config, redis.as_ref(), {
+            let wake = Arc::clone(&changed);
+            move || wake.notify_one()
+        });
         let purchases = &config.purchases;
         let mut ports = Ports::from_store(
             &sql.store,
@@ -218,15 +107,8 @@ impl Application {
         .with_lease(purchases.lease)
         .with_group_commit(purchases.group_commit)
         .with_payment_window(purchases.payment_window);
-        // With a shared Redis, a flag or drop change reaches the fleet by a notice at once;
-        // the refresh every DROP_REFRESH_MS is the fallback when a notice is lost.
-        let changed = Arc::new(tokio::sync::Notify::new());
-        let app = match gate.changes {
-            Some(changes) => {
-                let wake = Arc::clone(&changed);
-                changes.listen(move || wake.notify_one());
-                app.with_change_notifier(Arc::new(changes))
-            }
+        let app = match gate.notifier {
+            Some(notifier) => app.with_change_notifier(notifier),
             None => app,
         };
         if !config.flags_at_first_start {

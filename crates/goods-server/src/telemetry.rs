@@ -7,8 +7,6 @@
 use crate::config::{LogFormat, Observability, OtlpProtocol};
 use anyhow::Context as _;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::WithExportConfig as _;
-use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::io::IsTerminal as _;
@@ -66,7 +64,10 @@ where
         .with_filter(filter)
 }
 
+#[cfg(feature = "otlp")]
 fn exporter(endpoint: &str, protocol: OtlpProtocol) -> anyhow::Result<SdkTracerProvider> {
+    use opentelemetry_otlp::WithExportConfig as _;
+    use opentelemetry_sdk::Resource;
     let exporter = match protocol {
         OtlpProtocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
             .with_tonic()
@@ -86,6 +87,12 @@ fn exporter(endpoint: &str, protocol: OtlpProtocol) -> anyhow::Result<SdkTracerP
                 .build(),
         )
         .build())
+}
+
+/// Without the `otlp` feature the configuration refuses an endpoint, so this is never called.
+#[cfg(not(feature = "otlp"))]
+fn exporter(_: &str, _: OtlpProtocol) -> anyhow::Result<SdkTracerProvider> {
+    anyhow::bail!("this goods-server was built without the `otlp` feature")
 }
 
 /// Installs the global subscriber.

@@ -1,7 +1,7 @@
 //! The source of truth: which database, how it is reached, and its time bounds.
 
 use super::{ConfigError, bad, number, secret};
-pub use adapters_mysql::{MysqlTls, TlsMode};
+pub use adapters_sql::{MysqlTls, TlsMode};
 use secrecy::{ExposeSecret as _, SecretString};
 use std::time::Duration;
 
@@ -84,6 +84,7 @@ impl DatabaseConfig {
 pub(super) fn source(get: &impl Fn(&str) -> Option<String>) -> Result<Database, ConfigError> {
     let url = get("DATABASE_URL").unwrap_or_else(|| "sqlite://data/goods.db".into());
     if url.starts_with("mysql://") {
+        super::needs_feature("DATABASE_URL", "mysql", cfg!(feature = "mysql"))?;
         let url = secret::with_password_file(get, "DATABASE_URL", url, "DATABASE_PASSWORD_FILE")?;
         return Ok(Database::Mysql(url.into()));
     }

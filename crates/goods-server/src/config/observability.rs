@@ -41,8 +41,16 @@ pub const DEFAULT_TRACES_FILTER: &str = "info,api_actix=debug,goods_app=debug,ad
 
 impl Observability {
     pub(super) fn read(get: &impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let otlp_endpoint = get("OTEL_EXPORTER_OTLP_ENDPOINT");
+        if otlp_endpoint.is_some() {
+            super::needs_feature(
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "otlp",
+                cfg!(feature = "otlp"),
+            )?;
+        }
         Ok(Self {
-            otlp_endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),
+            otlp_endpoint,
             otlp_protocol: match get("OTEL_EXPORTER_OTLP_PROTOCOL").as_deref() {
                 None | Some("grpc") => OtlpProtocol::Grpc,
                 Some("http/protobuf") => OtlpProtocol::HttpProtobuf,

@@ -3,7 +3,7 @@
 //! whichever gate admits purchases; `GATE=redis` puts the gate in it too.
 
 use super::{ConfigError, bad, secret};
-use secrecy::{ExposeSecret as _, SecretString};
+use secrecy::SecretString;
 use std::path::PathBuf;
 
 /// The Redis section (`REDIS_URL`, `REDIS_PASSWORD_FILE`, `REDIS_KEY_PREFIX`,
@@ -44,6 +44,7 @@ impl RedisConfig {
             }
             return Ok(None);
         };
+        super::needs_feature("REDIS_URL", "redis", cfg!(feature = "redis"))?;
         let url = secret::with_password_file(get, "REDIS_URL", url, "REDIS_PASSWORD_FILE")?;
         if !SCHEMES.iter().any(|scheme| url.starts_with(scheme)) {
             return Err(bad(
@@ -68,7 +69,9 @@ impl RedisConfig {
     }
 
     /// What the adapter connects with.
+    #[cfg(feature = "redis")]
     pub fn connection(&self) -> adapters_redis::RedisConfig {
+        use secrecy::ExposeSecret as _;
         adapters_redis::RedisConfig {
             url: self.url.expose_secret().to_owned(),
             prefix: self.prefix.clone(),
