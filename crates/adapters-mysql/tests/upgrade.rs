@@ -77,7 +77,7 @@ async fn the_owner_column_is_added_backfilled_and_required_without_losing_a_row(
         ]
     );
     assert!(
-        adapters_mysql::migrate_database(&url, Some("2026-12-09-000001"), &MysqlTls::default())
+        adapters_mysql::migrate_database(&url, Some("2099-01-01-000001"), &MysqlTls::default())
             .await
             .is_err(),
         "a version this release lacks is refused"

@@ -3,6 +3,7 @@
 //! dialect and the reading of their server errors.
 
 mod backend;
+mod event_data;
 mod events;
 mod exec;
 mod instrument;

@@ -11,6 +11,7 @@
 mod batch;
 mod draws;
 mod drops;
+mod event_log;
 mod flags;
 mod leases;
 mod ledger;

@@ -1,7 +1,9 @@
 //! Request and response bodies (camelCase JSON, RFC 3339 UTC timestamps) and their conversion
 //! from and into domain and use-case types.
 
-use goods_app::{DrawView, DropStats, DropView, EntryView, OrderPage, PaymentPage, Reconciliation};
+use goods_app::{
+    DrawView, DropStats, DropView, EntryView, EventPage, OrderPage, PaymentPage, Reconciliation,
+};
 use goods_domain::{
     Currency, EntryStatus, GoodsOrder, Money, OrderId, PaymentEvent, PaymentEventId,
     PaymentEventKind, PaymentRecord, PaymentReference, PaymentWindow, Product, UserId,
@@ -455,6 +457,56 @@ impl From<PaymentPage> for PaymentPageBody {
         Self {
             items: page.items.into_iter().map(PaymentBody::from).collect(),
             next_cursor: page.next_cursor.map(|seq| seq.to_string()),
+        }
+    }
+}
+
+/// An event as CloudEvents 1.0 JSON (structured mode).
+#[derive(Debug, Serialize)]
+pub struct CloudEventBody {
+    specversion: &'static str,
+    id: String,
+    source: &'static str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    subject: String,
+    time: Option<String>,
+    datacontenttype: &'static str,
+    /// The drop's sequence number of the event: 1, 2, 3, ... in commit order, no gaps.
+    dropseq: u64,
+    data: serde_json::Value,
+}
+
+impl From<goods_domain::ports::LoggedEvent> for CloudEventBody {
+    fn from(e: goods_domain::ports::LoggedEvent) -> Self {
+        Self {
+            specversion: "1.0",
+            // The store wrote the data; a row it could not have written reads as null.
+            data: serde_json::from_str(&e.data).unwrap_or(serde_json::Value::Null),
+            id: e.id,
+            source: "/limited-drops",
+            kind: e.kind.as_str(),
+            subject: e.subject,
+            time: rfc3339(e.time),
+            datacontenttype: "application/json",
+            dropseq: e.dropseq,
+        }
+    }
+}
+
+/// A page of events, oldest first.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventPageBody {
+    items: Vec<CloudEventBody>,
+    next_cursor: Option<String>,
+}
+
+impl From<EventPage> for EventPageBody {
+    fn from(page: EventPage) -> Self {
+        Self {
+            items: page.items.into_iter().map(CloudEventBody::from).collect(),
+            next_cursor: page.next_cursor.map(|cursor| cursor.to_string()),
         }
     }
 }

@@ -503,6 +503,15 @@ impl From<goods_app::ListPaymentsError> for Problem {
     }
 }
 
+impl From<goods_app::ListEventsError> for Problem {
+    fn from(error: goods_app::ListEventsError) -> Self {
+        match error {
+            goods_app::ListEventsError::Forbidden => Self::forbidden("events are for admins"),
+            goods_app::ListEventsError::Unexpected(e) => Self::internal(&e),
+        }
+    }
+}
+
 impl From<CancelOrderError> for Problem {
     fn from(error: CancelOrderError) -> Self {
         match error {

@@ -2,6 +2,7 @@
 
 mod admin;
 mod drops;
+mod events;
 pub mod ops;
 mod orders;
 mod payments;
@@ -132,6 +133,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .default_service(web::to(method_not_allowed)),
     )
     .service(
+        web::resource("/admin/events")
+            .app_data(Allow("GET"))
+            .app_data(RouteLabel("/admin/events"))
+            .get(events::list)
+            .default_service(web::to(method_not_allowed)),
+    )
+    .service(
         web::resource("/admin/payments")
             .app_data(Allow("GET"))
             .app_data(RouteLabel("/admin/payments"))
@@ -236,6 +244,31 @@ fn query_id(raw: &str) -> Option<i64> {
     raw.parse::<i64>()
         .ok()
         .filter(|id| (1..=MAX_JSON_INTEGER).contains(id))
+}
+
+/// A query's `dropId`, when sent.
+fn query_drop(raw: Option<String>) -> Result<Option<goods_domain::DropId>, Problem> {
+    raw.map(|raw| {
+        query_id(&raw)
+            .and_then(|id| goods_domain::DropId::parse(id).ok())
+            .ok_or_else(|| Problem::malformed("dropId must be a whole number from 1 to 2^53 - 1"))
+    })
+    .transpose()
+}
+
+/// The query parameters of a listing for admins only: `FORBIDDEN` (naming `what`) for anyone
+/// else, before the query is read.
+fn admin_query<Q: serde::de::DeserializeOwned>(
+    who: &crate::auth::Identity,
+    req: &actix_web::HttpRequest,
+    what: &str,
+) -> Result<Q, Problem> {
+    if who.0.role != goods_app::Role::Admin {
+        return Err(Problem::forbidden(format!("{what} are for admins")));
+    }
+    web::Query::<Q>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .map_err(|e| Problem::malformed(format!("bad query: {e}")))
 }
 
 /// A page's `cursor`: the `nextCursor` of an earlier page.

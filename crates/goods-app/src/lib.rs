@@ -7,6 +7,7 @@
 
 mod actor;
 mod drops;
+mod events;
 mod healing;
 mod mechanisms;
 mod operations;
@@ -20,6 +21,7 @@ pub use drops::draw::{DrawView, EntryError, EntryView};
 pub use drops::operate::OperateDropError;
 pub use drops::stats::DropStats;
 pub use drops::view::{DropReadError, DropView};
+pub use events::{EventPage, Events, ListEvents, ListEventsError};
 pub use healing::{DRAW_TICK, HealReport};
 pub use mechanisms::budget::Budgeted;
 pub use mechanisms::buffer::WriteBuffer;
@@ -61,6 +63,8 @@ pub struct Ports {
     pub events: Arc<dyn EventPublisher>,
     /// Alerts that must not be lost, recorded once in the source of truth.
     pub outbox: Arc<dyn EventOutbox>,
+    /// Every decision's event, as the source of truth wrote it.
+    pub event_log: Arc<dyn goods_domain::ports::EventLog>,
     pub stats: Arc<dyn StatsRecorder>,
     pub flags: Arc<dyn goods_domain::ports::FlagStore>,
     /// Draw drops' entries and draws.
@@ -87,6 +91,7 @@ impl Ports {
             payments: store.clone(),
             ledger: store.clone(),
             outbox: store.clone(),
+            event_log: store.clone(),
             flags: store.clone(),
             draws: store.clone(),
             gate,
@@ -267,6 +272,11 @@ impl GoodsApp {
     /// The ports, for the health check and the reconciliation task.
     pub fn ports(&self) -> &Ports {
         &self.ports
+    }
+
+    /// The event log's reader (`/admin/events`).
+    pub fn events(&self) -> Events {
+        Events::new(Arc::clone(&self.ports.event_log))
     }
 
     /// Re-reads the flags and every cached drop, and scans for drops created through other

@@ -228,6 +228,7 @@ impl Mocks {
                 clock: Arc::new(self.clock),
                 events: Arc::new(self.events),
                 outbox: Arc::new(self.outbox),
+                event_log: Arc::new(goods_domain::ports::MockEventLog::new()),
                 draws: Arc::new(self.draws),
                 seeds: Arc::new(self.seeds),
                 flags: Arc::new(self.flags),

@@ -8,6 +8,7 @@ pub mod batch;
 pub mod draw;
 pub mod drop;
 pub mod error;
+pub mod event;
 pub mod ids;
 pub mod money;
 pub mod order;
@@ -25,6 +26,7 @@ pub use drop::{
     MAX_WINDOW, NewLimitedDrop, OPEN_AT_MAX_AHEAD, OPEN_AT_MAX_PAST, PurchaseRejection, SaleWindow,
 };
 pub use error::{InfraError, ValidationError};
+pub use event::{EventType, Fact};
 pub use ids::{DropId, IdempotencyKey, OrderId, ProductId, UserId};
 pub use money::{Currency, MAX_AMOUNT_MINOR, MAX_PRICE_MINOR, Money, Price};
 pub use order::{

@@ -9,6 +9,7 @@ mod catalog;
 mod changes;
 mod clock;
 mod draw;
+mod event_log;
 mod events;
 mod flags;
 mod gate;
@@ -25,6 +26,7 @@ pub use catalog::{
 pub use changes::ChangeNotifier;
 pub use clock::{Clock, SystemClock};
 pub use draw::{DrawRepository, EnterError, Entered, NewEntry, SeedVault};
+pub use event_log::{EventLog, EventQuery, LoggedEvent};
 pub use events::{DomainEvent, DropOperation, EventPublisher};
 pub use flags::{Flag, FlagName, FlagStore};
 pub use gate::{
@@ -48,6 +50,7 @@ pub trait SourceOfTruth:
     + PaymentRepository
     + PurchaseLedger
     + EventOutbox
+    + EventLog
     + FlagStore
     + LeaseStore
     + DrawRepository
@@ -61,6 +64,7 @@ impl<T> SourceOfTruth for T where
         + PaymentRepository
         + PurchaseLedger
         + EventOutbox
+        + EventLog
         + FlagStore
         + LeaseStore
         + DrawRepository
@@ -77,6 +81,8 @@ pub use changes::MockChangeNotifier;
 pub use clock::MockClock;
 #[cfg(feature = "mock")]
 pub use draw::{MockDrawRepository, MockSeedVault};
+#[cfg(feature = "mock")]
+pub use event_log::MockEventLog;
 #[cfg(feature = "mock")]
 pub use events::MockEventPublisher;
 #[cfg(feature = "mock")]

@@ -3,12 +3,13 @@
 
 use super::SqlStore;
 use super::duplicate_key;
+use super::event_log::insert;
 use super::queries::{ORDER_COLUMNS, begin_write};
 use crate::rows::{BatchHeadRow, HoldingRow, OrderRow, column, to_db, units};
 use crate::{Backend, Bind, Exec, Sql, TxError};
 use goods_domain::batch::{BatchFacts, BatchPlan, Holding, buyers_to_lock, free_units, plan_batch};
 use goods_domain::ports::{PlaceOrder, Placement, unix_ms};
-use goods_domain::{GoodsOrder, IdempotencyKey, InfraError, OrderStatus, UserId};
+use goods_domain::{GoodsOrder, IdempotencyKey, InfraError, OrderStatus, UserId, event};
 use std::collections::{BTreeSet, HashMap};
 
 /// Why a batch's transaction rolls back to be tried again: a hot row's conditional update
@@ -105,6 +106,7 @@ async fn commit_batch<B: Backend>(
     let created = orders_by_key(c, accepted.iter().copied()).await?;
     add_holdings(c, drop, &plan, first).await?;
     take_units::<B>(c, first, &plan, &accepted).await?;
+    log_events(c, first, &accepted, &created).await?;
     Ok(plan.answers(batch, |o| created.get(&(o.user_id, o.key.clone())).cloned()))
 }
 
@@ -297,6 +299,10 @@ async fn add_holdings(
 }
 
 /// Takes the units the batch accepted from the stock, then the drop: the two hot rows, last.
+/// The drop's update also numbers the batch's events: one per order, and one more when these
+/// units are its last ([`goods_domain::event::purchase_facts`] decides the same from the
+/// row as updated; `event_seq` is assigned first, so both backends read the old `sold_quantity`
+/// in it).
 async fn take_units<B: Backend>(
     c: &mut B::Conn,
     terms: &PlaceOrder,
@@ -332,7 +338,13 @@ async fn take_units<B: Backend>(
         .unwrap_or(i64::MAX);
     let took = c
         .run(
-            Sql::new("UPDATE limited_drops SET sold_quantity = sold_quantity + ")
+            Sql::new("UPDATE limited_drops SET event_seq = event_seq + ")
+                .bind(Bind::BigInt(
+                    i64::try_from(accepted.len()).unwrap_or(i64::MAX),
+                ))
+                .sql(" + CASE WHEN sold_quantity + ")
+                .bind(Bind::Integer(taken))
+                .sql(" >= limited_quantity THEN 1 ELSE 0 END, sold_quantity = sold_quantity + ")
                 .bind(Bind::Integer(taken))
                 .sql(" WHERE id = ")
                 .bind(Bind::BigInt(terms.drop_id.get()))
@@ -353,4 +365,46 @@ async fn take_units<B: Backend>(
         )));
     }
     Ok(())
+}
+
+/// Writes the batch's events, numbered as [`take_units`] counted them, from the drop's row as
+/// this transaction left it (locked until commit, so what it reads is what commits).
+async fn log_events(
+    c: &mut impl Exec,
+    terms: &PlaceOrder,
+    accepted: &[&PlaceOrder],
+    created: &HashMap<(UserId, IdempotencyKey), GoodsOrder>,
+) -> Result<(), TxError<Contended>> {
+    let placed: Vec<GoodsOrder> = accepted
+        .iter()
+        .filter_map(|o| created.get(&(o.user_id, o.key.clone())).cloned())
+        .collect();
+    let Some(at) = placed.iter().map(|o| o.created_at).max() else {
+        return Ok(());
+    };
+    let taken: u32 = placed.iter().map(|o| o.quantity.get()).sum();
+    let drop = terms.drop_id;
+    let rows: Vec<DropSeqRow> = c
+        .rows(
+            Sql::new("SELECT event_seq, sold_quantity FROM limited_drops WHERE id = ")
+                .bind(Bind::BigInt(drop.get())),
+        )
+        .await?;
+    let row = rows
+        .into_iter()
+        .next()
+        .ok_or(TxError::Db(diesel::result::Error::NotFound))?;
+    let sold_before = units(row.sold_quantity, "sold")?.saturating_sub(taken);
+    let facts = event::purchase_facts(placed, sold_before, terms.limited_quantity.get());
+    insert(c, drop, row.event_seq, &facts, at).await?;
+    Ok(())
+}
+
+/// A drop's event number and units sold, as its row stands.
+#[derive(Debug, diesel::QueryableByName)]
+struct DropSeqRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    event_seq: i64,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    sold_quantity: i32,
 }

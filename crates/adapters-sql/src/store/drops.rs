@@ -1,14 +1,15 @@
 //! Limited drops: creation with its checks against the product, reads, pause and close.
 
 use super::SqlStore;
-use super::queries::{DROP_COLUMNS, ORDER_COLUMNS, last_insert_id, number};
-use crate::rows::{DropRow, NumberRow, OrderRow, column, to_db};
+use super::event_log::append;
+use super::queries::{DROP_COLUMNS, ORDER_COLUMNS, begin_write, last_insert_id, number};
+use crate::rows::{DropRow, NumberRow, OrderRow, column, from_db, to_db};
 use crate::{Backend, Bind, Exec, Sql, TxError};
 use async_trait::async_trait;
 use goods_domain::ports::{DropRepository, GateSeed, HeldOrder};
 use goods_domain::{
-    CreateDropError, DrawCommitment, DropId, InfraError, LimitedDrop, NewLimitedDrop, OrderStatus,
-    SealedSeed,
+    CreateDropError, DrawCommitment, DropId, Fact, InfraError, LimitedDrop, NewLimitedDrop,
+    OrderStatus, SealedSeed,
 };
 use time::OffsetDateTime;
 
@@ -48,7 +49,8 @@ impl<B: Backend> DropRepository for SqlStore<B> {
             .into());
         }
         let seed = seed.as_ref();
-        let id = self
+        let at = now;
+        self
             .write_tx::<_, _, CreateDropError, _>("create drop", |_| false, move |c, _| {
                 Box::pin(async move {
                     // A no-op update of the stock row takes its row lock (MySQL) or the write
@@ -135,22 +137,24 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                         )
                         .await?;
                     }
-                    Ok(id)
+                    let created = LimitedDrop {
+                        id: DropId::parse(id).map_err(|e| InfraError::new("drop id", e))?,
+                        product_id: drop.product_id,
+                        window: drop.window,
+                        limited_quantity: drop.limited_quantity,
+                        per_user_limit: drop.per_user_limit,
+                        price: drop.price,
+                        paused: false,
+                        closed_at: None,
+                        mode: drop.mode,
+                        payment_window: drop.payment_window,
+                    };
+                    let facts = [Fact::DropCreated(created)];
+                    append::<B>(c, &facts, from_db(at)).await?;
+                    Ok(created)
                 })
             })
-            .await?;
-        Ok(LimitedDrop {
-            id: DropId::parse(id).map_err(|e| InfraError::new("drop id", e))?,
-            product_id: drop.product_id,
-            window: drop.window,
-            limited_quantity: drop.limited_quantity,
-            per_user_limit: drop.per_user_limit,
-            price: drop.price,
-            paused: false,
-            closed_at: None,
-            mode: drop.mode,
-            payment_window: drop.payment_window,
-        })
+            .await
     }
 
     async fn get(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
@@ -222,20 +226,44 @@ impl<B: Backend> DropRepository for SqlStore<B> {
         // Only a drop still on sale (or scheduled) at `at` is closed, so closing again changes
         // nothing. The update takes the drop row's lock: a purchase batch that read the row
         // before it fails its own conditional update on `closed_at` and retries, seeing it.
-        let at = to_db(at);
-        self.write(
+        self.write_tx::<_, std::convert::Infallible, InfraError, _>(
             "close drop",
-            Sql::new("UPDATE limited_drops SET closed_at = ")
-                .bind(Bind::OptTimestamp(Some(at)))
-                .sql(", paused = ")
-                .bind(Bind::Bool(false))
-                .sql(" WHERE id = ")
-                .bind(Bind::BigInt(id.get()))
-                .sql(" AND closed_at IS NULL AND close_at > ")
-                .bind(Bind::Timestamp(at)),
+            |_| false,
+            move |c, _| {
+                Box::pin(async move {
+                    begin_write::<B>(c).await?;
+                    let closed = c
+                        .run(
+                            Sql::new("UPDATE limited_drops SET closed_at = ")
+                                .bind(Bind::OptTimestamp(Some(to_db(at))))
+                                .sql(", paused = ")
+                                .bind(Bind::Bool(false))
+                                .sql(" WHERE id = ")
+                                .bind(Bind::BigInt(id.get()))
+                                .sql(" AND closed_at IS NULL AND close_at > ")
+                                .bind(Bind::Timestamp(to_db(at))),
+                        )
+                        .await?;
+                    let rows: Vec<DropRow> = c
+                        .rows(
+                            select_drops()
+                                .sql(" WHERE id = ")
+                                .bind(Bind::BigInt(id.get())),
+                        )
+                        .await?;
+                    let Some(row) = rows.into_iter().next() else {
+                        return Ok(None);
+                    };
+                    let drop = row.into_domain()?;
+                    // Closing again changes nothing, and tells nobody again.
+                    if closed == 1 {
+                        append::<B>(c, &[Fact::DropClosed(drop)], at).await?;
+                    }
+                    Ok(Some(drop))
+                })
+            },
         )
-        .await?;
-        DropRepository::get(self, id).await
+        .await
     }
 
     async fn list_unclosed(&self, now: OffsetDateTime) -> Result<Vec<LimitedDrop>, InfraError> {

@@ -4,6 +4,7 @@
 
 use super::SqlStore;
 use super::duplicate_key;
+use super::event_log::append;
 use super::payments::PAYMENT_COLUMNS;
 use super::queries::{begin_write, end_and_give_back, last_insert_id, lock_order, mark_paid, past};
 use crate::rows::{IdRow, OrderRow, PaymentRow, from_db, to_db};
@@ -36,10 +37,12 @@ impl<B: Backend> SqlStore<B> {
                         CancelTransition::AlreadyCancelled => Ok(Cancelled::Already(order)),
                         CancelTransition::Expire => {
                             end_and_give_back::<B>(c, &mut order, OrderStatus::Expired).await?;
+                            log_end::<B>(c, &order, expiry.now).await?;
                             Ok(Cancelled::Expired(order))
                         }
                         CancelTransition::Cancel => {
                             end_and_give_back::<B>(c, &mut order, OrderStatus::Cancelled).await?;
+                            log_end::<B>(c, &order, expiry.now).await?;
                             Ok(Cancelled::Now(order))
                         }
                     }
@@ -63,6 +66,7 @@ impl<B: Backend> SqlStore<B> {
                     match lock_order::<B, _>(c, id).await? {
                         Some(mut order) if order.expires_by(expiry) => {
                             end_and_give_back::<B>(c, &mut order, OrderStatus::Expired).await?;
+                            log_end::<B>(c, &order, expiry.now).await?;
                             Ok(Some(order))
                         }
                         _ => Ok(None),
@@ -173,6 +177,7 @@ async fn apply_payment<B: Backend>(
         };
     }
     let mut expired = None;
+    let mut facts = Vec::new();
     let outcome = match lock_order::<B, _>(c, event.order_id).await? {
         None => PaymentOutcome::OrderNotFound,
         Some(mut order) => {
@@ -184,9 +189,15 @@ async fn apply_payment<B: Backend>(
                 }
                 Some(PaymentTransition::Expire) => {
                     end_and_give_back::<B>(c, &mut order, OrderStatus::Expired).await?;
-                    expired = Some(order);
+                    expired = Some(order.clone());
                 }
             }
+            facts = goods_domain::event::payment_facts(
+                decision.outcome,
+                &order,
+                event,
+                expired.is_some(),
+            );
             decision.outcome
         }
     };
@@ -216,9 +227,11 @@ async fn apply_payment<B: Backend>(
         .sql(")"),
     )
     .await?;
+    let seq = last_insert_id::<B>(c).await?;
+    append::<B>(c, &facts, now).await?;
     Ok(AppliedPayment {
         record: PaymentRecord {
-            seq: last_insert_id::<B>(c).await?,
+            seq,
             event: event.clone(),
             outcome,
             received_at: from_db(received_at),
@@ -226,4 +239,16 @@ async fn apply_payment<B: Backend>(
         repeated: false,
         expired,
     })
+}
+
+/// The event of an order that ended and gave its units back, in the same transaction.
+async fn log_end<B: Backend>(
+    c: &mut B::Conn,
+    order: &GoodsOrder,
+    at: OffsetDateTime,
+) -> diesel::QueryResult<()> {
+    let facts: Vec<goods_domain::Fact> = goods_domain::event::ended_fact(order.clone())
+        .into_iter()
+        .collect();
+    append::<B>(c, &facts, at).await
 }

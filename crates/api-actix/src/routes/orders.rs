@@ -8,7 +8,7 @@ use crate::dto::{OrderBody, OrderPageBody};
 use crate::problem::Problem;
 use actix_web::{HttpRequest, HttpResponse, web};
 use goods_app::ListOrders;
-use goods_domain::{DropId, OrderId, OrderStatus};
+use goods_domain::{OrderId, OrderStatus};
 use serde::Deserialize;
 
 fn order_id(raw: &str) -> Result<OrderId, Problem> {
@@ -51,14 +51,7 @@ impl ListQuery {
     fn parse(self) -> Result<ListOrders, Problem> {
         let bad = |what: &str| Problem::malformed(what.to_owned());
         Ok(ListOrders {
-            drop: self
-                .drop_id
-                .map(|raw| {
-                    super::query_id(&raw)
-                        .and_then(|id| DropId::parse(id).ok())
-                        .ok_or_else(|| bad("dropId must be a whole number from 1 to 2^53 - 1"))
-                })
-                .transpose()?,
+            drop: super::query_drop(self.drop_id)?,
             status: self
                 .status
                 .map(|raw| {

@@ -93,13 +93,7 @@ pub async fn list(
     who: Identity,
     req: HttpRequest,
 ) -> Result<HttpResponse, Problem> {
-    if who.0.role != goods_app::Role::Admin {
-        return Err(Problem::forbidden("payments are for admins"));
-    }
-    let query = web::Query::<ListQuery>::from_query(req.query_string())
-        .map_err(|e| Problem::malformed(format!("bad query: {e}")))?
-        .into_inner()
-        .parse()?;
+    let query = super::admin_query::<ListQuery>(&who, &req, "payments")?.parse()?;
     let page = state.app.list_payments(who.0, query).await?;
     Ok(HttpResponse::Ok().json(PaymentPageBody::from(page)))
 }

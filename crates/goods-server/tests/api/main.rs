@@ -16,6 +16,7 @@ mod concurrency;
 mod degraded;
 mod draws;
 mod drops;
+mod events;
 mod flags;
 mod input;
 mod operations;

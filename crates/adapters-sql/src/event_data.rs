@@ -1,0 +1,88 @@
+//! The CloudEvents `data` of each fact, as JSON: the order or drop as the API shows it (the same
+//! members, camelCase, RFC 3339 in UTC), plus what the type adds. An end-to-end test compares an
+//! order's event data with `GET /orders/{id}`, so the two cannot drift apart.
+
+use goods_domain::{Fact, GoodsOrder, LimitedDrop, PaymentEvent};
+use serde_json::{Map, Value, json};
+use time::format_description::well_known::Rfc3339;
+use time::{OffsetDateTime, UtcOffset};
+
+fn instant(at: OffsetDateTime) -> Value {
+    at.checked_to_offset(UtcOffset::UTC)
+        .and_then(|utc| utc.format(&Rfc3339).ok())
+        .map_or(Value::Null, Value::String)
+}
+
+fn order(o: &GoodsOrder) -> Map<String, Value> {
+    let mut view = Map::new();
+    view.insert("orderId".into(), json!(o.id.get()));
+    view.insert("dropId".into(), json!(o.drop_id.get()));
+    view.insert("productId".into(), json!(o.product_id.get()));
+    view.insert("userId".into(), json!(o.user_id.get()));
+    view.insert("quantity".into(), json!(o.quantity.get()));
+    view.insert("amountMinor".into(), json!(o.amount.minor()));
+    view.insert("currency".into(), json!(o.amount.currency().as_str()));
+    view.insert("status".into(), json!(o.status.as_str()));
+    view.insert("createdAt".into(), instant(o.created_at));
+    if let Some(deadline) = o.deadline {
+        view.insert("expiresAt".into(), instant(deadline));
+    }
+    if let Some(payment) = &o.payment {
+        view.insert("paidAt".into(), instant(payment.at));
+        view.insert("paymentReference".into(), json!(payment.reference.as_str()));
+    }
+    view
+}
+
+fn drop(d: &LimitedDrop) -> Map<String, Value> {
+    let mut view = Map::new();
+    view.insert("dropId".into(), json!(d.id.get()));
+    view.insert("productId".into(), json!(d.product_id.get()));
+    view.insert("openAt".into(), instant(d.window.open_at()));
+    view.insert("closeAt".into(), instant(d.ends_at()));
+    view.insert("limitedQuantity".into(), json!(d.limited_quantity.get()));
+    view.insert("perUserLimit".into(), json!(d.per_user_limit.get()));
+    view.insert("priceMinor".into(), json!(d.price.minor()));
+    view.insert("currency".into(), json!(d.price.currency().as_str()));
+    view.insert("mode".into(), json!(d.mode.as_str()));
+    if let Some(window) = d.payment_window {
+        view.insert("paymentWindowSeconds".into(), json!(window.as_seconds()));
+    }
+    view
+}
+
+/// The payment that came for an order and was not applied to it.
+fn refused(mut view: Map<String, Value>, p: &PaymentEvent) -> Map<String, Value> {
+    view.insert(
+        "payment".into(),
+        json!({
+            "eventId": p.id.as_str(),
+            "amountMinor": p.amount.minor(),
+            "currency": p.amount.currency().as_str(),
+            "paymentReference": p.reference.as_str(),
+        }),
+    );
+    view
+}
+
+/// The fact's `data`, as JSON text.
+pub fn render(fact: &Fact) -> String {
+    let data = match fact {
+        Fact::DropCreated(d) | Fact::DropClosed(d) => drop(d),
+        Fact::DropSoldOut { drop, limited } => {
+            let mut view = Map::new();
+            view.insert("dropId".into(), json!(drop.get()));
+            view.insert("limitedQuantity".into(), json!(limited));
+            view.insert("remaining".into(), json!(0));
+            view
+        }
+        Fact::OrderPlaced(o)
+        | Fact::OrderPaid(o)
+        | Fact::OrderCancelled(o)
+        | Fact::OrderExpired(o) => order(o),
+        Fact::RefundRequired { order: o, payment } | Fact::AmountMismatch { order: o, payment } => {
+            refused(order(o), payment)
+        }
+    };
+    Value::Object(data).to_string()
+}

@@ -1,0 +1,154 @@
+//! The event log: each decision's events appended in the decision's transaction, numbered per
+//! drop by `limited_drops.event_seq`, bumped on the drop's row under its lock (so the numbers
+//! follow commit order with no gaps), and read back oldest first.
+
+use super::SqlStore;
+use crate::rows::{from_db, to_db};
+use crate::{Backend, Bind, Exec, Sql, event_data};
+use async_trait::async_trait;
+use diesel::QueryResult;
+use diesel::QueryableByName;
+use goods_domain::ports::{EventLog, EventQuery, LoggedEvent};
+use goods_domain::{DropId, EventType, Fact, InfraError};
+use time::{OffsetDateTime, PrimitiveDateTime};
+
+/// Appends `facts`, all of one drop, at `at`, in the caller's open transaction: numbers them
+/// after the drop's last event (the update takes the drop row's lock until commit), then writes
+/// them.
+pub(super) async fn append<B: Backend>(
+    c: &mut B::Conn,
+    facts: &[Fact],
+    at: OffsetDateTime,
+) -> QueryResult<()> {
+    let Some(drop) = facts.first().map(Fact::drop_id) else {
+        return Ok(());
+    };
+    let n = i64::try_from(facts.len()).unwrap_or(i64::MAX);
+    c.run(
+        Sql::new("UPDATE limited_drops SET event_seq = event_seq + ")
+            .bind(Bind::BigInt(n))
+            .sql(" WHERE id = ")
+            .bind(Bind::BigInt(drop.get())),
+    )
+    .await?;
+    let last: Vec<crate::rows::NumberRow> = c
+        .rows(
+            Sql::new("SELECT event_seq AS n FROM limited_drops WHERE id = ")
+                .bind(Bind::BigInt(drop.get())),
+        )
+        .await?;
+    insert(c, drop, last.first().map_or(n, |row| row.n), facts, at).await
+}
+
+/// Writes `facts`, all of `drop`, numbered up to `last` (the drop's `event_seq`, which the
+/// caller's transaction already advanced by as many).
+pub(super) async fn insert(
+    c: &mut impl Exec,
+    drop: DropId,
+    last: i64,
+    facts: &[Fact],
+    at: OffsetDateTime,
+) -> QueryResult<()> {
+    if facts.is_empty() {
+        return Ok(());
+    }
+    let first = last - i64::try_from(facts.len()).unwrap_or(i64::MAX) + 1;
+    let occurred = to_db(at);
+    let mut q = Sql::for_rows(facts.len()).sql(
+        "INSERT INTO events (event_id, drop_id, dropseq, type, subject, occurred_at, data) VALUES ",
+    );
+    for (i, fact) in facts.iter().enumerate() {
+        debug_assert_eq!(fact.drop_id(), drop);
+        let seq = first + i64::try_from(i).unwrap_or(i64::MAX);
+        if i > 0 {
+            q = q.sql(", ");
+        }
+        q = q
+            .sql("(")
+            .bind(Bind::Text(event_id(drop, seq)))
+            .sql(", ")
+            .bind(Bind::BigInt(drop.get()))
+            .sql(", ")
+            .bind(Bind::BigInt(seq))
+            .sql(", ")
+            .bind(Bind::Text(fact.event_type().as_str().to_owned()))
+            .sql(", ")
+            .bind(Bind::Text(fact.subject()))
+            .sql(", ")
+            .bind(Bind::Timestamp(occurred))
+            .sql(", ")
+            .bind(Bind::Text(event_data::render(fact)))
+            .sql(")");
+    }
+    c.run(q).await?;
+    Ok(())
+}
+
+/// The CloudEvents `id` of a drop's event `seq`: unique (a drop's numbers are), stable across
+/// deliveries, and made by the service alone.
+fn event_id(drop: DropId, seq: i64) -> String {
+    format!("goods-{drop}-{seq}")
+}
+
+#[derive(Debug, QueryableByName)]
+struct EventRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    id: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    event_id: String,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    drop_id: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    dropseq: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    kind: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    subject: String,
+    #[diesel(sql_type = diesel::sql_types::Timestamp)]
+    occurred_at: PrimitiveDateTime,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    data: String,
+}
+
+impl EventRow {
+    fn into_domain(self) -> Result<LoggedEvent, InfraError> {
+        let corrupt = |what: &str| InfraError::msg(format!("corrupt event {}: {what}", self.id));
+        Ok(LoggedEvent {
+            cursor: self.id,
+            kind: EventType::parse(&self.kind).ok_or_else(|| corrupt("type"))?,
+            drop: DropId::parse(self.drop_id).map_err(|_| corrupt("drop"))?,
+            dropseq: u64::try_from(self.dropseq).map_err(|_| corrupt("dropseq"))?,
+            id: self.event_id,
+            subject: self.subject,
+            time: from_db(self.occurred_at),
+            data: self.data,
+        })
+    }
+}
+
+#[async_trait]
+impl<B: Backend> EventLog for SqlStore<B> {
+    async fn events(&self, query: &EventQuery) -> Result<Vec<LoggedEvent>, InfraError> {
+        let mut q = Sql::new(
+            "SELECT id, event_id, drop_id, dropseq, type AS kind, subject, occurred_at, data \
+             FROM events WHERE id > ",
+        )
+        .bind(Bind::BigInt(query.after.unwrap_or(0)));
+        if let Some(kind) = query.kind {
+            q = q
+                .sql(" AND type = ")
+                .bind(Bind::Text(kind.as_str().to_owned()));
+        }
+        if let Some(drop) = query.drop {
+            q = q.sql(" AND drop_id = ").bind(Bind::BigInt(drop.get()));
+        }
+        let rows: Vec<EventRow> = self
+            .read(
+                "read events",
+                q.sql(" ORDER BY id LIMIT ")
+                    .bind(Bind::BigInt(i64::from(query.limit))),
+            )
+            .await?;
+        rows.into_iter().map(EventRow::into_domain).collect()
+    }
+}

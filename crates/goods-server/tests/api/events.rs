@@ -1,0 +1,229 @@
+//! Every decision is one event, written in the decision's transaction (docs/events.md): a
+//! drop's events numbered 1, 2, 3, ... in commit order with no gaps, as CloudEvents at
+//! `/admin/events`; nothing for a decision that was refused.
+
+use crate::helpers::{TestApp, body, problem};
+use futures::future::join_all;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+
+const ADMIN: (i64, &str) = (99, "admin");
+
+/// Every event of `drop`, oldest first, read page by page as a client would.
+async fn events_of(app: &TestApp, drop: i64) -> Vec<Value> {
+    let mut events = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let after = cursor.map(|c| format!("&after={c}")).unwrap_or_default();
+        let res = app
+            .get(
+                &format!("/admin/events?dropId={drop}&limit=7{after}"),
+                Some(ADMIN),
+            )
+            .await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let page = body(res).await;
+        events.extend(page["items"].as_array().unwrap().iter().cloned());
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return events,
+        }
+    }
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+/// The CloudEvents 1.0 required attributes and the contract's, and `dropseq` 1..=n in order.
+fn assert_cloud_events(events: &[Value]) {
+    let mut ids = HashSet::new();
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e["specversion"], "1.0", "{e}");
+        assert_eq!(e["source"], "/limited-drops", "{e}");
+        assert_eq!(e["datacontenttype"], "application/json", "{e}");
+        assert!(e["time"].as_str().unwrap().ends_with('Z'), "{e}");
+        assert!(e["data"].is_object(), "{e}");
+        assert_eq!(
+            e["dropseq"],
+            json!(i + 1),
+            "numbered in commit order, no gaps: {e}"
+        );
+        assert!(
+            ids.insert(e["id"].as_str().unwrap().to_owned()),
+            "a repeated id: {e}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_decision_of_a_drops_life_is_one_event_in_commit_order() {
+    let app = TestApp::spawn().await;
+    let (_, drop) = app.open_drop(10, 3, 1).await;
+    let mut orders = Vec::new();
+    for user in 1..=3 {
+        let res = app.purchase(drop, user, "k", 1).await;
+        assert_eq!(res.status(), StatusCode::ACCEPTED);
+        orders.push(body(res).await);
+    }
+    // Refusals decide nothing: no event.
+    problem(app.purchase(drop, 4, "k", 1).await, 409, "SOLD_OUT").await;
+    // A replay decides nothing new either.
+    assert_eq!(
+        app.purchase(drop, 1, "k", 1).await.status(),
+        StatusCode::ACCEPTED
+    );
+    let cancelled = app
+        .request(
+            reqwest::Method::POST,
+            &format!("/orders/{}/cancel", orders[0]["orderId"]),
+            Some((1, "buyer")),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), StatusCode::OK);
+    assert_eq!(
+        body(app.pay(&orders[1], "evt_paid", "pi_1").await).await["outcome"],
+        "PAID"
+    );
+    // Paid twice by the same event: nothing new.
+    assert_eq!(
+        body(app.pay(&orders[1], "evt_paid", "pi_1").await).await["outcome"],
+        "PAID"
+    );
+    let mut wrong = orders[2].clone();
+    wrong["amountMinor"] = json!(1);
+    assert_eq!(
+        body(app.pay(&wrong, "evt_wrong", "pi_2").await).await["outcome"],
+        "AMOUNT_MISMATCH"
+    );
+    for _ in 0..2 {
+        let closed = app
+            .request(
+                reqwest::Method::POST,
+                &format!("/limited-drops/{drop}/close"),
+                Some((crate::helpers::SELLER, "seller")),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(closed.status(), StatusCode::OK);
+    }
+
+    let events = events_of(&app, drop).await;
+    assert_eq!(
+        types(&events),
+        [
+            "goods.drop.created",
+            "goods.order.placed",
+            "goods.order.placed",
+            "goods.order.placed",
+            "goods.drop.sold_out",
+            "goods.order.cancelled",
+            "goods.order.paid",
+            "goods.payment.amount_mismatch",
+            "goods.drop.closed",
+        ]
+    );
+    assert_cloud_events(&events);
+    assert_eq!(events[0]["subject"], format!("drops/{drop}"));
+    assert_eq!(events[0]["data"]["limitedQuantity"], 3);
+    assert_eq!(
+        events[4]["data"],
+        json!({"dropId": drop, "limitedQuantity": 3, "remaining": 0})
+    );
+    // An order's event data is the order as the API shows it at that moment.
+    for (event, order) in events[1..4].iter().zip(&orders) {
+        assert_eq!(event["subject"], format!("orders/{}", order["orderId"]));
+        assert_eq!(
+            &event["data"], order,
+            "order.placed data against the 202's order"
+        );
+    }
+    let paid_id = orders[1]["orderId"].as_i64().unwrap();
+    let paid = body(
+        app.get(&format!("/orders/{paid_id}"), Some((2, "buyer")))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        events[6]["data"], paid,
+        "order.paid data against GET /orders/{{id}}"
+    );
+    assert_eq!(events[7]["data"]["payment"]["amountMinor"], 1);
+    assert_eq!(events[7]["data"]["status"], "PENDING");
+}
+
+/// 60 buyers race for 20 units: 20 202s, 20 `order.placed`, one `drop.sold_out` after them,
+/// numbered 1..=22 without a gap however the batches fell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_purchases_number_their_events_without_gaps() {
+    let app = TestApp::spawn().await;
+    let (_, drop) = app.open_drop(20, 20, 1).await;
+    let answers = join_all((1..=60).map(|user| {
+        let app = &app;
+        async move { app.purchase(drop, user, "race", 1).await.status() }
+    }))
+    .await;
+    let accepted = answers
+        .iter()
+        .filter(|s| **s == StatusCode::ACCEPTED)
+        .count();
+    assert_eq!(accepted, 20, "{answers:?}");
+    let events = events_of(&app, drop).await;
+    assert_eq!(events.len(), 22);
+    assert_cloud_events(&events);
+    assert_eq!(types(&events)[0], "goods.drop.created");
+    assert_eq!(
+        types(&events)
+            .iter()
+            .filter(|t| **t == "goods.order.placed")
+            .count(),
+        accepted
+    );
+    assert_eq!(types(&events)[21], "goods.drop.sold_out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_admins_read_events_and_a_bad_filter_is_refused() {
+    let app = TestApp::spawn().await;
+    problem(
+        app.get("/admin/events", Some((1, "seller"))).await,
+        403,
+        "FORBIDDEN",
+    )
+    .await;
+    problem(
+        app.get("/admin/events", Some((1, "buyer"))).await,
+        403,
+        "FORBIDDEN",
+    )
+    .await;
+    problem(app.get("/admin/events", None).await, 401, "UNAUTHENTICATED").await;
+    for bad in [
+        "type=goods.order",
+        "dropId=0",
+        "limit=0",
+        "after=x",
+        "colour=red",
+    ] {
+        let res = app.get(&format!("/admin/events?{bad}"), Some(ADMIN)).await;
+        problem(res, 400, "MALFORMED_REQUEST").await;
+    }
+    let (_, drop) = app.open_drop(5, 5, 1).await;
+    let placed = app
+        .get("/admin/events?type=goods.order.placed", Some(ADMIN))
+        .await;
+    assert_eq!(body(placed).await["items"], json!([]));
+    let created = body(
+        app.get(
+            &format!("/admin/events?type=goods.drop.created&dropId={drop}"),
+            Some(ADMIN),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(created["items"].as_array().unwrap().len(), 1);
+}

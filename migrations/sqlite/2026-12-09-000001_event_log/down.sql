@@ -1,0 +1,2 @@
+DROP TABLE events;
+ALTER TABLE limited_drops DROP COLUMN event_seq;
