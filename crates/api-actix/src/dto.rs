@@ -461,51 +461,24 @@ impl From<PaymentPage> for PaymentPageBody {
     }
 }
 
-/// An event as CloudEvents 1.0 JSON (structured mode).
-#[derive(Debug, Serialize)]
-pub struct CloudEventBody {
-    specversion: &'static str,
-    id: String,
-    source: &'static str,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    subject: String,
-    time: Option<String>,
-    datacontenttype: &'static str,
-    /// The drop's sequence number of the event: 1, 2, 3, ... in commit order, no gaps.
-    dropseq: u64,
-    data: serde_json::Value,
-}
-
-impl From<goods_domain::ports::LoggedEvent> for CloudEventBody {
-    fn from(e: goods_domain::ports::LoggedEvent) -> Self {
-        Self {
-            specversion: "1.0",
-            // The store wrote the data; a row it could not have written reads as null.
-            data: serde_json::from_str(&e.data).unwrap_or(serde_json::Value::Null),
-            id: e.id,
-            source: "/limited-drops",
-            kind: e.kind.as_str(),
-            subject: e.subject,
-            time: rfc3339(e.time),
-            datacontenttype: "application/json",
-            dropseq: e.dropseq,
-        }
-    }
-}
-
 /// A page of events, oldest first.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventPageBody {
-    items: Vec<CloudEventBody>,
+    /// Each event as CloudEvents 1.0 JSON, the same bytes the broker gets.
+    items: Vec<serde_json::Value>,
     next_cursor: Option<String>,
 }
 
 impl From<EventPage> for EventPageBody {
     fn from(page: EventPage) -> Self {
         Self {
-            items: page.items.into_iter().map(CloudEventBody::from).collect(),
+            items: page
+                .items
+                .iter()
+                // The store wrote the data; a row it could not have written reads as null.
+                .map(|e| serde_json::from_str(&e.to_cloud_event()).unwrap_or_default())
+                .collect(),
             next_cursor: page.next_cursor.map(|cursor| cursor.to_string()),
         }
     }

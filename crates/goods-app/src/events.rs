@@ -2,6 +2,10 @@
 //! wrote it in the decision's transaction, oldest first, a page at a time. A feature of its
 //! own: it holds only the log it reads.
 
+mod relay;
+
+pub use relay::{RELAY_BATCH, Relay, RelayReport};
+
 use crate::{Actor, Role};
 use goods_domain::ports::{EventLog, EventQuery, LoggedEvent};
 use goods_domain::{DropId, EventType};
@@ -41,6 +45,19 @@ pub struct EventPage {
     /// Where the next page starts; `None` on the last page.
     pub next_cursor: Option<i64>,
 }
+
+/// How long events are kept (`EVENTS_RETENTION_S`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub keep: std::time::Duration,
+    /// With a broker, an event is deleted only once published: nothing is lost to the
+    /// retention while the broker is down.
+    pub published_only: bool,
+}
+
+/// Events deleted per statement, and statements per pass at most.
+const PRUNE_BATCH: u32 = 1000;
+const PRUNE_BATCHES: u32 = 5;
 
 /// Reading the event log.
 #[derive(Clone)]
@@ -83,6 +100,32 @@ impl Events {
         };
         Ok(EventPage { items, next_cursor })
     }
+
+    /// Deletes events older than `retention` at `now`, in bounded batches (at most
+    /// `PRUNE_BATCH` x `PRUNE_BATCHES` per call, so one pass never holds the log long): how
+    /// many it deleted.
+    ///
+    /// # Errors
+    /// [`goods_domain::InfraError`] when the store fails.
+    pub async fn prune(
+        &self,
+        now: time::OffsetDateTime,
+        retention: Retention,
+    ) -> Result<u64, goods_domain::InfraError> {
+        let before = now - retention.keep;
+        let mut deleted = 0;
+        for _ in 0..PRUNE_BATCHES {
+            let n = self
+                .log
+                .prune(before, retention.published_only, PRUNE_BATCH)
+                .await?;
+            deleted += n;
+            if n < u64::from(PRUNE_BATCH) {
+                break;
+            }
+        }
+        Ok(deleted)
+    }
 }
 
 #[cfg(test)]
@@ -118,6 +161,29 @@ mod tests {
             drop: DropId::parse(1).ok(),
             limit,
         }
+    }
+
+    #[tokio::test]
+    async fn pruning_deletes_in_bounded_batches_before_the_retention_only() {
+        let now = time::macros::datetime!(2026-12-09 09:00 UTC);
+        let mut log = MockEventLog::new();
+        let mut left = 2500_u64;
+        log.expect_prune()
+            .withf(move |before, published_only, limit| {
+                *before == now - time::Duration::days(7) && *published_only && *limit == 1000
+            })
+            .times(3)
+            .returning(move |_, _, limit| {
+                let n = left.min(u64::from(limit));
+                left -= n;
+                Ok(n)
+            });
+        let events = Events::new(Arc::new(log));
+        let retention = Retention {
+            keep: std::time::Duration::from_secs(7 * 24 * 3600),
+            published_only: true,
+        };
+        assert_eq!(events.prune(now, retention).await.unwrap(), 2500);
     }
 
     #[tokio::test]

@@ -57,6 +57,8 @@ pub struct HealReport {
     pub draws: usize,
     /// Waitlisted entries given a unit by this pass.
     pub promoted: u32,
+    /// Events deleted past their retention.
+    pub pruned: u64,
 }
 
 /// Per-instance healing state.
@@ -374,6 +376,12 @@ impl GoodsApp {
         match self.relay_outbox().await {
             Ok(relayed) => report.relayed = relayed,
             Err(error) => tracing::warn!(error = %error, "outbox relay failed"),
+        }
+        if let Some(retention) = self.event_retention {
+            match self.events().prune(now, retention).await {
+                Ok(pruned) => report.pruned = pruned,
+                Err(error) => tracing::warn!(error = %error, "pruning the event log failed"),
+            }
         }
         if report.failed == 0 {
             metrics::gauge!(crate::telemetry::LAST_PASS).set(now.unix_timestamp() as f64);

@@ -21,7 +21,9 @@ pub use drops::draw::{DrawView, EntryError, EntryView};
 pub use drops::operate::OperateDropError;
 pub use drops::stats::DropStats;
 pub use drops::view::{DropReadError, DropView};
-pub use events::{EventPage, Events, ListEvents, ListEventsError};
+pub use events::{
+    EventPage, Events, ListEvents, ListEventsError, RELAY_BATCH, Relay, RelayReport, Retention,
+};
 pub use healing::{DRAW_TICK, HealReport};
 pub use mechanisms::budget::Budgeted;
 pub use mechanisms::buffer::WriteBuffer;
@@ -138,6 +140,8 @@ pub struct GoodsApp {
     notifier: Option<Arc<dyn ChangeNotifier>>,
     /// How long a PENDING order holds its units before it expires.
     payment_window: PaymentWindow,
+    /// How long the event log is kept; `None`: for ever.
+    event_retention: Option<Retention>,
     /// Every background task: settles, resyncs, notices, committers, the binary's loops.
     tasks: Tasks,
 }
@@ -173,8 +177,17 @@ impl GoodsApp {
             flags_cache: Arc::default(),
             notifier: None,
             payment_window: PaymentWindow::default(),
+            event_retention: None,
             tasks,
         }
+    }
+
+    /// Sets how long the event log is kept (`EVENTS_RETENTION_S`): the healing pass deletes
+    /// older events.
+    #[must_use]
+    pub fn with_event_retention(mut self, retention: Retention) -> Self {
+        self.event_retention = Some(retention);
+        self
     }
 
     /// Sets how long a PENDING order holds its units before it expires (`PAYMENT_WINDOW_S`).

@@ -66,6 +66,14 @@ pub const DRAW_AWARDS: &str = "draw_awards_total";
 pub const DRAW_VOIDED: &str = "draw_entries_voided_total";
 /// Seconds since the entries of the most overdue undrawn draw closed (0: none is due).
 pub const DRAW_OVERDUE: &str = "draw_overdue_seconds";
+/// Events written but not yet acknowledged by the broker (with a broker configured).
+pub const EVENTS_PENDING: &str = "events_outbox_pending";
+/// Age of the oldest event the broker has not acknowledged; 0 when none waits.
+pub const EVENTS_OLDEST_AGE: &str = "events_outbox_oldest_age_seconds";
+/// Events the broker acknowledged, by `type`.
+pub const EVENTS_PUBLISHED: &str = "events_published_total";
+/// Publications that failed (a drop's events left for the next round).
+pub const EVENTS_PUBLISH_FAILURES: &str = "events_publish_failures_total";
 
 thread_local! {
     static DECISIONS: std::cell::RefCell<Vec<(&'static str, metrics::Histogram)>> =
@@ -122,6 +130,10 @@ pub const NAMES: &[&str] = &[
     DRAW_AWARDS,
     DRAW_VOIDED,
     DRAW_OVERDUE,
+    EVENTS_PENDING,
+    EVENTS_OLDEST_AGE,
+    EVENTS_PUBLISHED,
+    EVENTS_PUBLISH_FAILURES,
 ];
 
 /// The help texts, for the exposition; and the counters alerts watch, exported at zero from the
@@ -139,6 +151,21 @@ pub fn describe() {
     }
     metrics::counter!(DRAW_VOIDED).increment(0);
     metrics::gauge!(DRAW_OVERDUE).set(0.0);
+    metrics::counter!(EVENTS_PUBLISH_FAILURES).increment(0);
+    describe_gauge!(
+        EVENTS_PENDING,
+        "Events written but not yet acknowledged by the broker (with EVENTS_URL set)."
+    );
+    describe_gauge!(
+        EVENTS_OLDEST_AGE,
+        Unit::Seconds,
+        "Age of the oldest event the broker has not acknowledged; 0 when none waits."
+    );
+    describe_counter!(EVENTS_PUBLISHED, "Events the broker acknowledged, by type.");
+    describe_counter!(
+        EVENTS_PUBLISH_FAILURES,
+        "Publications that failed; the drop's events wait for the next round, in order."
+    );
     describe_counter!(DRAW_ENTRIES, "Draw entries answered, by outcome.");
     describe_counter!(
         DRAW_VOIDED,

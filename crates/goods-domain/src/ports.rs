@@ -26,14 +26,14 @@ pub use catalog::{
 pub use changes::ChangeNotifier;
 pub use clock::{Clock, SystemClock};
 pub use draw::{DrawRepository, EnterError, Entered, NewEntry, SeedVault};
-pub use event_log::{EventLog, EventQuery, LoggedEvent};
+pub use event_log::{Backlog, EventBroker, EventLog, EventQuery, LoggedEvent};
 pub use events::{DomainEvent, DropOperation, EventPublisher};
 pub use flags::{Flag, FlagName, FlagStore};
 pub use gate::{
     AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome, StaleReservation,
     from_unix_ms, unix_ms,
 };
-pub use lease::{BACKGROUND, DRAWS, LeaseStore};
+pub use lease::{BACKGROUND, DRAWS, EVENTS, LeaseStore};
 pub use ledger::{
     AppliedPayment, CancelOrderError, Cancelled, PaymentEventError, PlaceOrder, PlaceOrderError,
     Placed, Placement, PurchaseLedger, StaleResolution, max_orders_per_buyer,
@@ -82,7 +82,7 @@ pub use clock::MockClock;
 #[cfg(feature = "mock")]
 pub use draw::{MockDrawRepository, MockSeedVault};
 #[cfg(feature = "mock")]
-pub use event_log::MockEventLog;
+pub use event_log::{MockEventBroker, MockEventLog};
 #[cfg(feature = "mock")]
 pub use events::MockEventPublisher;
 #[cfg(feature = "mock")]

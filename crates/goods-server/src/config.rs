@@ -6,6 +6,7 @@
 mod auth;
 mod database;
 mod draws;
+mod events;
 mod observability;
 mod purchases;
 mod redis;
@@ -13,6 +14,7 @@ mod secret;
 
 pub use auth::{Auth, payment_secret};
 pub use database::{Database, DatabaseConfig, MysqlTls, TlsMode};
+pub use events::{Broker, EventsConfig};
 pub use observability::{DEFAULT_TRACES_FILTER, LogFormat, Observability, OtlpProtocol};
 pub use purchases::Purchases;
 pub use redis::{Gate, GateKind, RedisConfig};
@@ -43,6 +45,8 @@ pub struct Config {
     /// The seal key of draw seeds (`DRAW_SEAL_KEY`).
     pub draw_seal: draws::DrawSeal,
     pub observability: Observability,
+    /// Where events are published, and how long they are kept.
+    pub events: EventsConfig,
     /// The feature flags a database that never had them set starts with
     /// (`FLAGS_AT_FIRST_START=on|off`, default `on`). `off` ships the release dark, as the design
     /// document's release plan asks: the drop routes answer 404 until an admin turns
@@ -243,6 +247,7 @@ impl Config {
             payment_secret: payment_secret(&get)?,
             background: Background::read(&get)?,
             observability: Observability::read(&get)?,
+            events: EventsConfig::read(&get)?,
             flags_at_first_start: match get("FLAGS_AT_FIRST_START").as_deref() {
                 None | Some("on") => true,
                 Some("off") => false,
@@ -284,6 +289,12 @@ mod features {
                 "otlp",
                 cfg!(feature = "otlp"),
             ),
+            (
+                "EVENTS_URL",
+                "nats://broker:4222",
+                "nats",
+                cfg!(feature = "nats"),
+            ),
         ];
         for (var, value, feature, built) in cases {
             // Trusted-header identity, so a production URL is accepted where it is built in.
@@ -306,7 +317,13 @@ mod features {
 }
 
 // These read the production settings, so they need every client built in.
-#[cfg(all(test, feature = "mysql", feature = "redis", feature = "otlp"))]
+#[cfg(all(
+    test,
+    feature = "mysql",
+    feature = "redis",
+    feature = "otlp",
+    feature = "nats"
+))]
 mod tests {
     use super::*;
     use goods_app::GroupCommit;
@@ -637,6 +654,30 @@ mod tests {
             (
                 &[("REDIS_TLS_CA_FILE", "/etc/ssl/certs/ca-certificates.crt")],
                 "REDIS_TLS_CA_FILE",
+            ),
+            (&[("EVENTS_URL", "redis://x:1")], "EVENTS_URL"),
+            (
+                &[("EVENTS_URL", "nats://x:1"), ("EVENTS_STREAM", "a.b")],
+                "EVENTS_STREAM",
+            ),
+            (&[("EVENTS_RETENTION_S", "59")], "EVENTS_RETENTION_S"),
+            (
+                &[("EVENTS_CREDENTIALS_FILE", "/etc/hostname")],
+                "EVENTS_CREDENTIALS_FILE",
+            ),
+            (
+                &[
+                    ("EVENTS_URL", "nats://x:1"),
+                    ("EVENTS_TLS_CA_FILE", "/etc/hostname"),
+                ],
+                "EVENTS_TLS_CA_FILE",
+            ),
+            (
+                &[
+                    ("EVENTS_URL", "nats://x:1"),
+                    ("EVENTS_CREDENTIALS_FILE", "/nonexistent"),
+                ],
+                "EVENTS_CREDENTIALS_FILE",
             ),
         ];
         for (vars, var) in cases {

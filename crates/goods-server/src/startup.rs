@@ -1,6 +1,7 @@
 //! Wiring: configuration in, a running HTTP server out. Nothing here decides behaviour; it
 //! only picks adapters.
 
+mod events;
 mod shared;
 mod store;
 
@@ -11,7 +12,7 @@ use adapters_memory::LogEventPublisher;
 use anyhow::Context as _;
 use api_actix::{ApiState, AuthMode, Readiness};
 use goods_app::{GoodsApp, Ports, WriteBuffer};
-use goods_domain::ports::{BACKGROUND, Clock, DRAWS, LeaseStore, SystemClock};
+use goods_domain::ports::{BACKGROUND, Clock, DRAWS, EVENTS, LeaseStore, SystemClock};
 use secrecy::ExposeSecret as _;
 use shared::Redis;
 use std::net::{SocketAddr, TcpListener};
@@ -34,6 +35,8 @@ pub struct Application {
     lease: Option<Arc<dyn LeaseStore>>,
     /// The Redis connection, closed last.
     redis: Option<Redis>,
+    /// Publishes the event log, when a broker is configured; under the store's `events` lease.
+    relay: Option<(goods_app::Relay, Arc<dyn LeaseStore>)>,
     readiness: Readiness,
     /// The metrics recorder, whose histograms are folded in periodically.
     prometheus: metrics_exporter_prometheus::PrometheusHandle,
@@ -83,6 +86,9 @@ impl Application {
             move || wake.notify_one()
         });
         let purchases = &config.purchases;
+        let relay = events::relay(&config.events, sql.store.clone(), Arc::clone(&clock))
+            .await?
+            .map(|relay| (relay, sql.store.clone() as Arc<dyn LeaseStore>));
         let mut ports = Ports::from_store(
             &sql.store,
             gate.gate,
@@ -106,7 +112,11 @@ impl Application {
         )
         .with_lease(purchases.lease)
         .with_group_commit(purchases.group_commit)
-        .with_payment_window(purchases.payment_window);
+        .with_payment_window(purchases.payment_window)
+        .with_event_retention(goods_app::Retention {
+            keep: config.events.retention,
+            published_only: config.events.broker.is_some(),
+        });
         let app = match gate.notifier {
             Some(notifier) => app.with_change_notifier(notifier),
             None => app,
@@ -179,6 +189,7 @@ impl Application {
             lease: (config.gate.kind() == GateKind::Shared)
                 .then(|| sql.store.clone() as Arc<dyn LeaseStore>),
             redis,
+            relay,
             readiness,
             prometheus,
             shutdown_grace: http.shutdown_grace,
@@ -360,6 +371,33 @@ impl Application {
                 }
             }
         });
+        // The event log to the broker, one instance of the fleet at a time, whatever the gate.
+        if let Some((relay, lease)) = &self.relay {
+            let relaying = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            keep_lease(
+                tasks,
+                EVENTS,
+                Arc::clone(lease),
+                30 * events::RELAY_TICK,
+                Arc::clone(&relaying),
+                None,
+            );
+            let relay = relay.clone();
+            tasks.every(events::RELAY_TICK, None, move || {
+                let (relay, relaying) = (relay.clone(), Arc::clone(&relaying));
+                async move {
+                    if !relaying.load(std::sync::atomic::Ordering::SeqCst) {
+                        return;
+                    }
+                    if let Err(error) = relay.relay_once().await {
+                        tracing::warn!(error = %error, "event relay failed; next tick tries again");
+                    }
+                    if let Err(error) = relay.record_backlog().await {
+                        tracing::warn!(error = %error, "event backlog not read");
+                    }
+                }
+            });
+        }
         // Notices that arrive during a refresh leave one permit: one more refresh.
         let app = self.app.clone();
         tasks.every(

@@ -9,6 +9,8 @@
 //!   that kill, pause and restart their database.
 //! - [`redis`]: the same for Redis 7 (`TEST_REDIS_URL`), a key prefix per test, and private
 //!   `redis-server` processes for tests that flush or kill their server.
+//! - [`nats`]: a private `nats-server` with JetStream, for the event tests that kill, pause and
+//!   restart their broker.
 //! - [`tls`]: a test CA and server certificates, for the TLS tests of Redis and MariaDB.
 //! - [`contract`]: the SQL source-of-truth contract, one suite run against every backend through
 //!   [`sql_contract_tests!`].
@@ -20,6 +22,7 @@ pub mod contract;
 pub mod gate_contract;
 pub mod mariadb;
 pub mod mysql;
+pub mod nats;
 pub mod redis;
 pub mod tls;
 

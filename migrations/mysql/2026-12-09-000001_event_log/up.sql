@@ -19,3 +19,5 @@ CREATE TABLE events (
     INDEX events_type (type, id),
     INDEX events_occurred (occurred_at, id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
+-- The relay to the broker runs under this lease, one instance of the fleet at a time.
+INSERT INTO leases (name, holder, expires_at_ms) VALUES ('events', '', 0);

@@ -15,3 +15,5 @@ CREATE TABLE events (
 CREATE INDEX events_unpublished ON events (published_at, drop_id, dropseq);
 CREATE INDEX events_type ON events (type, id);
 CREATE INDEX events_occurred ON events (occurred_at, id);
+-- The relay to the broker runs under this lease, one instance of the fleet at a time.
+INSERT INTO leases (name, holder, expires_at_ms) VALUES ('events', '', 0);

@@ -8,7 +8,7 @@ use crate::{Backend, Bind, Exec, Sql, event_data};
 use async_trait::async_trait;
 use diesel::QueryResult;
 use diesel::QueryableByName;
-use goods_domain::ports::{EventLog, EventQuery, LoggedEvent};
+use goods_domain::ports::{Backlog, EventLog, EventQuery, LoggedEvent};
 use goods_domain::{DropId, EventType, Fact, InfraError};
 use time::{OffsetDateTime, PrimitiveDateTime};
 
@@ -129,11 +129,8 @@ impl EventRow {
 #[async_trait]
 impl<B: Backend> EventLog for SqlStore<B> {
     async fn events(&self, query: &EventQuery) -> Result<Vec<LoggedEvent>, InfraError> {
-        let mut q = Sql::new(
-            "SELECT id, event_id, drop_id, dropseq, type AS kind, subject, occurred_at, data \
-             FROM events WHERE id > ",
-        )
-        .bind(Bind::BigInt(query.after.unwrap_or(0)));
+        let mut q = Sql::new(&format!("{SELECT_EVENTS} WHERE id > "))
+            .bind(Bind::BigInt(query.after.unwrap_or(0)));
         if let Some(kind) = query.kind {
             q = q
                 .sql(" AND type = ")
@@ -151,4 +148,99 @@ impl<B: Backend> EventLog for SqlStore<B> {
             .await?;
         rows.into_iter().map(EventRow::into_domain).collect()
     }
+
+    async fn pending_events(&self, limit: u32) -> Result<Vec<LoggedEvent>, InfraError> {
+        let rows: Vec<EventRow> = self
+            .read(
+                "unpublished events",
+                Sql::new(&format!(
+                    "{SELECT_EVENTS} WHERE published_at IS NULL ORDER BY drop_id, dropseq LIMIT "
+                ))
+                .bind(Bind::BigInt(i64::from(limit))),
+            )
+            .await?;
+        rows.into_iter().map(EventRow::into_domain).collect()
+    }
+
+    async fn mark_relayed(
+        &self,
+        drop: DropId,
+        dropseq: u64,
+        at: OffsetDateTime,
+    ) -> Result<(), InfraError> {
+        self.write(
+            "mark events published",
+            Sql::new("UPDATE events SET published_at = ")
+                .bind(Bind::OptTimestamp(Some(to_db(at))))
+                .sql(" WHERE published_at IS NULL AND drop_id = ")
+                .bind(Bind::BigInt(drop.get()))
+                .sql(" AND dropseq <= ")
+                .bind(Bind::BigInt(i64::try_from(dropseq).unwrap_or(i64::MAX))),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn prune(
+        &self,
+        before: OffsetDateTime,
+        published_only: bool,
+        limit: u32,
+    ) -> Result<u64, InfraError> {
+        let published = if published_only {
+            " AND published_at IS NOT NULL"
+        } else {
+            ""
+        };
+        let old: Vec<crate::rows::NumberRow> = self
+            .read(
+                "events to prune",
+                Sql::new("SELECT id AS n FROM events WHERE occurred_at < ")
+                    .bind(Bind::Timestamp(to_db(before)))
+                    .sql(published)
+                    .sql(" ORDER BY occurred_at, id LIMIT ")
+                    .bind(Bind::BigInt(i64::from(limit))),
+            )
+            .await?;
+        if old.is_empty() {
+            return Ok(0);
+        }
+        let deleted = self
+            .write(
+                "prune events",
+                Sql::for_rows(old.len())
+                    .sql("DELETE FROM events WHERE id IN (")
+                    .list(&old, |q, row| q.bind(Bind::BigInt(row.n)))
+                    .sql(")"),
+            )
+            .await?;
+        Ok(u64::try_from(deleted).unwrap_or(0))
+    }
+
+    async fn backlog(&self) -> Result<Backlog, InfraError> {
+        let rows: Vec<BacklogRow> = self
+            .read(
+                "event backlog",
+                Sql::new(
+                    "SELECT COUNT(*) AS pending, MIN(occurred_at) AS oldest FROM events \
+                     WHERE published_at IS NULL",
+                ),
+            )
+            .await?;
+        Ok(rows.first().map_or_else(Backlog::default, |row| Backlog {
+            pending: u64::try_from(row.pending).unwrap_or(0),
+            oldest: row.oldest.map(from_db),
+        }))
+    }
+}
+
+const SELECT_EVENTS: &str = "SELECT id, event_id, drop_id, dropseq, type AS kind, subject, \
+    occurred_at, data FROM events";
+
+#[derive(Debug, QueryableByName)]
+struct BacklogRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pending: i64,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamp>)]
+    oldest: Option<PrimitiveDateTime>,
 }

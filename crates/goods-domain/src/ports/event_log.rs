@@ -27,6 +27,68 @@ pub struct LoggedEvent {
     pub data: String,
 }
 
+impl LoggedEvent {
+    /// The event as CloudEvents 1.0 JSON in structured mode: the attributes the contract names
+    /// (`specversion`, `id`, `source`, `type`, `subject`, `time`, `datacontenttype`, the
+    /// extension `dropseq`) around its `data`. The same bytes at `/admin/events` and on the
+    /// broker.
+    pub fn to_cloud_event(&self) -> String {
+        use time::format_description::well_known::Rfc3339;
+        let time = self
+            .time
+            .checked_to_offset(time::UtcOffset::UTC)
+            .and_then(|utc| utc.format(&Rfc3339).ok())
+            .unwrap_or_default();
+        let data = if self.data.trim().is_empty() {
+            "null"
+        } else {
+            &self.data
+        };
+        format!(
+            concat!(
+                r#"{{"specversion":"1.0","id":{},"source":"/limited-drops","type":{},"#,
+                r#""subject":{},"time":{},"datacontenttype":"application/json","#,
+                r#""dropseq":{},"data":{}}}"#
+            ),
+            json_string(&self.id),
+            json_string(self.kind.as_str()),
+            json_string(&self.subject),
+            json_string(&time),
+            self.dropseq,
+            data,
+        )
+    }
+
+    /// The broker subject: `goods.<dropId>.<type without "goods.">`.
+    pub fn broker_subject(&self) -> String {
+        let kind = self.kind.as_str();
+        format!(
+            "goods.{}.{}",
+            self.drop,
+            kind.strip_prefix("goods.").unwrap_or(kind)
+        )
+    }
+}
+
+/// `s` as a JSON string (RFC 8259: quotes, backslashes and control characters escaped).
+fn json_string(s: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// Which events to read, oldest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventQuery {
@@ -37,7 +99,15 @@ pub struct EventQuery {
     pub limit: u32,
 }
 
-/// Reads the event log.
+/// What waits to be published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Backlog {
+    pub pending: u64,
+    /// When the oldest of them was written; `None` when nothing waits.
+    pub oldest: Option<OffsetDateTime>,
+}
+
+/// Reads the event log, and keeps its publication state.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait EventLog: Send + Sync + 'static {
@@ -46,4 +116,83 @@ pub trait EventLog: Send + Sync + 'static {
     /// # Errors
     /// [`InfraError`] when the store fails.
     async fn events(&self, query: &EventQuery) -> Result<Vec<LoggedEvent>, InfraError>;
+
+    /// Up to `limit` events not published yet, by drop and, within a drop, in `dropseq`
+    /// order. A drop's event is committed only after every smaller number of the drop (the
+    /// numbers follow commit order), so a drop's unpublished events have no hole.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn pending_events(&self, limit: u32) -> Result<Vec<LoggedEvent>, InfraError>;
+
+    /// Marks `drop`'s events up to and including `dropseq` published at `at`.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn mark_relayed(
+        &self,
+        drop: DropId,
+        dropseq: u64,
+        at: OffsetDateTime,
+    ) -> Result<(), InfraError>;
+
+    /// Deletes up to `limit` events written before `before` (oldest first), only those
+    /// published when `published_only`: how many it deleted.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn prune(
+        &self,
+        before: OffsetDateTime,
+        published_only: bool,
+        limit: u32,
+    ) -> Result<u64, InfraError>;
+
+    /// How many events wait to be published, and since when.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn backlog(&self) -> Result<Backlog, InfraError>;
+}
+
+/// A message broker that stores events (NATS JetStream; Kafka would be another adapter).
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait EventBroker: Send + Sync + 'static {
+    /// Publishes `events` in order (each under its id, so the broker drops a repeat), and
+    /// waits for the broker's acknowledgement of each: how many of them, from the first, it
+    /// acknowledged. Fewer than all: the rest are to be published again, in order, later.
+    ///
+    /// # Errors
+    /// [`InfraError`] when not even the first could be handed over.
+    async fn publish(&self, events: &[LoggedEvent]) -> Result<usize, InfraError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_is_written_as_cloud_events_json_with_its_strings_escaped() {
+        let event = LoggedEvent {
+            cursor: 9,
+            id: "goods-4-2".into(),
+            kind: EventType::OrderPlaced,
+            subject: "orders/\"7\"\\\n".into(),
+            drop: DropId::parse(4).unwrap(),
+            dropseq: 2,
+            time: time::macros::datetime!(2026-12-02 09:00:00.5 +09:00),
+            data: r#"{"orderId":7}"#.into(),
+        };
+        assert_eq!(
+            event.to_cloud_event(),
+            concat!(
+                r#"{"specversion":"1.0","id":"goods-4-2","source":"/limited-drops","#,
+                r#""type":"goods.order.placed","subject":"orders/\"7\"\\\u000a","#,
+                r#""time":"2026-12-02T00:00:00.5Z","datacontenttype":"application/json","#,
+                r#""dropseq":2,"data":{"orderId":7}}"#
+            )
+        );
+        assert_eq!(event.broker_subject(), "goods.4.order.placed");
+    }
 }

@@ -11,6 +11,10 @@ pub const BACKGROUND: &str = "background";
 /// draws run whatever the pass's period is.
 pub const DRAWS: &str = "draws";
 
+/// The lease of the events' relay to the broker: one publisher at a time across the fleet, so
+/// a drop's events reach the broker in order.
+pub const EVENTS: &str = "events";
+
 /// Named leases with one holder at a time, timed by the store's own clock, so instances whose
 /// clocks disagree still never hold one together.
 #[cfg_attr(feature = "mock", mockall::automock)]

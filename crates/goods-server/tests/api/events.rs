@@ -227,3 +227,163 @@ async fn only_admins_read_events_and_a_bad_filter_is_refused() {
     .await;
     assert_eq!(created["items"].as_array().unwrap().len(), 1);
 }
+
+/// The ids of every message in `stream` on `url`, in stream order.
+async fn stream_ids(url: &str, stream: &str) -> Vec<String> {
+    let Ok(client) = async_nats::connect(url).await else {
+        return Vec::new();
+    };
+    let js = async_nats::jetstream::new(client);
+    let Ok(mut stream) = js.get_stream(stream).await else {
+        return Vec::new();
+    };
+    let count = stream.info().await.map_or(0, |i| i.state.messages);
+    let mut ids = Vec::new();
+    for seq in 1..=count {
+        let message = stream.get_raw_message(seq).await.unwrap();
+        let id = message
+            .headers
+            .get("Nats-Msg-Id")
+            .unwrap()
+            .as_str()
+            .to_owned();
+        let payload: Value = serde_json::from_slice(&message.payload).unwrap();
+        assert_eq!(payload["id"], id.as_str(), "the payload is the event");
+        assert_eq!(
+            message.subject.as_str(),
+            format!(
+                "goods.{}.{}",
+                payload["dropseq"]
+                    .as_u64()
+                    .map(|_| payload["data"]["dropId"].clone())
+                    .unwrap(),
+                payload["type"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches("goods.")
+            )
+        );
+        ids.push(id);
+    }
+    ids
+}
+
+/// Polls until the stream holds `n` messages (at most 15 s); their ids.
+async fn until_stored(url: &str, stream: &str, n: usize) -> Vec<String> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let ids = stream_ids(url, stream).await;
+        if ids.len() >= n || std::time::Instant::now() > until {
+            return ids;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// The `events_outbox_pending` gauge, once it reads `n` (at most 15 s).
+async fn until_pending(app: &TestApp, n: f64) -> f64 {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let pending = crate::helpers::series_value(&app.metrics().await, "events_outbox_pending");
+        if pending == Some(n) || std::time::Instant::now() > until {
+            return pending.unwrap_or(-1.0);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// With a broker: every event reaches the stream in commit order under its id; with the broker
+/// killed, 20 purchases are answered 202 as fast as before and their events wait in the log;
+/// once it is back they drain in order, none lost, none twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_killed_mid_sale_slows_no_buyer_and_gets_every_event_in_order_once_back() {
+    let mut nats = test_support::nats::PrivateNats::start();
+    let stream = "GOODS_EVENTS_E2E";
+    let app = TestApp::spawn_with(&[("EVENTS_URL", &nats.url()), ("EVENTS_STREAM", stream)]).await;
+    let (_, drop) = app.open_drop(30, 30, 1).await;
+    for user in 1..=10 {
+        assert_eq!(
+            app.purchase(drop, user, "k", 1).await.status(),
+            StatusCode::ACCEPTED
+        );
+    }
+    let stored = until_stored(&nats.url(), stream, 11).await;
+    assert_eq!(stored.len(), 11, "created + 10 placed reach the stream");
+    assert_eq!(until_pending(&app, 0.0).await, 0.0);
+
+    nats.kill();
+    let started = std::time::Instant::now();
+    let answers = join_all((11..=30).map(|user| {
+        let app = &app;
+        async move { app.purchase(drop, user, "k", 1).await.status() }
+    }))
+    .await;
+    let took = started.elapsed();
+    assert!(
+        answers.iter().all(|s| *s == StatusCode::ACCEPTED),
+        "{answers:?}"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "20 purchases took {took:?} with the broker down"
+    );
+    // 20 placed and the sell-out wait in the log.
+    assert_eq!(until_pending(&app, 21.0).await, 21.0);
+
+    nats.restart();
+    let stored = until_stored(&nats.url(), stream, 32).await;
+    let logged: Vec<String> = events_of(&app, drop)
+        .await
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(logged.len(), 32);
+    assert_eq!(
+        stored, logged,
+        "the stream holds every event once, in commit order"
+    );
+    assert_eq!(until_pending(&app, 0.0).await, 0.0);
+}
+
+/// Events are kept `EVENTS_RETENTION_S`, then the healing pass deletes them; with a broker, an
+/// event it never acknowledged is kept however old it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_past_their_retention_are_pruned_unless_still_unpublished() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_broker = format!("nats://{}", free.local_addr().unwrap());
+    drop(free);
+    for broker in [None, Some(dead_broker.as_str())] {
+        let mut vars = vec![
+            ("RECONCILE_INTERVAL_MS", "100"),
+            ("EVENTS_RETENTION_S", "60"),
+        ];
+        if let Some(url) = broker {
+            vars.push(("EVENTS_URL", url));
+        }
+        let app = TestApp::spawn_with(&vars).await;
+        let (_, drop) = app.open_drop(5, 5, 1).await;
+        assert_eq!(
+            app.purchase(drop, 1, "k", 1).await.status(),
+            StatusCode::ACCEPTED
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(
+            events_of(&app, drop).await.len(),
+            2,
+            "kept within the retention"
+        );
+        app.clock.advance(time::Duration::seconds(61));
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let left = loop {
+            let left = events_of(&app, drop).await.len();
+            if left == 0 || std::time::Instant::now() > until {
+                break left;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        match broker {
+            None => assert_eq!(left, 0, "pruned once past the retention"),
+            Some(_) => assert_eq!(left, 2, "never published, so never pruned"),
+        }
+    }
+}

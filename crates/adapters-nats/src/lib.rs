@@ -1,0 +1,150 @@
+//! The event broker on NATS JetStream (async-nats): each event one message on subject
+//! `goods.<dropId>.<type without "goods.">`, its payload the CloudEvents JSON, its header
+//! `Nats-Msg-Id` the event id, so the stream drops a repeat within its duplicate window. The
+//! stream (`EVENTS_STREAM`, subjects `goods.>`) is created when missing.
+//!
+//! Order: a drop's events are sent in `dropseq` order on one connection, which the server
+//! stores in the order sent, and the acknowledgements are awaited in that order: what is
+//! reported published is a prefix. The one case this does not cover is the server refusing an
+//! event and then storing the next (a storage error that clears at once); the next round sends
+//! the refused one again after it, so a consumer that must see a drop's events in order sorts
+//! by `dropseq`, which every event carries.
+
+use async_nats::jetstream::{self, stream};
+use async_nats::{ConnectOptions, HeaderMap};
+use async_trait::async_trait;
+use goods_domain::InfraError;
+use goods_domain::ports::{EventBroker, LoggedEvent};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+/// Where and how to connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsConfig {
+    /// `nats://host:port` or `tls://host:port` (several, comma-separated, for a cluster).
+    pub url: String,
+    /// The JetStream stream (`EVENTS_STREAM`).
+    pub stream: String,
+    /// A NATS credentials file (`EVENTS_CREDENTIALS_FILE`).
+    pub credentials_file: Option<PathBuf>,
+    /// The CA a `tls://` server is verified with (`EVENTS_TLS_CA_FILE`); `None`: the system's
+    /// roots.
+    pub tls_ca_file: Option<PathBuf>,
+    /// How long one acknowledgement is waited for.
+    pub ack_timeout: Duration,
+}
+
+/// The subjects the stream takes.
+pub const SUBJECTS: &str = "goods.>";
+
+/// A JetStream context and the stream, made sure of once.
+pub struct NatsBroker {
+    js: jetstream::Context,
+    stream: String,
+    ready: OnceCell<()>,
+}
+
+impl NatsBroker {
+    /// Connects; a server that is down now is retried in the background (events wait in the
+    /// log meanwhile), so the service starts without its broker.
+    ///
+    /// # Errors
+    /// A URL that does not parse, or a credentials file that cannot be read.
+    pub async fn connect(config: &NatsConfig) -> anyhow::Result<Self> {
+        let mut options = ConnectOptions::new()
+            .name("goods-server")
+            .retry_on_initial_connect()
+            .connection_timeout(Duration::from_secs(2))
+            .request_timeout(Some(config.ack_timeout));
+        if let Some(creds) = &config.credentials_file {
+            options = options
+                .credentials_file(creds)
+                .await
+                .map_err(|e| anyhow::anyhow!("EVENTS_CREDENTIALS_FILE {}: {e}", creds.display()))?;
+        }
+        if config
+            .url
+            .split(',')
+            .any(|u| u.trim().starts_with("tls://"))
+        {
+            options = options.require_tls(true);
+            if let Some(ca) = &config.tls_ca_file {
+                options = options.add_root_certificates(ca.clone());
+            }
+        }
+        let client = options
+            .connect(config.url.as_str())
+            .await
+            .map_err(|e| anyhow::anyhow!("EVENTS_URL: {e}"))?;
+        let mut js = jetstream::new(client);
+        js.set_timeout(config.ack_timeout);
+        Ok(Self {
+            js,
+            stream: config.stream.clone(),
+            ready: OnceCell::new(),
+        })
+    }
+
+    /// Creates the stream unless it exists (once per process, on the first publication).
+    async fn stream(&self) -> Result<(), InfraError> {
+        self.ready
+            .get_or_try_init(|| async {
+                self.js
+                    .get_or_create_stream(stream::Config {
+                        name: self.stream.clone(),
+                        subjects: vec![SUBJECTS.to_owned()],
+                        ..Default::default()
+                    })
+                    .await
+                    .map(drop)
+                    .map_err(|e| InfraError::unavailable(format!("stream {}: {e}", self.stream)))
+            })
+            .await
+            .map(drop)
+    }
+}
+
+#[async_trait]
+impl EventBroker for NatsBroker {
+    async fn publish(&self, events: &[LoggedEvent]) -> Result<usize, InfraError> {
+        self.stream().await?;
+        let mut acks = Vec::with_capacity(events.len());
+        for event in events {
+            let mut headers = HeaderMap::new();
+            headers.insert("Nats-Msg-Id", event.id.as_str());
+            match self
+                .js
+                .publish_with_headers(
+                    event.broker_subject(),
+                    headers,
+                    event.to_cloud_event().into(),
+                )
+                .await
+            {
+                Ok(ack) => acks.push(ack),
+                Err(e) if acks.is_empty() => {
+                    return Err(InfraError::unavailable(format!(
+                        "publish {}: {e}",
+                        event.id
+                    )));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, event.id = %event.id, "event not sent; the rest waits");
+                    break;
+                }
+            }
+        }
+        let mut acked = 0;
+        for (ack, event) in acks.into_iter().zip(events) {
+            match ack.await {
+                Ok(_) => acked += 1,
+                Err(e) => {
+                    tracing::warn!(error = %e, event.id = %event.id, "event not acknowledged; the rest waits");
+                    break;
+                }
+            }
+        }
+        Ok(acked)
+    }
+}

@@ -1,0 +1,134 @@
+//! The broker against a real `nats-server` with JetStream of the test's own: the stream made
+//! when missing, one message per event in order under its id, a repeat dropped, and a broker
+//! that is down or paused answered within the acknowledgement bound, then served again.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use adapters_nats::{NatsBroker, NatsConfig};
+use goods_domain::ports::{EventBroker, LoggedEvent};
+use goods_domain::{DropId, EventType};
+use std::time::{Duration, Instant};
+use test_support::nats::PrivateNats;
+
+const STREAM: &str = "GOODS_EVENTS_TEST";
+
+fn config(server: &PrivateNats) -> NatsConfig {
+    NatsConfig {
+        url: server.url(),
+        stream: STREAM.into(),
+        credentials_file: None,
+        tls_ca_file: None,
+        ack_timeout: Duration::from_millis(500),
+    }
+}
+
+fn event(drop: i64, seq: u64) -> LoggedEvent {
+    LoggedEvent {
+        cursor: i64::try_from(seq).unwrap(),
+        id: format!("goods-{drop}-{seq}"),
+        kind: if seq == 1 {
+            EventType::DropCreated
+        } else {
+            EventType::OrderPlaced
+        },
+        subject: format!("orders/{seq}"),
+        drop: DropId::parse(drop).unwrap(),
+        dropseq: seq,
+        time: time::OffsetDateTime::UNIX_EPOCH,
+        data: format!(r#"{{"orderId":{seq}}}"#),
+    }
+}
+
+/// Every message of the stream, in stream order: (subject, Nats-Msg-Id, payload).
+async fn stored(server: &PrivateNats) -> Vec<(String, String, String)> {
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let mut stream = js.get_stream(STREAM).await.unwrap();
+    let count = stream.info().await.unwrap().state.messages;
+    let mut messages = Vec::new();
+    for seq in 1..=count {
+        let m = stream.get_raw_message(seq).await.unwrap();
+        messages.push((
+            m.subject.to_string(),
+            m.headers
+                .get("Nats-Msg-Id")
+                .map(|v| v.as_str().to_owned())
+                .unwrap_or_default(),
+            String::from_utf8(m.payload.to_vec()).unwrap(),
+        ));
+    }
+    messages
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_stored_in_order_under_their_ids_and_a_repeat_is_dropped() {
+    let server = PrivateNats::start();
+    let broker = NatsBroker::connect(&config(&server)).await.unwrap();
+    let events: Vec<LoggedEvent> = (1..=50).map(|seq| event(7, seq)).collect();
+    assert_eq!(broker.publish(&events).await.unwrap(), 50);
+    // A relay that died after the broker's ack but before marking sends them again.
+    assert_eq!(broker.publish(&events[40..]).await.unwrap(), 10);
+    let messages = stored(&server).await;
+    assert_eq!(messages.len(), 50, "the ten repeats were dropped");
+    for (message, event) in messages.iter().zip(&events) {
+        assert_eq!(message.0, event.broker_subject());
+        assert_eq!(message.1, event.id);
+        assert_eq!(message.2, event.to_cloud_event());
+    }
+    assert_eq!(messages[0].0, "goods.7.drop.created");
+    assert_eq!(messages[1].0, "goods.7.order.placed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_is_down_or_paused_is_answered_within_the_bound_and_served_again() {
+    let mut server = PrivateNats::start();
+    let broker = NatsBroker::connect(&config(&server)).await.unwrap();
+    assert_eq!(broker.publish(&[event(3, 1)]).await.unwrap(), 1);
+
+    server.kill();
+    let started = Instant::now();
+    let down = broker.publish(&[event(3, 2), event(3, 3)]).await;
+    assert!(matches!(down, Ok(0) | Err(_)), "{down:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    server.restart();
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(2) = broker.publish(&[event(3, 2), event(3, 3)]).await {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the broker was not served again within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    server.pause();
+    let started = Instant::now();
+    let paused = broker.publish(&[event(3, 4)]).await;
+    assert!(matches!(paused, Ok(0) | Err(_)), "{paused:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    server.resume();
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(1) = broker.publish(&[event(3, 4)]).await {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the broker was not served again within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ids: Vec<String> = stored(&server).await.into_iter().map(|m| m.1).collect();
+    assert_eq!(ids, ["goods-3-1", "goods-3-2", "goods-3-3", "goods-3-4"]);
+}

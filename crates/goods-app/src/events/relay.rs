@@ -1,0 +1,183 @@
+//! The relay: hands the event log to the broker, drop by drop in `dropseq` order, and marks
+//! what the broker acknowledged. Run by one instance of the fleet at a time (the `events`
+//! lease); a crash between the broker's ack and the mark publishes again under the same id,
+//! which the broker (and any consumer) drops as a repeat. Nothing here is on a buyer's path:
+//! a broker that is down only makes the backlog grow.
+
+use crate::telemetry;
+use goods_domain::InfraError;
+use goods_domain::ports::{Clock, EventBroker, EventLog, LoggedEvent};
+use std::sync::Arc;
+
+/// Events read per round.
+pub const RELAY_BATCH: u32 = 500;
+
+/// What a round did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RelayReport {
+    pub published: usize,
+    /// Drops whose publication stopped short (their rest waits, in order).
+    pub failed: usize,
+}
+
+/// The log, the broker and the clock that marks publications.
+#[derive(Clone)]
+pub struct Relay {
+    log: Arc<dyn EventLog>,
+    broker: Arc<dyn EventBroker>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Relay {
+    pub fn new(
+        log: Arc<dyn EventLog>,
+        broker: Arc<dyn EventBroker>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self { log, broker, clock }
+    }
+
+    /// One round: up to [`RELAY_BATCH`] unpublished events, each drop's published in order
+    /// and marked up to the last one the broker acknowledged. A drop that fails stops there
+    /// (its later events must not overtake it); the others go on.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the log cannot be read.
+    pub async fn relay_once(&self) -> Result<RelayReport, InfraError> {
+        let events = self.log.pending_events(RELAY_BATCH).await?;
+        let mut report = RelayReport::default();
+        for drop in events.chunk_by(|a, b| a.drop == b.drop) {
+            let acked = match self.broker.publish(drop).await {
+                Ok(acked) => acked.min(drop.len()),
+                Err(error) => {
+                    tracing::warn!(error = %error, drop.id = %drop[0].drop, "events not published; next round tries again");
+                    0
+                }
+            };
+            if acked < drop.len() {
+                report.failed += 1;
+                metrics::counter!(telemetry::EVENTS_PUBLISH_FAILURES).increment(1);
+            }
+            let Some(last) = acked.checked_sub(1).map(|i| &drop[i]) else {
+                continue;
+            };
+            self.log
+                .mark_relayed(last.drop, last.dropseq, self.clock.now())
+                .await?;
+            report.published += acked;
+            count(&drop[..acked]);
+        }
+        Ok(report)
+    }
+
+    /// Sets the backlog gauges from the log.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the log cannot be read.
+    pub async fn record_backlog(&self) -> Result<(), InfraError> {
+        let backlog = self.log.backlog().await?;
+        #[allow(clippy::cast_precision_loss)]
+        metrics::gauge!(telemetry::EVENTS_PENDING).set(backlog.pending as f64);
+        let age = backlog.oldest.map_or(0.0, |oldest| {
+            (self.clock.now() - oldest).as_seconds_f64().max(0.0)
+        });
+        metrics::gauge!(telemetry::EVENTS_OLDEST_AGE).set(age);
+        Ok(())
+    }
+}
+
+fn count(published: &[LoggedEvent]) {
+    for event in published {
+        metrics::counter!(telemetry::EVENTS_PUBLISHED, "type" => event.kind.as_str()).increment(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goods_domain::ports::{Backlog, MockClock, MockEventBroker, MockEventLog};
+    use goods_domain::{DropId, EventType};
+    use time::OffsetDateTime;
+
+    const NOW: OffsetDateTime = time::macros::datetime!(2026-12-02 09:00 UTC);
+
+    fn event(drop: i64, seq: u64) -> LoggedEvent {
+        LoggedEvent {
+            cursor: drop * 100 + i64::try_from(seq).unwrap(),
+            id: format!("goods-{drop}-{seq}"),
+            kind: EventType::OrderPlaced,
+            subject: "orders/1".into(),
+            drop: DropId::parse(drop).unwrap(),
+            dropseq: seq,
+            time: NOW,
+            data: "{}".into(),
+        }
+    }
+
+    fn clock() -> Arc<MockClock> {
+        let mut clock = MockClock::new();
+        clock.expect_now().return_const(NOW);
+        Arc::new(clock)
+    }
+
+    #[tokio::test]
+    async fn each_drop_is_marked_up_to_what_the_broker_acknowledged_and_a_failure_stops_only_its_drop()
+     {
+        let mut log = MockEventLog::new();
+        log.expect_pending_events().returning(|_| {
+            Ok(vec![
+                event(1, 1),
+                event(1, 2),
+                event(1, 3),
+                event(2, 7),
+                event(3, 1),
+            ])
+        });
+        let mut broker = MockEventBroker::new();
+        // Drop 1: the broker acknowledged two of three; drop 2: all; drop 3: it was down.
+        broker
+            .expect_publish()
+            .withf(|e| e.len() == 3 && e.iter().all(|e| e.drop.get() == 1))
+            .times(1)
+            .returning(|_| Ok(2));
+        broker
+            .expect_publish()
+            .withf(|e| e.len() == 1 && e[0].drop.get() == 2)
+            .times(1)
+            .returning(|_| Ok(1));
+        broker
+            .expect_publish()
+            .withf(|e| e[0].drop.get() == 3)
+            .times(1)
+            .returning(|_| Err(InfraError::msg("broker down")));
+        log.expect_mark_relayed()
+            .withf(|d, seq, at| d.get() == 1 && *seq == 2 && *at == NOW)
+            .times(1)
+            .returning(|_, _, _| Ok(()));
+        log.expect_mark_relayed()
+            .withf(|d, seq, _| d.get() == 2 && *seq == 7)
+            .times(1)
+            .returning(|_, _, _| Ok(()));
+        let relay = Relay::new(Arc::new(log), Arc::new(broker), clock());
+        assert_eq!(
+            relay.relay_once().await.unwrap(),
+            RelayReport {
+                published: 3,
+                failed: 2
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn an_empty_log_publishes_nothing() {
+        let mut log = MockEventLog::new();
+        log.expect_pending_events().returning(|_| Ok(Vec::new()));
+        log.expect_mark_relayed().never();
+        log.expect_backlog().returning(|| Ok(Backlog::default()));
+        let mut broker = MockEventBroker::new();
+        broker.expect_publish().never();
+        let relay = Relay::new(Arc::new(log), Arc::new(broker), clock());
+        assert_eq!(relay.relay_once().await.unwrap(), RelayReport::default());
+        relay.record_backlog().await.unwrap();
+    }
+}

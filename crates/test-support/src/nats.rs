@@ -1,0 +1,102 @@
+//! A NATS server with JetStream of the test's own: `nats-server -js` on a free loopback port and
+//! a temporary store directory, so a test can kill it, pause it and start it again on the same
+//! stream. Killed and removed on drop.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A private NATS server.
+pub struct PrivateNats {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl PrivateNats {
+    /// Starts a server and waits until it accepts connections.
+    pub fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("nats-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut server = Self {
+            child: None,
+            port,
+            dir,
+        };
+        server.launch();
+        server
+    }
+
+    /// `nats://127.0.0.1:port`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server with SIGKILL (a crash; JetStream recovers its store at the next start).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            crate::signal(&child, "CONT");
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same store and port, after a [`kill`](Self::kill).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.launch();
+    }
+
+    /// Stops the process with SIGSTOP: connections stay open and nothing answers.
+    pub fn pause(&self) {
+        if let Some(child) = &self.child {
+            crate::signal(child, "STOP");
+        }
+    }
+
+    /// Resumes a paused server with SIGCONT.
+    pub fn resume(&self) {
+        if let Some(child) = &self.child {
+            crate::signal(child, "CONT");
+        }
+    }
+
+    fn launch(&mut self) {
+        let log = std::fs::File::create(self.dir.join("server.log")).unwrap();
+        let child = Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
+            .arg(self.dir.join("store"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|_| {
+                panic!("nats-server must be installed for the event tests (apt-get install nats-server)")
+            });
+        self.child = Some(child);
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        panic!(
+            "private nats-server on port {} did not start:\n{log}",
+            self.port
+        );
+    }
+}
+
+impl Drop for PrivateNats {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
