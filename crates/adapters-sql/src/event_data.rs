@@ -83,6 +83,62 @@ pub fn render(fact: &Fact) -> String {
         Fact::RefundRequired { order: o, payment } | Fact::AmountMismatch { order: o, payment } => {
             refused(order(o), payment)
         }
+        Fact::DrawCompleted {
+            drop,
+            seed,
+            cutoff,
+            root,
+            entries,
+            winners,
+        } => {
+            let mut view = Map::new();
+            view.insert("dropId".into(), json!(drop.get()));
+            view.insert("drawSeed".into(), json!(seed.to_hex()));
+            if let Some(cutoff) = cutoff {
+                view.insert("winningRankCutoff".into(), json!(cutoff.to_hex()));
+            }
+            if let Some(root) = root {
+                view.insert("entriesRoot".into(), json!(root.to_hex()));
+            }
+            view.insert("entryCount".into(), json!(entries));
+            view.insert("winnerCount".into(), json!(winners));
+            view
+        }
+        Fact::EntryWon {
+            drop,
+            user,
+            order,
+            promoted,
+        } => {
+            let mut view = Map::new();
+            view.insert("dropId".into(), json!(drop.get()));
+            view.insert("userId".into(), json!(user.get()));
+            view.insert("status".into(), json!("WON"));
+            view.insert("orderId".into(), json!(order.get()));
+            view.insert("promoted".into(), json!(promoted));
+            view
+        }
+        Fact::EntryVoided { drop, user, reason } => {
+            let mut view = Map::new();
+            view.insert("dropId".into(), json!(drop.get()));
+            view.insert("userId".into(), json!(user.get()));
+            view.insert("status".into(), json!("VOID"));
+            view.insert("reason".into(), json!(reason));
+            view
+        }
+        Fact::DropOversold {
+            drop,
+            limited,
+            sold,
+        } => {
+            let mut view = Map::new();
+            view.insert("dropId".into(), json!(drop.get()));
+            view.insert("limitedQuantity".into(), json!(limited));
+            view.insert("soldQuantity".into(), json!(sold));
+            view.insert("severity".into(), json!("critical"));
+            view.insert("source".into(), json!("oversell"));
+            view
+        }
     };
     Value::Object(data).to_string()
 }

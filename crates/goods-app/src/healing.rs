@@ -493,6 +493,19 @@ impl GoodsApp {
         {
             Ok(true) => {
                 metrics::counter!(crate::telemetry::OVERSELLS).increment(1);
+                let fact = goods_domain::Fact::DropOversold {
+                    drop: drop.id,
+                    limited,
+                    sold,
+                };
+                if let Err(error) = self
+                    .ports
+                    .event_log
+                    .record(&[fact], self.ports.clock.now())
+                    .await
+                {
+                    tracing::warn!(error = %error, drop.id = %drop.id, "the oversell's event not written; the outbox keeps the alert");
+                }
                 tracing::error!(
                 source = "oversell",
                 severity = "critical",
@@ -714,6 +727,20 @@ mod tests {
             .withf(|key, _, _| key == "oversell:1")
             .times(2)
             .returning(move |_, _, _| Ok(!std::mem::replace(&mut recorded, true)));
+        // The event log gets goods.drop.oversold once too, with the outbox's first record.
+        m.event_log
+            .expect_record()
+            .withf(|facts, at| {
+                *at == OPEN
+                    && facts
+                        == [goods_domain::Fact::DropOversold {
+                            drop: drop_id(),
+                            limited: 100,
+                            sold: 101,
+                        }]
+            })
+            .times(1)
+            .returning(|_, _| Ok(()));
         let event = DomainEvent::Oversold {
             drop_id: drop_id(),
             limited_quantity: 100,

@@ -2,7 +2,10 @@
 //! transaction (docs/events.md). The types are the contract's; which decision yields which
 //! events is decided here, and the store only writes what these functions return.
 
-use crate::{DropId, GoodsOrder, LimitedDrop, OrderStatus, PaymentEvent, PaymentOutcome};
+use crate::{
+    DrawSeed, DropId, EntriesRoot, GoodsOrder, LimitedDrop, OrderId, OrderStatus, PaymentEvent,
+    PaymentOutcome, RankKey, UserId,
+};
 
 /// An event's `type`, as the contract names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -101,6 +104,35 @@ pub enum Fact {
         order: GoodsOrder,
         payment: PaymentEvent,
     },
+    /// A draw was made: its seed revealed, the entry set's root and the counts.
+    DrawCompleted {
+        drop: DropId,
+        seed: DrawSeed,
+        cutoff: Option<RankKey>,
+        root: Option<EntriesRoot>,
+        entries: u32,
+        winners: u32,
+    },
+    /// A draw's entry won a unit (its order is placed too): by the draw, or `promoted` from the
+    /// waitlist when a winner's order ended unpaid.
+    EntryWon {
+        drop: DropId,
+        user: UserId,
+        order: OrderId,
+        promoted: bool,
+    },
+    /// A draw's award to this entry was refused; its unit went to the next by rank.
+    EntryVoided {
+        drop: DropId,
+        user: UserId,
+        reason: String,
+    },
+    /// More units sold than the drop has (the design document's LimitedDropOversoldEvent).
+    DropOversold {
+        drop: DropId,
+        limited: u32,
+        sold: u32,
+    },
 }
 
 impl Fact {
@@ -116,6 +148,13 @@ impl Fact {
             Self::OrderExpired(_) => EventType::OrderExpired,
             Self::RefundRequired { .. } => EventType::PaymentRefundRequired,
             Self::AmountMismatch { .. } => EventType::PaymentAmountMismatch,
+            Self::DrawCompleted { .. } => EventType::DrawCompleted,
+            Self::EntryWon {
+                promoted: false, ..
+            } => EventType::EntryWon,
+            Self::EntryWon { promoted: true, .. } => EventType::EntryPromoted,
+            Self::EntryVoided { .. } => EventType::EntryVoided,
+            Self::DropOversold { .. } => EventType::DropOversold,
         }
     }
 
@@ -123,7 +162,11 @@ impl Fact {
     pub fn drop_id(&self) -> DropId {
         match self {
             Self::DropCreated(d) | Self::DropClosed(d) => d.id,
-            Self::DropSoldOut { drop, .. } => *drop,
+            Self::DropSoldOut { drop, .. }
+            | Self::DrawCompleted { drop, .. }
+            | Self::EntryWon { drop, .. }
+            | Self::EntryVoided { drop, .. }
+            | Self::DropOversold { drop, .. } => *drop,
             Self::OrderPlaced(o)
             | Self::OrderPaid(o)
             | Self::OrderCancelled(o)
@@ -133,11 +176,17 @@ impl Fact {
         }
     }
 
-    /// The CloudEvents `subject`: `orders/{orderId}` or `drops/{dropId}`.
+    /// The CloudEvents `subject`: `orders/{orderId}`, `drops/{dropId}` or
+    /// `entries/{dropId}/{userId}`.
     pub fn subject(&self) -> String {
         match self {
-            Self::DropCreated(_) | Self::DropSoldOut { .. } | Self::DropClosed(_) => {
-                format!("drops/{}", self.drop_id())
+            Self::DropCreated(_)
+            | Self::DropSoldOut { .. }
+            | Self::DropClosed(_)
+            | Self::DrawCompleted { .. }
+            | Self::DropOversold { .. } => format!("drops/{}", self.drop_id()),
+            Self::EntryWon { drop, user, .. } | Self::EntryVoided { drop, user, .. } => {
+                format!("entries/{drop}/{user}")
             }
             Self::OrderPlaced(o)
             | Self::OrderPaid(o)

@@ -3,15 +3,16 @@
 //! written back, and the awards and refusals counted as they are written.
 
 use super::SqlStore;
+use super::event_log::append;
 use super::queries::begin_write;
-use crate::rows::{DrawRow, EntryRow, UserRow, column, to_db};
+use crate::rows::{DrawRow, EntryRow, NumberRow, UserRow, column, to_db};
 use crate::{Backend, Bind, Exec, Sql, TxError};
 use async_trait::async_trait;
 use diesel::QueryableByName;
 use goods_domain::draw::Ranked;
 use goods_domain::ports::{DrawRepository, EnterError, Entered, NewEntry};
 use goods_domain::{
-    Draw, DrawSeed, DropId, EntriesRoot, Entry, InfraError, OrderId, RankKey, UserId,
+    Draw, DrawSeed, DropId, EntriesRoot, Entry, Fact, InfraError, OrderId, RankKey, UserId,
 };
 use std::collections::{HashMap, HashSet};
 use time::OffsetDateTime;
@@ -217,6 +218,31 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                 |c, _| {
                     Box::pin(async move {
                         begin_write::<B>(c).await?;
+                        // The entries this award gives a unit to (not those awarded before),
+                        // locked: their events are written with the award.
+                        let open: Vec<NumberRow> = c
+                            .rows(
+                                Sql::for_rows(chunk.len())
+                                    .sql("SELECT user_id AS n FROM draw_entries WHERE drop_id = ")
+                                    .bind(Bind::BigInt(drop.get()))
+                                    .sql(" AND order_id IS NULL AND user_id IN (")
+                                    .list(chunk, |q, (user, _)| q.bind(Bind::BigInt(user.get())))
+                                    .sql(")")
+                                    .sql(B::DIALECT.locking_read),
+                            )
+                            .await?;
+                        let open: std::collections::HashSet<i64> =
+                            open.into_iter().map(|r| r.n).collect();
+                        let facts: Vec<Fact> = chunk
+                            .iter()
+                            .filter(|(user, _)| open.contains(&user.get()))
+                            .map(|&(user, order)| Fact::EntryWon {
+                                drop,
+                                user,
+                                order,
+                                promoted,
+                            })
+                            .collect();
                         let q = Sql::for_rows(chunk.len())
                             .sql("UPDATE draw_entries SET promoted = ")
                             .bind(Bind::Bool(promoted))
@@ -244,6 +270,7 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                                 .bind(Bind::BigInt(drop.get())),
                         )
                         .await?;
+                        append::<B>(c, &facts, at).await?;
                         Ok(())
                     })
                 },
@@ -253,7 +280,13 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
         Ok(())
     }
 
-    async fn void(&self, drop: DropId, user: UserId, reason: &str) -> Result<bool, InfraError> {
+    async fn void(
+        &self,
+        drop: DropId,
+        user: UserId,
+        reason: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, InfraError> {
         let reason = reason.to_owned();
         self.write_tx::<_, InfraError, InfraError, _>("void entry", |_| false, |c, _| {
             let reason = reason.clone();
@@ -262,7 +295,7 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                 let voided = c
                     .run(
                         Sql::new("UPDATE draw_entries SET void_reason = ")
-                            .bind(Bind::Text(reason))
+                            .bind(Bind::Text(reason.clone()))
                             .sql(" WHERE drop_id = ")
                             .bind(Bind::BigInt(drop.get()))
                             .sql(" AND user_id = ")
@@ -276,6 +309,7 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                             .bind(Bind::BigInt(drop.get())),
                     )
                     .await?;
+                    append::<B>(c, &[Fact::EntryVoided { drop, user, reason }], at).await?;
                 }
                 Ok(voided == 1)
             })
@@ -307,24 +341,64 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
         seed: &DrawSeed,
         cutoff: Option<RankKey>,
     ) -> Result<bool, InfraError> {
-        let q = Sql::new("UPDATE drop_draws SET drawn_at = ")
-            .bind(Bind::Timestamp(to_db(at)))
-            .sql(", seed = ")
-            .bind(Bind::Text(seed.to_hex()))
-            .sql(", cutoff = ");
-        let q = match cutoff {
-            Some(cutoff) => q.bind(Bind::Text(cutoff.to_hex())),
-            None => q.sql("NULL"),
-        };
-        let changed = self
-            .write(
-                "finish draw",
-                q.sql(" WHERE drop_id = ")
-                    .bind(Bind::BigInt(drop.get()))
-                    .sql(" AND drawn_at IS NULL"),
-            )
-            .await?;
-        Ok(changed == 1)
+        let seed = *seed;
+        self.write_tx::<_, InfraError, InfraError, _>(
+            "finish draw",
+            |_| false,
+            move |c, _| {
+                Box::pin(async move {
+                    begin_write::<B>(c).await?;
+                    let q = Sql::new("UPDATE drop_draws SET drawn_at = ")
+                        .bind(Bind::Timestamp(to_db(at)))
+                        .sql(", seed = ")
+                        .bind(Bind::Text(seed.to_hex()))
+                        .sql(", cutoff = ");
+                    let q = match cutoff {
+                        Some(cutoff) => q.bind(Bind::Text(cutoff.to_hex())),
+                        None => q.sql("NULL"),
+                    };
+                    let changed = c
+                        .run(
+                            q.sql(" WHERE drop_id = ")
+                                .bind(Bind::BigInt(drop.get()))
+                                .sql(" AND drawn_at IS NULL"),
+                        )
+                        .await?;
+                    if changed != 1 {
+                        return Ok(false);
+                    }
+                    let rows: Vec<DrawnRow> = c
+                        .rows(
+                            Sql::new(
+                                "SELECT entries_root, entry_count, winner_count FROM drop_draws \
+                             WHERE drop_id = ",
+                            )
+                            .bind(Bind::BigInt(drop.get())),
+                        )
+                        .await?;
+                    let row = rows
+                        .into_iter()
+                        .next()
+                        .ok_or(TxError::Db(diesel::result::Error::NotFound))?;
+                    let root = row
+                        .entries_root
+                        .map(|r| EntriesRoot::from_hex(&r))
+                        .transpose()
+                        .map_err(|e| InfraError::new("corrupt entries root", e))?;
+                    let fact = Fact::DrawCompleted {
+                        drop,
+                        seed,
+                        cutoff,
+                        root,
+                        entries: u32::try_from(row.entry_count).unwrap_or(0),
+                        winners: u32::try_from(row.winner_count).unwrap_or(0),
+                    };
+                    append::<B>(c, &[fact], at).await?;
+                    Ok(true)
+                })
+            },
+        )
+        .await
     }
 }
 
@@ -391,4 +465,15 @@ async fn write_entries<B: Backend>(
     )
     .await?;
     Ok(rows)
+}
+
+/// A drawn draw's root and counts, as its transaction left them.
+#[derive(Debug, diesel::QueryableByName)]
+struct DrawnRow {
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    entries_root: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    entry_count: i32,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    winner_count: i32,
 }

@@ -149,6 +149,23 @@ impl<B: Backend> EventLog for SqlStore<B> {
         rows.into_iter().map(EventRow::into_domain).collect()
     }
 
+    async fn record(&self, facts: &[Fact], at: OffsetDateTime) -> Result<(), InfraError> {
+        let facts = facts.to_vec();
+        self.write_tx::<_, std::convert::Infallible, InfraError, _>(
+            "record events",
+            |_| false,
+            move |c, _| {
+                let facts = facts.clone();
+                Box::pin(async move {
+                    super::queries::begin_write::<B>(c).await?;
+                    append::<B>(c, &facts, at).await?;
+                    Ok(())
+                })
+            },
+        )
+        .await
+    }
+
     async fn pending_events(&self, limit: u32) -> Result<Vec<LoggedEvent>, InfraError> {
         let rows: Vec<EventRow> = self
             .read(

@@ -542,7 +542,7 @@ impl GoodsApp {
                 .award(drop.id, &awards, promoted, now)
                 .await?;
             for (user, reason) in refused {
-                if self.ports.draws.void(drop.id, user, reason).await? {
+                if self.ports.draws.void(drop.id, user, reason, now).await? {
                     metrics::counter!(telemetry::DRAW_VOIDED).increment(1);
                     tracing::warn!(drop.id = %drop.id, user.id = %user, reason, "draw entry voided; its unit goes to the next by rank");
                 }

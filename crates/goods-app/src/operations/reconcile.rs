@@ -128,6 +128,20 @@ mod tests {
             })
             .times(1)
             .returning(|_, _, _| Ok(true));
+        m.event_log
+            .expect_record()
+            .withf(|facts, _| {
+                matches!(
+                    facts,
+                    [goods_domain::Fact::DropOversold {
+                        limited: 100,
+                        sold: 101,
+                        ..
+                    }]
+                )
+            })
+            .times(1)
+            .returning(|_, _| Ok(()));
         let report = m
             .app(None)
             .reconcile_drop(drop_id(), admin())

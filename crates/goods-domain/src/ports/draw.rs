@@ -109,12 +109,18 @@ pub trait DrawRepository: Send + Sync + 'static {
         at: OffsetDateTime,
     ) -> Result<(), InfraError>;
 
-    /// Voids `user`'s waiting entry in `drop` with the refusal's `reason` and counts it:
-    /// `false` when it was not waiting any more.
+    /// Voids `user`'s waiting entry in `drop` with the refusal's `reason` at `at` and counts
+    /// it: `false` when it was not waiting any more.
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.
-    async fn void(&self, drop: DropId, user: UserId, reason: &str) -> Result<bool, InfraError>;
+    async fn void(
+        &self,
+        drop: DropId,
+        user: UserId,
+        reason: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, InfraError>;
 
     /// The rank key of the highest-ranked entry with an order: before any promotion, the
     /// draw's last winner.

@@ -2,7 +2,7 @@
 //! transaction (which decision yields which events: [`crate::event`]), read back for
 //! `/admin/events` and by whatever publishes them to a broker.
 
-use crate::event::EventType;
+use crate::event::{EventType, Fact};
 use crate::{DropId, InfraError};
 use async_trait::async_trait;
 use time::OffsetDateTime;
@@ -116,6 +116,13 @@ pub trait EventLog: Send + Sync + 'static {
     /// # Errors
     /// [`InfraError`] when the store fails.
     async fn events(&self, query: &EventQuery) -> Result<Vec<LoggedEvent>, InfraError>;
+
+    /// Writes `facts`, all of one drop, at `at`, in a transaction of their own: for what is
+    /// found rather than decided (an oversell seen by reconciliation).
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn record(&self, facts: &[Fact], at: OffsetDateTime) -> Result<(), InfraError>;
 
     /// Up to `limit` events not published yet, by drop and, within a drop, in `dropseq`
     /// order. A drop's event is committed only after every smaller number of the drop (the

@@ -839,6 +839,18 @@ async fn a_refused_award_voids_that_entry_and_the_next_by_rank_wins() {
     );
     let voided_after = series_value(&app.metrics().await, "draw_entries_voided_total").unwrap();
     assert_eq!(voided_after - voided_before, 2.0);
+    let voided: Vec<Value> = drop_events(&app, drop)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "goods.entry.voided")
+        .collect();
+    assert_eq!(voided.len(), 2, "one goods.entry.voided per voided entry");
+    assert!(
+        voided
+            .iter()
+            .all(|e| e["data"]["reason"] == "IDEMPOTENCY_KEY_REUSED"),
+        "{voided:?}"
+    );
     assert_eq!(
         drawn["winningRankCutoff"],
         seed.rank_key(UserId::parse(rest[LIMITED - 1]).unwrap())
@@ -945,4 +957,90 @@ async fn views_of_a_draw_with_100000_entries_cost_what_an_empty_ones_cost() {
         "entry rows read: empty vs {ENTRIES} entries: {costs:?}"
     );
     eprintln!("(entryCount in view, in stats, statements, entry rows read): {costs:?}");
+}
+
+/// A draw's decisions are events too, numbered with the drop's others: each winner's order
+/// placed and its entry won, then the draw completed with the revealed seed; a cancelled
+/// winner's unit goes to the waitlist as `goods.entry.promoted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draws_decisions_are_events_in_commit_order() {
+    let app = drawing_app().await;
+    let drop = open_draw(&app, 2).await;
+    for user in 1..=4 {
+        assert_eq!(enter(&app, drop, user).await.status(), StatusCode::ACCEPTED);
+    }
+    let drawn = until_drawn(&app, drop).await;
+    let seen = drop_events(&app, drop).await;
+    let types: Vec<&str> = seen.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "goods.drop.created",
+            "goods.order.placed",
+            "goods.order.placed",
+            "goods.drop.sold_out",
+            "goods.entry.won",
+            "goods.entry.won",
+            "goods.draw.completed",
+        ]
+    );
+    let seqs: Vec<u64> = seen
+        .iter()
+        .map(|e| e["dropseq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=7).collect::<Vec<_>>());
+    let completed = &seen[6]["data"];
+    assert_eq!(completed["drawSeed"], drawn["drawSeed"]);
+    assert_eq!(completed["entriesRoot"], drawn["entriesRoot"]);
+    assert_eq!(
+        (&completed["entryCount"], &completed["winnerCount"]),
+        (&json!(4), &json!(2))
+    );
+    let won = &seen[4];
+    let winner = won["data"]["userId"].as_i64().unwrap();
+    assert_eq!(won["subject"], format!("entries/{drop}/{winner}"));
+    assert_eq!(won["data"]["promoted"], false);
+
+    // The winner cancels: the unit goes to the first of the waitlist, promoted.
+    let order = won["data"]["orderId"].as_i64().unwrap();
+    assert_eq!(cancel(&app, order, winner).await.status(), StatusCode::OK);
+    for _ in 0..400 {
+        let seen = drop_events(&app, drop).await;
+        if seen.iter().any(|e| e["type"] == "goods.entry.promoted") {
+            let tail: Vec<&str> = seen[7..]
+                .iter()
+                .map(|e| e["type"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                tail,
+                [
+                    "goods.order.cancelled",
+                    "goods.order.placed",
+                    "goods.drop.sold_out",
+                    "goods.entry.promoted"
+                ]
+            );
+            let promoted = &seen[seen.len() - 1]["data"];
+            assert_eq!(promoted["promoted"], true);
+            assert_ne!(promoted["userId"], json!(winner));
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("no promotion within 10 s");
+}
+
+/// Every event of `drop`, oldest first (one page: a draw's test has few).
+async fn drop_events(app: &TestApp, drop: i64) -> Vec<Value> {
+    body(
+        app.get(
+            &format!("/admin/events?dropId={drop}&limit=100"),
+            Some((99, "admin")),
+        )
+        .await,
+    )
+    .await["items"]
+        .as_array()
+        .unwrap()
+        .clone()
 }

@@ -186,13 +186,23 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
     let (refused, winners) = (winners[1], [&winners[..1], &winners[2..]].concat());
     assert!(
         store
-            .void(drop.id, refused, "PER_USER_LIMIT_EXCEEDED")
+            .void(
+                drop.id,
+                refused,
+                "PER_USER_LIMIT_EXCEEDED",
+                time::OffsetDateTime::now_utc()
+            )
             .await
             .unwrap()
     );
     assert!(
         !store
-            .void(drop.id, refused, "PER_USER_LIMIT_EXCEEDED")
+            .void(
+                drop.id,
+                refused,
+                "PER_USER_LIMIT_EXCEEDED",
+                time::OffsetDateTime::now_utc()
+            )
             .await
             .unwrap(),
         "once"
