@@ -169,6 +169,9 @@ impl Application {
         // The first two log lines; scripts and tests read the chosen ports from them.
         tracing::info!("listening on {address}");
         tracing::info!("ops listening on {ops_address}");
+        if let Some(broker) = &config.events.broker {
+            tracing::info!(stream = %broker.stream, "events are published to NATS JetStream");
+        }
         let ops = api_actix::ops_server(ops_listener, state.clone())?;
         let server = api_actix::server(listener, state, http.workers, http.shutdown_grace)?;
         if let Auth::TrustedHeader { proxies } = &config.auth {

@@ -1049,3 +1049,100 @@ async fn a_done_marker_no_order_explains_is_dropped_by_the_next_resync() {
     answers.extend(wave(&client, &server.base, drop, 3..=20).await);
     assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
 }
+
+/// The event ids of `stream` on `url`, in stream order.
+async fn stream_ids(url: &str, stream: &str) -> Vec<String> {
+    let Ok(client) = async_nats::connect(url).await else {
+        return Vec::new();
+    };
+    let js = async_nats::jetstream::new(client);
+    let Ok(mut stream) = js.get_stream(stream).await else {
+        return Vec::new();
+    };
+    let count = stream.info().await.map_or(0, |i| i.state.messages);
+    let mut ids = Vec::new();
+    for seq in 1..=count {
+        let message = stream.get_raw_message(seq).await.unwrap();
+        ids.push(
+            message
+                .headers
+                .get("Nats-Msg-Id")
+                .unwrap()
+                .as_str()
+                .to_owned(),
+        );
+    }
+    ids
+}
+
+/// Two instances sell one drop (buyers through both) with the broker stalled by SIGSTOP, so
+/// every event waits in the log; the instance the buyers used is killed with SIGKILL. Once the
+/// broker resumes, the survivor publishes them all: the stream holds exactly the drop's events
+/// as `/admin/events` lists them, in `dropseq` order, each id once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn events_pending_on_a_killed_instance_reach_the_broker_once_and_in_order() {
+    const LIMITED: i64 = 40;
+    const STREAM: &str = "GOODS_EVENTS_FAULTS";
+    let nats = test_support::nats::PrivateNats::start();
+    let database = test_support::mysql::fresh_database().await;
+    let mut vars = shared_redis(&fresh_prefix()).to_vec();
+    vars.push(("DATABASE_URL", database));
+    vars.push(("EVENTS_URL", nats.url()));
+    vars.push(("EVENTS_STREAM", STREAM.into()));
+    let mut a = Server::start(&env(&vars));
+    let b = Server::start(&env(&vars));
+    let client = Client::new();
+    let drop = client.open_drop(&a.base, LIMITED).await;
+    let until = Instant::now() + Duration::from_secs(10);
+    while stream_ids(&nats.url(), STREAM).await.is_empty() {
+        assert!(
+            Instant::now() < until,
+            "drop.created never reached the broker"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    nats.pause();
+    let started = Instant::now();
+    let mut answers = wave(&client, &a.base, drop, 1..=30).await;
+    answers.extend(wave(&client, &b.base, drop, 31..=60).await);
+    let took = started.elapsed();
+    assert_sold_out_exactly(&client, &b.base, drop, LIMITED, &answers).await;
+    assert!(
+        took < Duration::from_secs(5),
+        "60 purchases took {took:?} with the broker stalled"
+    );
+    a.kill9();
+    nats.resume();
+
+    let logged: Vec<String> = {
+        let res = as_user(
+            client
+                .http
+                .get(format!("{}/admin/events?dropId={drop}&limit=100", b.base)),
+            99,
+            "admin",
+        )
+        .send()
+        .await
+        .unwrap();
+        let page: serde_json::Value = res.json().await.unwrap();
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // drop.created, 40 order.placed, drop.sold_out.
+    assert_eq!(logged.len(), 42);
+    let until = Instant::now() + Duration::from_secs(20);
+    let stored = loop {
+        let stored = stream_ids(&nats.url(), STREAM).await;
+        if stored.len() >= logged.len() || Instant::now() > until {
+            break stored;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(stored, logged, "every event once, in commit order");
+}

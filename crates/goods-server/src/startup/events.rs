@@ -30,7 +30,6 @@ pub(super) async fn relay(
             ack_timeout: std::time::Duration::from_secs(2),
         })
         .await?;
-        tracing::info!(stream = %config.broker.as_ref().map_or("", |b| b.stream.as_str()), "events are published to NATS JetStream");
         Ok(Some(Relay::new(log, Arc::new(broker), clock)))
     }
     #[cfg(not(feature = "nats"))]
