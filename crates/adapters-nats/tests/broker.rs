@@ -8,7 +8,7 @@ use adapters_nats::{NatsBroker, NatsConfig};
 use goods_domain::ports::{EventBroker, LoggedEvent};
 use goods_domain::{DropId, EventType};
 use std::time::{Duration, Instant};
-use test_support::nats::PrivateNats;
+use test_support::nats::{PrivateNats, stored};
 
 const STREAM: &str = "GOODS_EVENTS_TEST";
 
@@ -39,27 +39,6 @@ fn event(drop: i64, seq: u64) -> LoggedEvent {
     }
 }
 
-/// Every message of the stream, in stream order: (subject, Nats-Msg-Id, payload).
-async fn stored(server: &PrivateNats) -> Vec<(String, String, String)> {
-    let client = async_nats::connect(server.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client);
-    let mut stream = js.get_stream(STREAM).await.unwrap();
-    let count = stream.info().await.unwrap().state.messages;
-    let mut messages = Vec::new();
-    for seq in 1..=count {
-        let m = stream.get_raw_message(seq).await.unwrap();
-        messages.push((
-            m.subject.to_string(),
-            m.headers
-                .get("Nats-Msg-Id")
-                .map(|v| v.as_str().to_owned())
-                .unwrap_or_default(),
-            String::from_utf8(m.payload.to_vec()).unwrap(),
-        ));
-    }
-    messages
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_are_stored_in_order_under_their_ids_and_a_repeat_is_dropped() {
     let server = PrivateNats::start();
@@ -68,15 +47,15 @@ async fn events_are_stored_in_order_under_their_ids_and_a_repeat_is_dropped() {
     assert_eq!(broker.publish(&events).await.unwrap(), 50);
     // A relay that died after the broker's ack but before marking sends them again.
     assert_eq!(broker.publish(&events[40..]).await.unwrap(), 10);
-    let messages = stored(&server).await;
+    let messages = stored(&server.url(), STREAM).await;
     assert_eq!(messages.len(), 50, "the ten repeats were dropped");
     for (message, event) in messages.iter().zip(&events) {
-        assert_eq!(message.0, event.broker_subject());
-        assert_eq!(message.1, event.id);
-        assert_eq!(message.2, event.to_cloud_event());
+        assert_eq!(message.subject, event.broker_subject());
+        assert_eq!(message.id, event.id);
+        assert_eq!(message.payload, event.to_cloud_event());
     }
-    assert_eq!(messages[0].0, "goods.7.drop.created");
-    assert_eq!(messages[1].0, "goods.7.order.placed");
+    assert_eq!(messages[0].subject, "goods.7.drop.created");
+    assert_eq!(messages[1].subject, "goods.7.order.placed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,6 +108,10 @@ async fn a_broker_that_is_down_or_paused_is_answered_within_the_bound_and_served
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let ids: Vec<String> = stored(&server).await.into_iter().map(|m| m.1).collect();
+    let ids: Vec<String> = stored(&server.url(), STREAM)
+        .await
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
     assert_eq!(ids, ["goods-3-1", "goods-3-2", "goods-3-3", "goods-3-4"]);
 }

@@ -1052,27 +1052,11 @@ async fn a_done_marker_no_order_explains_is_dropped_by_the_next_resync() {
 
 /// The event ids of `stream` on `url`, in stream order.
 async fn stream_ids(url: &str, stream: &str) -> Vec<String> {
-    let Ok(client) = async_nats::connect(url).await else {
-        return Vec::new();
-    };
-    let js = async_nats::jetstream::new(client);
-    let Ok(mut stream) = js.get_stream(stream).await else {
-        return Vec::new();
-    };
-    let count = stream.info().await.map_or(0, |i| i.state.messages);
-    let mut ids = Vec::new();
-    for seq in 1..=count {
-        let message = stream.get_raw_message(seq).await.unwrap();
-        ids.push(
-            message
-                .headers
-                .get("Nats-Msg-Id")
-                .unwrap()
-                .as_str()
-                .to_owned(),
-        );
-    }
-    ids
+    test_support::nats::stored(url, stream)
+        .await
+        .into_iter()
+        .map(|m| m.id)
+        .collect()
 }
 
 /// Two instances sell one drop (buyers through both) with the broker stalled by SIGSTOP, so

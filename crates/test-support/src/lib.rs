@@ -40,3 +40,40 @@ pub fn signal(child: &std::process::Child, signal: &str) {
         .args([format!("-{signal}"), child.id().to_string()])
         .status();
 }
+
+/// The process of a server a test owns (none between a kill and the next start): killed with
+/// SIGKILL (after a SIGCONT, so a paused one dies too), paused with SIGSTOP, resumed with
+/// SIGCONT.
+#[derive(Debug, Default)]
+pub struct Daemon(Option<std::process::Child>);
+
+impl Daemon {
+    /// Owns `child` from now on (killing the one before, if any).
+    pub fn run(&mut self, child: std::process::Child) {
+        self.kill();
+        self.0 = Some(child);
+    }
+
+    /// SIGKILL, and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            signal(&child, "CONT");
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGSTOP: connections stay open and nothing answers.
+    pub fn pause(&self) {
+        if let Some(child) = &self.0 {
+            signal(child, "STOP");
+        }
+    }
+
+    /// SIGCONT.
+    pub fn resume(&self) {
+        if let Some(child) = &self.0 {
+            signal(child, "CONT");
+        }
+    }
+}

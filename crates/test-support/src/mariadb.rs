@@ -4,12 +4,12 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A private MariaDB server.
 pub struct PrivateMariadb {
-    child: Option<Child>,
+    child: crate::Daemon,
     port: u16,
     dir: PathBuf,
     /// CA, certificate and key of a server that accepts TLS connections only.
@@ -61,7 +61,7 @@ impl PrivateMariadb {
             .unwrap()
             .port();
         let mut server = Self {
-            child: None,
+            child: crate::Daemon::default(),
             port,
             dir,
             tls,
@@ -117,11 +117,7 @@ impl PrivateMariadb {
 
     /// Kills the server with SIGKILL (a crash: no shutdown, InnoDB recovers at the next start).
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            crate::signal(&child, "CONT");
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.child.kill();
     }
 
     /// Starts the server again on the same data and port, after a [`kill`](Self::kill).
@@ -132,16 +128,12 @@ impl PrivateMariadb {
 
     /// Stops the process with SIGSTOP: connections stay open and nothing answers.
     pub fn pause(&self) {
-        if let Some(child) = &self.child {
-            crate::signal(child, "STOP");
-        }
+        self.child.pause();
     }
 
     /// Resumes a paused server with SIGCONT.
     pub fn resume(&self) {
-        if let Some(child) = &self.child {
-            crate::signal(child, "CONT");
-        }
+        self.child.resume();
     }
 
     fn launch(&mut self) {
@@ -171,7 +163,7 @@ impl PrivateMariadb {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|_| panic!("{}", missing("mariadbd")));
-        self.child = Some(child);
+        self.child.run(child);
         let until = Instant::now() + Duration::from_secs(30);
         while Instant::now() < until {
             if self.client("SELECT 1").is_ok() {

@@ -4,12 +4,12 @@
 
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A private NATS server.
 pub struct PrivateNats {
-    child: Option<Child>,
+    child: crate::Daemon,
     port: u16,
     dir: PathBuf,
 }
@@ -25,7 +25,7 @@ impl PrivateNats {
             .unwrap()
             .port();
         let mut server = Self {
-            child: None,
+            child: crate::Daemon::default(),
             port,
             dir,
         };
@@ -40,11 +40,7 @@ impl PrivateNats {
 
     /// Kills the server with SIGKILL (a crash; JetStream recovers its store at the next start).
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            crate::signal(&child, "CONT");
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.child.kill();
     }
 
     /// Starts the server again on the same store and port, after a [`kill`](Self::kill).
@@ -55,16 +51,12 @@ impl PrivateNats {
 
     /// Stops the process with SIGSTOP: connections stay open and nothing answers.
     pub fn pause(&self) {
-        if let Some(child) = &self.child {
-            crate::signal(child, "STOP");
-        }
+        self.child.pause();
     }
 
     /// Resumes a paused server with SIGCONT.
     pub fn resume(&self) {
-        if let Some(child) = &self.child {
-            crate::signal(child, "CONT");
-        }
+        self.child.resume();
     }
 
     fn launch(&mut self) {
@@ -78,7 +70,7 @@ impl PrivateNats {
             .unwrap_or_else(|_| {
                 panic!("nats-server must be installed for the event tests (apt-get install nats-server)")
             });
-        self.child = Some(child);
+        self.child.run(child);
         let until = Instant::now() + Duration::from_secs(10);
         while Instant::now() < until {
             if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
@@ -99,4 +91,40 @@ impl Drop for PrivateNats {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A message of a JetStream stream, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub subject: String,
+    /// Its `Nats-Msg-Id` header (the event id).
+    pub id: String,
+    pub payload: String,
+}
+
+/// Every message of `stream` on the server at `url`, in stream order; none when the server
+/// or the stream is not there (yet).
+pub async fn stored(url: &str, stream: &str) -> Vec<Stored> {
+    let Ok(client) = async_nats::connect(url).await else {
+        return Vec::new();
+    };
+    let js = async_nats::jetstream::new(client);
+    let Ok(mut stream) = js.get_stream(stream).await else {
+        return Vec::new();
+    };
+    let count = stream.info().await.map_or(0, |i| i.state.messages);
+    let mut messages = Vec::new();
+    for seq in 1..=count {
+        let m = stream.get_raw_message(seq).await.unwrap();
+        messages.push(Stored {
+            subject: m.subject.to_string(),
+            id: m
+                .headers
+                .get("Nats-Msg-Id")
+                .map(|v| v.as_str().to_owned())
+                .unwrap_or_default(),
+            payload: String::from_utf8(m.payload.to_vec()).unwrap(),
+        });
+    }
+    messages
 }

@@ -228,42 +228,29 @@ async fn only_admins_read_events_and_a_bad_filter_is_refused() {
     assert_eq!(created["items"].as_array().unwrap().len(), 1);
 }
 
-/// The ids of every message in `stream` on `url`, in stream order.
+/// The ids of every message in `stream` on `url`, in stream order; each message's payload is
+/// its event and its subject `goods.<dropId>.<type>`.
 async fn stream_ids(url: &str, stream: &str) -> Vec<String> {
-    let Ok(client) = async_nats::connect(url).await else {
-        return Vec::new();
-    };
-    let js = async_nats::jetstream::new(client);
-    let Ok(mut stream) = js.get_stream(stream).await else {
-        return Vec::new();
-    };
-    let count = stream.info().await.map_or(0, |i| i.state.messages);
     let mut ids = Vec::new();
-    for seq in 1..=count {
-        let message = stream.get_raw_message(seq).await.unwrap();
-        let id = message
-            .headers
-            .get("Nats-Msg-Id")
-            .unwrap()
-            .as_str()
-            .to_owned();
-        let payload: Value = serde_json::from_slice(&message.payload).unwrap();
-        assert_eq!(payload["id"], id.as_str(), "the payload is the event");
+    for message in test_support::nats::stored(url, stream).await {
+        let payload: Value = serde_json::from_str(&message.payload).unwrap();
         assert_eq!(
-            message.subject.as_str(),
+            payload["id"],
+            message.id.as_str(),
+            "the payload is the event"
+        );
+        assert_eq!(
+            message.subject,
             format!(
                 "goods.{}.{}",
-                payload["dropseq"]
-                    .as_u64()
-                    .map(|_| payload["data"]["dropId"].clone())
-                    .unwrap(),
+                payload["data"]["dropId"],
                 payload["type"]
                     .as_str()
                     .unwrap()
                     .trim_start_matches("goods.")
             )
         );
-        ids.push(id);
+        ids.push(message.id);
     }
     ids
 }
