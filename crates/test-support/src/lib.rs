@@ -63,10 +63,27 @@ impl Daemon {
         }
     }
 
-    /// SIGSTOP: connections stay open and nothing answers.
+    /// SIGSTOP: connections stay open and nothing answers. Returns once the process is
+    /// stopped: `kill` returns when the signal is sent, and a thread busy on another core
+    /// could still answer a request sent right after it.
     pub fn pause(&self) {
         if let Some(child) = &self.0 {
             signal(child, "STOP");
+            let stat = format!("/proc/{}/stat", child.id());
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+            while std::time::Instant::now() < until {
+                let state = std::fs::read_to_string(&stat).unwrap_or_default();
+                // `pid (comm) state ...`: the state follows the last ')'.
+                if state
+                    .rsplit(')')
+                    .next()
+                    .is_some_and(|rest| rest.trim_start().starts_with('T'))
+                {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            panic!("process {} did not stop within 2 s of SIGSTOP", child.id());
         }
     }
 
