@@ -139,6 +139,20 @@ pub fn render(fact: &Fact) -> String {
             view.insert("source".into(), json!("oversell"));
             view
         }
+        Fact::GateDegraded { drop } => {
+            let mut view = Map::new();
+            view.insert("dropId".into(), json!(drop.get()));
+            view.insert("severity".into(), json!("warning"));
+            view.insert("source".into(), json!("redis-degraded"));
+            view
+        }
+        Fact::GateRecovered { drop } => {
+            let mut view = Map::new();
+            view.insert("dropId".into(), json!(drop.get()));
+            view.insert("severity".into(), json!("info"));
+            view.insert("source".into(), json!("redis-degraded"));
+            view
+        }
     };
     Value::Object(data).to_string()
 }

@@ -24,7 +24,7 @@ use crate::GoodsApp;
 use goods_domain::ports::{
     AdmissionGate, DomainEvent, Reservation, StaleReservation, StaleResolution,
 };
-use goods_domain::{DropId, IdempotencyKey, InfraError, LimitedDrop, UserId};
+use goods_domain::{DropId, Fact, IdempotencyKey, InfraError, LimitedDrop, UserId};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tracing::Instrument as _;
@@ -73,6 +73,9 @@ pub(crate) struct HealState {
     /// The draw drops that were unclosed when this instance started are held (read once, at
     /// the first tick of the draws' schedule).
     draws_held: std::sync::atomic::AtomicBool,
+    /// Drops this instance announced `goods.gate.degraded` for and not yet recovered; held
+    /// across the event's write, so a drop's recovery is written after its degradation.
+    degraded: tokio::sync::Mutex<HashSet<DropId>>,
 }
 
 impl HealState {
@@ -169,11 +172,38 @@ impl GoodsApp {
         gate.resync(&seed).await?;
         metrics::counter!(crate::telemetry::GATE_RESYNCS).increment(1);
         self.healing.forget_drift(drop.id);
+        self.gate_event(Fact::GateRecovered { drop: drop.id }).await;
         tracing::info!(
             remaining = seed.remaining,
             "gate resynced from the database"
         );
         Ok(true)
+    }
+
+    /// Writes `goods.gate.degraded` (a purchase of the drop bypassed a failing gate) or
+    /// `goods.gate.recovered` (the drop's gate was resynced after that), once per outage and
+    /// drop on this instance, and once in the fleet (the store writes only news). A failed
+    /// write is logged and tried again by the next purchase or resync: a buyer's answer never
+    /// depends on it.
+    pub(crate) async fn gate_event(&self, fact: Fact) {
+        let drop = fact.drop_id();
+        let degraded = matches!(fact, Fact::GateDegraded { .. });
+        let mut announced = self.healing.degraded.lock().await;
+        if announced.contains(&drop) == degraded {
+            return;
+        }
+        let at = self.ports.clock.now();
+        match self.ports.event_log.record_gate(&fact, at).await {
+            Ok(_) if degraded => {
+                announced.insert(drop);
+            }
+            Ok(_) => {
+                announced.remove(&drop);
+            }
+            Err(error) => {
+                tracing::warn!(drop.id = %drop, error = %error, kind = fact.event_type().as_str(), "gate event not written");
+            }
+        }
     }
 
     /// Resyncs the drop in the background (a purchase noticed the gate is off).
@@ -779,6 +809,17 @@ mod tests {
             )))])
         });
         m.events.expect_publish().returning(|_| Ok(()));
+        // One outage of the drop, told once, though two purchases bypassed the gate: degraded,
+        // then recovered after the resync.
+        let gate_events = Arc::new(Mutex::new(Vec::new()));
+        let told = Arc::clone(&gate_events);
+        m.event_log
+            .expect_record_gate()
+            .times(2)
+            .returning(move |fact, _| {
+                told.lock().unwrap().push(fact.clone());
+                Ok(true)
+            });
         m.drops.expect_gate_seed().times(1).returning(|drop| {
             Ok(GateSeed {
                 unexplained: Vec::new(),
@@ -818,5 +859,17 @@ mod tests {
         tokio::time::advance(crate::breaker::COOL_DOWN).await;
         app.purchase(buy("c")).await.unwrap(); // the gate answers again
         done.recv().await.unwrap();
+        // The recovery is written right after the resync, in the resync's task.
+        let written = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while gate_events.lock().unwrap().len() < 2 {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        });
+        assert!(written.await.is_ok(), "{:?}", gate_events.lock().unwrap());
+        let drop = drop_id();
+        assert_eq!(
+            *gate_events.lock().unwrap(),
+            [Fact::GateDegraded { drop }, Fact::GateRecovered { drop }]
+        );
     }
 }

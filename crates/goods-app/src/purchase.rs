@@ -596,6 +596,12 @@ mod tests {
             .withf(|e| matches!(e, DomainEvent::GateDegraded { .. }))
             .times(1)
             .returning(|_| Ok(()));
+        // The drop's goods.gate.degraded, in the event log before the buyer is answered.
+        m.event_log
+            .expect_record_gate()
+            .withf(|fact, _| *fact == goods_domain::Fact::GateDegraded { drop: drop_id() })
+            .times(1)
+            .returning(|_, _| Ok(true));
         let mut gate = MockAdmissionGate::new();
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_reserve()
@@ -634,6 +640,11 @@ mod tests {
             .returning(|_| Err(InfraError::msg("timeout")));
         gate.expect_confirm()
             .returning(|_, _| Err(InfraError::msg("timeout")));
+        // Three purchases bypass the gate in one outage: the drop's goods.gate.degraded once.
+        m.event_log
+            .expect_record_gate()
+            .times(1)
+            .returning(|_, _| Ok(true));
         let (metrics, _guard) = local_metrics();
         let app = m.app(Some(gate));
         app.purchase(cmd(1)).await.unwrap();

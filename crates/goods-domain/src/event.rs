@@ -133,6 +133,11 @@ pub enum Fact {
         limited: u32,
         sold: u32,
     },
+    /// Purchases of the drop fall back to the database: the gate does not answer (the design
+    /// document's redis-degraded, `severity=warning`).
+    GateDegraded { drop: DropId },
+    /// The gate answers again and was resynced from the database for the drop.
+    GateRecovered { drop: DropId },
 }
 
 impl Fact {
@@ -155,6 +160,8 @@ impl Fact {
             Self::EntryWon { promoted: true, .. } => EventType::EntryPromoted,
             Self::EntryVoided { .. } => EventType::EntryVoided,
             Self::DropOversold { .. } => EventType::DropOversold,
+            Self::GateDegraded { .. } => EventType::GateDegraded,
+            Self::GateRecovered { .. } => EventType::GateRecovered,
         }
     }
 
@@ -166,7 +173,9 @@ impl Fact {
             | Self::DrawCompleted { drop, .. }
             | Self::EntryWon { drop, .. }
             | Self::EntryVoided { drop, .. }
-            | Self::DropOversold { drop, .. } => *drop,
+            | Self::DropOversold { drop, .. }
+            | Self::GateDegraded { drop }
+            | Self::GateRecovered { drop } => *drop,
             Self::OrderPlaced(o)
             | Self::OrderPaid(o)
             | Self::OrderCancelled(o)
@@ -184,7 +193,9 @@ impl Fact {
             | Self::DropSoldOut { .. }
             | Self::DropClosed(_)
             | Self::DrawCompleted { .. }
-            | Self::DropOversold { .. } => format!("drops/{}", self.drop_id()),
+            | Self::DropOversold { .. }
+            | Self::GateDegraded { .. }
+            | Self::GateRecovered { .. } => format!("drops/{}", self.drop_id()),
             Self::EntryWon { drop, user, .. } | Self::EntryVoided { drop, user, .. } => {
                 format!("entries/{drop}/{user}")
             }
@@ -211,6 +222,17 @@ pub fn purchase_facts(placed: Vec<GoodsOrder>, sold: u32, limited: u32) -> Vec<F
         facts.push(Fact::DropSoldOut { drop, limited });
     }
     facts
+}
+
+/// Whether a gate fact is news: a drop's gate events alternate, degraded first, so each
+/// instance of a fleet that finds the gate failing (or answering again) does not repeat what
+/// another already said. `last` is the type of the drop's latest gate event, if any.
+pub fn gate_fact_is_news(fact: &Fact, last: Option<EventType>) -> bool {
+    match fact {
+        Fact::GateDegraded { .. } => last != Some(EventType::GateDegraded),
+        Fact::GateRecovered { .. } => last == Some(EventType::GateDegraded),
+        _ => true,
+    }
 }
 
 /// The fact of an order that ended and gave its units back (cancelled or expired); `None`
@@ -344,6 +366,28 @@ mod tests {
         let types: Vec<EventType> = facts.iter().map(Fact::event_type).collect();
         assert_eq!(types, expected);
         assert!(facts.iter().all(|f| f.subject() == "orders/1"));
+    }
+
+    #[rstest]
+    #[case::first_outage(true, None, true)]
+    #[case::after_a_recovery(true, Some(EventType::GateRecovered), true)]
+    #[case::already_degraded(true, Some(EventType::GateDegraded), false)]
+    #[case::recovered_from_an_outage(false, Some(EventType::GateDegraded), true)]
+    #[case::already_recovered(false, Some(EventType::GateRecovered), false)]
+    #[case::never_degraded(false, None, false)]
+    fn a_drops_gate_events_alternate_degraded_first(
+        #[case] degraded: bool,
+        #[case] last: Option<EventType>,
+        #[case] news: bool,
+    ) {
+        let drop = DropId::parse(7).unwrap();
+        let fact = if degraded {
+            Fact::GateDegraded { drop }
+        } else {
+            Fact::GateRecovered { drop }
+        };
+        assert_eq!(gate_fact_is_news(&fact, last), news);
+        assert_eq!(fact.subject(), "drops/7");
     }
 
     #[test]

@@ -477,6 +477,36 @@ async fn a_redis_stall_mid_sale_heals_and_refusals_stop_touching_the_database() 
     let refused = wave(&client, &buyers.base, drop, next..next + 50).await;
     assert!(refused.values().all(|a| a.is("SOLD_OUT")), "{refused:?}");
     assert_eq!(client.db_statements(&buyers.base).await, before);
+
+    // The outage, in the drop's events: degraded once (though a hundred purchases bypassed the
+    // gate), then recovered once the gate was resynced, numbered among the orders.
+    let events = client.events(&buyers.base, drop).await;
+    let gate: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e["type"].as_str().unwrap().starts_with("goods.gate."))
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap(),
+                e["data"]["severity"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        gate,
+        [
+            ("goods.gate.degraded", "warning"),
+            ("goods.gate.recovered", "info")
+        ],
+        "{events:?}"
+    );
+    let numbers: Vec<i64> = events
+        .iter()
+        .map(|e| e["dropseq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        numbers,
+        (1..=i64::try_from(events.len()).unwrap()).collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

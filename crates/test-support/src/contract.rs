@@ -48,6 +48,7 @@ macro_rules! sql_contract_tests {
             a_stale_reservation_resolves_to_its_order_or_to_abandoned,
             racing_cancels_of_a_multi_unit_order_give_its_units_back_once,
             an_event_is_recorded_once_and_relayed_until_marked,
+            racing_instances_tell_a_drops_gate_outage_once,
             cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop,
             one_batch_answers_each_order_on_its_own,
             racing_batches_with_duplicates_and_greedy_buyers_sell_out_exactly,
@@ -599,6 +600,67 @@ pub async fn an_event_is_recorded_once_and_relayed_until_marked<S: SqlStore>(sto
     store.mark_published(pending[0].id, now()).await.unwrap();
     assert!(store.unpublished(10).await.unwrap().is_empty());
     assert!(!store.record_once(&key, &event, now()).await.unwrap());
+}
+
+/// Eight instances find the gate failing at once, then answering again, then failing again:
+/// the drop's log says degraded, recovered, degraded, each once, numbered after the drop's
+/// other events with no gap.
+pub async fn racing_instances_tell_a_drops_gate_outage_once<S: SqlStore>(store: S) {
+    use goods_domain::ports::EventQuery;
+    use goods_domain::{EventType, Fact};
+    let drop = open_drop(&store, 10, 5, 5).await;
+    let race = |fact: Fact| {
+        let tries: Vec<_> = (0..8)
+            .map(|_| {
+                let (store, fact) = (store.clone(), fact.clone());
+                tokio::spawn(async move { store.record_gate(&fact, now()).await.unwrap() })
+            })
+            .collect();
+        async move {
+            join_all(tries)
+                .await
+                .into_iter()
+                .filter(|r| *r.as_ref().unwrap())
+                .count()
+        }
+    };
+    let (degraded, recovered) = (
+        Fact::GateDegraded { drop: drop.id },
+        Fact::GateRecovered { drop: drop.id },
+    );
+    assert_eq!(race(recovered.clone()).await, 0, "nothing to recover from");
+    assert_eq!(race(degraded.clone()).await, 1);
+    assert_eq!(race(recovered).await, 1);
+    assert_eq!(race(degraded).await, 1);
+    let logged = store
+        .events(&EventQuery {
+            after: None,
+            kind: None,
+            drop: Some(drop.id),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    let gate: Vec<EventType> = logged
+        .iter()
+        .map(|e| e.kind)
+        .filter(|k| matches!(k, EventType::GateDegraded | EventType::GateRecovered))
+        .collect();
+    assert_eq!(
+        gate,
+        [
+            EventType::GateDegraded,
+            EventType::GateRecovered,
+            EventType::GateDegraded
+        ]
+    );
+    let numbers: Vec<u64> = logged.iter().map(|e| e.dropseq).collect();
+    assert_eq!(numbers, (1..=logged.len() as u64).collect::<Vec<_>>());
+    assert!(
+        logged
+            .iter()
+            .all(|e| e.subject == format!("drops/{}", drop.id))
+    );
 }
 
 pub async fn cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop<S: SqlStore>(store: S) {

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use diesel::QueryResult;
 use diesel::QueryableByName;
 use goods_domain::ports::{Backlog, EventLog, EventQuery, LoggedEvent};
-use goods_domain::{DropId, EventType, Fact, InfraError};
+use goods_domain::{DropId, EventType, Fact, InfraError, event};
 use time::{OffsetDateTime, PrimitiveDateTime};
 
 /// Appends `facts`, all of one drop, at `at`, in the caller's open transaction: numbers them
@@ -91,6 +91,12 @@ fn event_id(drop: DropId, seq: i64) -> String {
 }
 
 #[derive(Debug, QueryableByName)]
+struct KindRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    kind: String,
+}
+
+#[derive(Debug, QueryableByName)]
 struct EventRow {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     id: i64,
@@ -160,6 +166,46 @@ impl<B: Backend> EventLog for SqlStore<B> {
                     super::queries::begin_write::<B>(c).await?;
                     append::<B>(c, &facts, at).await?;
                     Ok(())
+                })
+            },
+        )
+        .await
+    }
+
+    async fn record_gate(&self, fact: &Fact, at: OffsetDateTime) -> Result<bool, InfraError> {
+        let fact = fact.clone();
+        self.write_tx::<_, std::convert::Infallible, InfraError, _>(
+            "record a gate event",
+            |_| false,
+            move |c, _| {
+                let fact = fact.clone();
+                Box::pin(async move {
+                    super::queries::begin_write::<B>(c).await?;
+                    let drop = fact.drop_id().get();
+                    // The drop row's lock first, so two instances cannot both find the same
+                    // latest gate event and both write the next.
+                    c.run(
+                        Sql::new("UPDATE limited_drops SET event_seq = event_seq WHERE id = ")
+                            .bind(Bind::BigInt(drop)),
+                    )
+                    .await?;
+                    let latest: Vec<KindRow> = c
+                        .rows(
+                            Sql::new("SELECT type AS kind FROM events WHERE drop_id = ")
+                                .bind(Bind::BigInt(drop))
+                                .sql(" AND type IN (")
+                                .bind(Bind::Text(EventType::GateDegraded.as_str().to_owned()))
+                                .sql(", ")
+                                .bind(Bind::Text(EventType::GateRecovered.as_str().to_owned()))
+                                .sql(") ORDER BY dropseq DESC LIMIT 1"),
+                        )
+                        .await?;
+                    let last = latest.first().and_then(|row| EventType::parse(&row.kind));
+                    if !event::gate_fact_is_news(&fact, last) {
+                        return Ok(false);
+                    }
+                    append::<B>(c, std::slice::from_ref(&fact), at).await?;
+                    Ok(true)
                 })
             },
         )

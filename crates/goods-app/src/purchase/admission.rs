@@ -55,6 +55,8 @@ impl GoodsApp {
                     }
                 }
                 self.healing.mark_dirty(drop.id);
+                self.gate_event(goods_domain::Fact::GateDegraded { drop: drop.id })
+                    .await;
                 let result = self
                     .commit(&place_order_for(
                         drop,

@@ -26,6 +26,10 @@ impl GoodsApp {
             metrics::counter!(telemetry::GATE_FALLBACKS, "reason" => reason).increment(1);
             // The gate does not see this sale: resync the drop when it is back.
             self.healing.mark_dirty(drop.id);
+            if reason == "breaker_open" {
+                self.gate_event(goods_domain::Fact::GateDegraded { drop: drop.id })
+                    .await;
+            }
         }
         let order = place_order(
             drop,

@@ -124,6 +124,14 @@ pub trait EventLog: Send + Sync + 'static {
     /// [`InfraError`] when the store fails.
     async fn record(&self, facts: &[Fact], at: OffsetDateTime) -> Result<(), InfraError>;
 
+    /// Writes the gate fact `fact` (degraded or recovered) at `at`, in a transaction of its own,
+    /// only if it is news for its drop ([`crate::event::gate_fact_is_news`] against the drop's
+    /// latest gate event, read under the drop row's lock): whether it was written.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails.
+    async fn record_gate(&self, fact: &Fact, at: OffsetDateTime) -> Result<bool, InfraError>;
+
     /// Up to `limit` events not published yet, by drop and, within a drop, in `dropseq`
     /// order. A drop's event is committed only after every smaller number of the drop (the
     /// numbers follow commit order), so a drop's unpublished events have no hole.

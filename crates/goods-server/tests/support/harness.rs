@@ -288,6 +288,32 @@ impl Client {
             .unwrap()
     }
 
+    /// Every event of `drop` in `/admin/events`, oldest first (all pages).
+    pub async fn events(&self, base: &str, drop: i64) -> Vec<Value> {
+        let mut events = Vec::new();
+        let mut after = String::new();
+        loop {
+            let page: Value = as_user(
+                self.http.get(format!(
+                    "{base}/admin/events?dropId={drop}&limit=100{after}"
+                )),
+                99,
+                "admin",
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+            events.extend(page["items"].as_array().unwrap().iter().cloned());
+            match page["nextCursor"].as_str() {
+                Some(cursor) => after = format!("&after={cursor}"),
+                None => return events,
+            }
+        }
+    }
+
     pub async fn reconciliation(&self, base: &str, drop: i64) -> Value {
         self.seller_json(base, &format!("/limited-drops/{drop}/reconciliation"))
             .await
