@@ -392,7 +392,7 @@ impl Application {
                     if !relaying.load(std::sync::atomic::Ordering::SeqCst) {
                         return;
                     }
-                    if let Err(error) = relay.relay_once().await {
+                    if let Err(error) = relay.tick().await {
                         tracing::warn!(error = %error, "event relay failed; next tick tries again");
                     }
                     if let Err(error) = relay.record_backlog().await {

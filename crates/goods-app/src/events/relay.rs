@@ -7,10 +7,28 @@
 use crate::telemetry;
 use goods_domain::InfraError;
 use goods_domain::ports::{Clock, EventBroker, EventLog, LoggedEvent};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Events read per round.
 pub const RELAY_BATCH: u32 = 500;
+
+/// The wait after the first round the broker took nothing from; doubled after each such round
+/// in a row, up to [`MAX_BACKOFF`]. A broker that is down or stalled then costs the database one
+/// read of the waiting events every few seconds, not ten a second.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+/// The longest wait between two rounds while the broker takes nothing: also how late, at most,
+/// the backlog starts to drain once it is back.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// When the next round may run, after rounds in a row that the broker took nothing from (on
+/// the runtime's clock: a matter of the relay's pace, not of business time).
+#[derive(Debug, Default)]
+struct Backoff {
+    wait: Option<Duration>,
+    until: Option<Instant>,
+}
 
 /// What a round did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -26,6 +44,7 @@ pub struct Relay {
     log: Arc<dyn EventLog>,
     broker: Arc<dyn EventBroker>,
     clock: Arc<dyn Clock>,
+    backoff: Arc<Mutex<Backoff>>,
 }
 
 impl Relay {
@@ -34,7 +53,46 @@ impl Relay {
         broker: Arc<dyn EventBroker>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self { log, broker, clock }
+        Self {
+            log,
+            broker,
+            clock,
+            backoff: Arc::default(),
+        }
+    }
+
+    /// A round on the relay's schedule: `None` while it backs off from a broker that took
+    /// nothing in the last round ([`FIRST_BACKOFF`], doubling to [`MAX_BACKOFF`]); any event
+    /// the broker acknowledges ends the backoff.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the log cannot be read.
+    pub async fn tick(&self) -> Result<Option<RelayReport>, InfraError> {
+        let now = Instant::now();
+        if self
+            .backoff
+            .lock()
+            .ok()
+            .and_then(|b| b.until)
+            .is_some_and(|until| now < until)
+        {
+            return Ok(None);
+        }
+        let report = self.relay_once().await?;
+        if let Ok(mut backoff) = self.backoff.lock() {
+            if report.failed > 0 && report.published == 0 {
+                let wait = backoff
+                    .wait
+                    .map_or(FIRST_BACKOFF, |w| w.saturating_mul(2).min(MAX_BACKOFF));
+                *backoff = Backoff {
+                    wait: Some(wait),
+                    until: Some(now + wait),
+                };
+            } else {
+                *backoff = Backoff::default();
+            }
+        }
+        Ok(Some(report))
     }
 
     /// One round: up to [`RELAY_BATCH`] unpublished events, each drop's published in order
@@ -47,16 +105,21 @@ impl Relay {
         let events = self.log.pending_events(RELAY_BATCH).await?;
         let mut report = RelayReport::default();
         for drop in events.chunk_by(|a, b| a.drop == b.drop) {
-            let acked = match self.broker.publish(drop).await {
-                Ok(acked) => acked.min(drop.len()),
+            let (acked, unreachable) = match self.broker.publish(drop).await {
+                Ok(acked) => (acked.min(drop.len()), false),
                 Err(error) => {
                     tracing::warn!(error = %error, drop.id = %drop[0].drop, "events not published; next round tries again");
-                    0
+                    (0, true)
                 }
             };
             if acked < drop.len() {
                 report.failed += 1;
                 metrics::counter!(telemetry::EVENTS_PUBLISH_FAILURES).increment(1);
+            }
+            if unreachable {
+                // Not even the first event was handed over: the broker is down or stalled, and
+                // every other drop would wait out the same timeout. The next round tries again.
+                break;
             }
             let Some(last) = acked.checked_sub(1).map(|i| &drop[i]) else {
                 continue;
@@ -165,6 +228,55 @@ mod tests {
                 published: 3,
                 failed: 2
             }
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_broker_that_takes_nothing_is_tried_less_often_until_it_takes_an_event() {
+        let mut log = MockEventLog::new();
+        log.expect_pending_events()
+            .returning(|_| Ok(vec![event(1, 1), event(2, 1)]));
+        log.expect_mark_relayed().returning(|_, _, _| Ok(()));
+        let up = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let tried = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut broker = MockEventBroker::new();
+        let (is_up, tries) = (Arc::clone(&up), Arc::clone(&tried));
+        broker.expect_publish().returning(move |events| {
+            tries.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if is_up.load(std::sync::atomic::Ordering::SeqCst) {
+                Ok(events.len())
+            } else {
+                Err(InfraError::msg("ack timed out"))
+            }
+        });
+        let relay = Relay::new(Arc::new(log), Arc::new(broker), clock());
+        // The relay's 100 ms ticks over 10 s with the broker down: the first round, then one
+        // after each wait (200, 400, 800, 1600, 3200 ms, then 5 s), and each round stops at the
+        // first drop the broker did not take.
+        let mut rounds = Vec::new();
+        for tick in 0..100 {
+            if relay.tick().await.unwrap().is_some() {
+                rounds.push(tick * 100);
+            }
+            tokio::time::advance(Duration::from_millis(100)).await;
+        }
+        assert_eq!(rounds, [0, 200, 600, 1400, 3000, 6200]);
+        assert_eq!(tried.load(std::sync::atomic::Ordering::SeqCst), 6);
+        // Back: the next round after the wait publishes both drops, and the backoff ends.
+        up.store(true, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let report = relay.tick().await.unwrap();
+        assert_eq!(
+            report,
+            Some(RelayReport {
+                published: 2,
+                failed: 0
+            })
+        );
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert!(
+            relay.tick().await.unwrap().is_some(),
+            "no backoff once back"
         );
     }
 
