@@ -190,6 +190,9 @@ static DIALECT: Dialect = Dialect {
     begin_write: "",
     insert_ignore: "INSERT IGNORE INTO",
     db_now_ms: "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)",
+    concat_open: "CONCAT(",
+    concat_sep: ", ",
+    concat_close: ")",
 };
 
 impl Backend for Mysql {

@@ -34,6 +34,13 @@ pub struct Dialect {
     /// The database's clock in unix milliseconds: the one clock admission leases and the
     /// background lease are checked against.
     pub db_now_ms: &'static str,
+    /// Text concatenation: `{concat_open}a{concat_sep}b{concat_close}` (`CONCAT(a, b)`,
+    /// `(a || b)`).
+    pub concat_open: &'static str,
+    /// See [`Dialect::concat_open`].
+    pub concat_sep: &'static str,
+    /// See [`Dialect::concat_open`].
+    pub concat_close: &'static str,
 }
 
 /// A SQL backend: MySQL/MariaDB or SQLite.

@@ -72,6 +72,14 @@ impl Sql {
         self
     }
 
+    /// Appends the text and placeholders of `other`.
+    #[must_use]
+    pub fn append(mut self, other: Self) -> Self {
+        self.parts.extend(other.parts);
+        self.cached &= other.cached;
+        self
+    }
+
     /// Appends `items`, each written by `item`, with nothing in between.
     #[must_use]
     pub fn each<T>(

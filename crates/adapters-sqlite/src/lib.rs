@@ -96,6 +96,9 @@ static DIALECT: Dialect = Dialect {
     begin_write: "UPDATE stocks SET version = version WHERE 0",
     insert_ignore: "INSERT OR IGNORE INTO",
     db_now_ms: "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+    concat_open: "(",
+    concat_sep: " || ",
+    concat_close: ")",
 };
 
 impl Backend for Sqlite {

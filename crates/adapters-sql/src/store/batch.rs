@@ -3,10 +3,9 @@
 
 use super::SqlStore;
 use super::duplicate_key;
-use super::event_log::insert;
 use super::queries::{ORDER_COLUMNS, begin_write};
 use crate::rows::{BatchHeadRow, HoldingRow, OrderRow, column, to_db, units};
-use crate::{Backend, Bind, Exec, Sql, TxError};
+use crate::{Backend, Bind, Exec, Sql, TxError, event_data};
 use goods_domain::batch::{BatchFacts, BatchPlan, Holding, buyers_to_lock, free_units, plan_batch};
 use goods_domain::ports::{PlaceOrder, Placement, unix_ms};
 use goods_domain::{GoodsOrder, IdempotencyKey, InfraError, OrderStatus, UserId, event};
@@ -105,8 +104,13 @@ async fn commit_batch<B: Backend>(
     insert_orders(c, &accepted).await?;
     let created = orders_by_key(c, accepted.iter().copied()).await?;
     add_holdings(c, drop, &plan, first).await?;
+    // The events' statement is built (their data rendered) before the hot rows are locked;
+    // after their update it is the one statement more their locks are held for.
+    let events = events_insert::<B>(first, &accepted, &created);
     take_units::<B>(c, first, &plan, &accepted).await?;
-    log_events(c, first, &accepted, &created).await?;
+    if let Some(events) = events {
+        c.run(events).await?;
+    }
     Ok(plan.answers(batch, |o| created.get(&(o.user_id, o.key.clone())).cloned()))
 }
 
@@ -367,44 +371,75 @@ async fn take_units<B: Backend>(
     Ok(())
 }
 
-/// Writes the batch's events, numbered as [`take_units`] counted them, from the drop's row as
-/// this transaction left it (locked until commit, so what it reads is what commits).
-async fn log_events(
-    c: &mut impl Exec,
+/// The batch's events as one `INSERT ... SELECT` from the drop's row as this transaction left
+/// it (locked until commit): each `goods.order.placed`, and the `goods.drop.sold_out` that
+/// [`event::purchase_facts`] adds when the batch takes the last unit, written only if the row
+/// says the batch did (the same test as [`take_units`]'s count). The numbers are counted back
+/// from the row's `event_seq`, which [`take_units`] advanced by as many events.
+fn events_insert<B: Backend>(
     terms: &PlaceOrder,
     accepted: &[&PlaceOrder],
     created: &HashMap<(UserId, IdempotencyKey), GoodsOrder>,
-) -> Result<(), TxError<Contended>> {
+) -> Option<Sql> {
     let placed: Vec<GoodsOrder> = accepted
         .iter()
         .filter_map(|o| created.get(&(o.user_id, o.key.clone())).cloned())
         .collect();
-    let Some(at) = placed.iter().map(|o| o.created_at).max() else {
-        return Ok(());
-    };
+    let at = placed.iter().map(|o| o.created_at).max()?;
+    let orders = placed.len();
     let taken: u32 = placed.iter().map(|o| o.quantity.get()).sum();
-    let drop = terms.drop_id;
-    let rows: Vec<DropSeqRow> = c
-        .rows(
-            Sql::new("SELECT event_seq, sold_quantity FROM limited_drops WHERE id = ")
-                .bind(Bind::BigInt(drop.get())),
-        )
-        .await?;
-    let row = rows
-        .into_iter()
-        .next()
-        .ok_or(TxError::Db(diesel::result::Error::NotFound))?;
-    let sold_before = units(row.sold_quantity, "sold")?.saturating_sub(taken);
-    let facts = event::purchase_facts(placed, sold_before, terms.limited_quantity.get());
-    insert(c, drop, row.event_seq, &facts, at).await?;
-    Ok(())
-}
-
-/// A drop's event number and units sold, as its row stands.
-#[derive(Debug, diesel::QueryableByName)]
-struct DropSeqRow {
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    event_seq: i64,
-    #[diesel(sql_type = diesel::sql_types::Integer)]
-    sold_quantity: i32,
+    let limited = terms.limited_quantity.get();
+    // The facts as they are if the batch takes the last unit; the row decides whether it did.
+    let facts = event::purchase_facts(placed, limited.saturating_sub(taken), limited);
+    let occurred = to_db(at);
+    let dialect = B::DIALECT;
+    // `back`: how far before the row's `event_seq` the event's number is, were the batch not
+    // the sell-out; an order's number moves one back more when it is (`sold_out_only` = 0),
+    // and the sell-out's own row (`sold_out_only` = 1) is written only then.
+    let rows = Sql::for_rows(facts.len()).each(facts.iter().enumerate(), |q, (i, fact)| {
+        let back = i64::try_from(orders.saturating_sub(i + 1)).unwrap_or(0);
+        let sold_out_only = i64::from(i >= orders);
+        q.sql(if i == 0 {
+            "SELECT "
+        } else {
+            " UNION ALL SELECT "
+        })
+        .bind(Bind::BigInt(i64::try_from(i).unwrap_or(i64::MAX)))
+        .sql(" AS k, ")
+        .bind(Bind::BigInt(back))
+        .sql(" AS back, ")
+        .bind(Bind::BigInt(sold_out_only))
+        .sql(" AS sold_out_only, ")
+        .bind(Bind::Text(fact.event_type().as_str().to_owned()))
+        .sql(" AS type, ")
+        .bind(Bind::Text(fact.subject()))
+        .sql(" AS subject, ")
+        .bind(Bind::Text(event_data::render(fact)))
+        .sql(" AS data")
+    });
+    let seq = "(d.event_seq - e.back - CASE WHEN e.sold_out_only = 0 AND \
+               d.sold_quantity >= d.limited_quantity THEN 1 ELSE 0 END)";
+    Some(
+        Sql::for_rows(facts.len())
+            .sql(
+                "INSERT INTO events (event_id, drop_id, dropseq, type, subject, occurred_at, \
+                 data) SELECT ",
+            )
+            .sql(&format!(
+                "{}'goods-'{}d.id{}'-'{}{seq}{}, d.id, {seq}, e.type, e.subject, ",
+                dialect.concat_open,
+                dialect.concat_sep,
+                dialect.concat_sep,
+                dialect.concat_sep,
+                dialect.concat_close
+            ))
+            .bind(Bind::Timestamp(occurred))
+            .sql(", e.data FROM limited_drops d INNER JOIN (")
+            .append(rows)
+            .sql(
+                ") e ON e.sold_out_only = 0 OR d.sold_quantity >= d.limited_quantity WHERE d.id = ",
+            )
+            .bind(Bind::BigInt(terms.drop_id.get()))
+            .sql(" ORDER BY e.k"),
+    )
 }
