@@ -12,6 +12,7 @@ mod changes;
 mod connection;
 mod gate;
 mod keys;
+mod rate;
 mod scripts;
 mod sold_out;
 mod stats;
@@ -20,6 +21,7 @@ pub use budget::RedisWriteBudget;
 pub use changes::RedisChanges;
 pub use connection::{RedisConfig, RedisConnection};
 pub use gate::RedisGate;
+pub use rate::RedisRateLimiter;
 pub use stats::RedisStats;
 
 /// Every metric this crate records.

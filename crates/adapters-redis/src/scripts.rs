@@ -19,6 +19,8 @@ pub static RESYNC: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/resync.lua")));
 pub static PERMIT: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/permit.lua")));
+pub static RATE: LazyLock<Script> =
+    LazyLock::new(|| Script::from_lua(include_str!("../lua/rate.lua")));
 pub static REMAINING: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/remaining.lua")));
 

@@ -16,6 +16,7 @@ pub mod payment;
 pub mod ports;
 pub mod product;
 pub mod quantity;
+pub mod rate;
 
 pub use draw::{
     Draw, DrawCommitment, DrawCounts, DrawSecret, DrawSeed, EntriesRoot, EntriesTree, Entry,
@@ -39,3 +40,4 @@ pub use payment::{
 };
 pub use product::{NewProduct, Product, ProductName, Stock};
 pub use quantity::Quantity;
+pub use rate::{RateDecision, RateKey, RateLimit};

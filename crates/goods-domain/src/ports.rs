@@ -17,6 +17,7 @@ mod lease;
 mod ledger;
 mod outbox;
 mod payments;
+mod rate;
 mod stats;
 
 pub use budget::{WriteBudget, WritePermit};
@@ -40,6 +41,7 @@ pub use ledger::{
 };
 pub use outbox::{EventOutbox, OutboxEntry};
 pub use payments::{PaymentQuery, PaymentRepository};
+pub use rate::RateLimiter;
 pub use stats::{OutcomeCounts, PurchaseOutcome, StatsRecorder};
 
 /// Every port a source of truth (the SQL adapters) implements at once.
@@ -97,5 +99,7 @@ pub use ledger::MockPurchaseLedger;
 pub use outbox::MockEventOutbox;
 #[cfg(feature = "mock")]
 pub use payments::MockPaymentRepository;
+#[cfg(feature = "mock")]
+pub use rate::MockRateLimiter;
 #[cfg(feature = "mock")]
 pub use stats::MockStatsRecorder;
