@@ -82,7 +82,7 @@ for n in $SIZES; do
   done
   lb=$(free_port)
   GOODS_LB_BIND="127.0.0.1:$lb" GOODS_1="127.0.0.1:${ports[0]}" GOODS_2="127.0.0.1:${ports[$((1 % n))]}" \
-    GOODS_3="127.0.0.1:${ports[$((2 % n))]}" haproxy -db -f deploy/haproxy/haproxy.cfg >"$WORK/haproxy.log" 2>&1 &
+    GOODS_3="127.0.0.1:${ports[$((2 % n))]}" GOODS_LB_RATE_10S=1000000000 haproxy -db -f deploy/haproxy/haproxy.cfg >"$WORK/haproxy.log" 2>&1 &
   PIDS+=("$!")
   base="http://127.0.0.1:$lb"
   for _ in $(seq 100); do curl -sf "$base/health/ready" >/dev/null && break; sleep 0.1; done

@@ -255,6 +255,10 @@ impl AdmissionGate for RedisGate {
             .collect())
     }
 
+    fn answers_locally(&self, drop: DropId) -> bool {
+        self.flags.is_raised(drop)
+    }
+
     #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %r.drop_id, user.id = %r.user_id))]
     async fn reserve(&self, r: &Reservation) -> Result<ReserveOutcome, InfraError> {
         if let Some(answer) = self.flags.answer(r.drop_id, r.user_id, &r.key, r.quantity) {

@@ -10,6 +10,7 @@ mod dto;
 mod metrics;
 mod panics;
 mod problem;
+mod rate;
 mod request_id;
 mod routes;
 pub mod signature;
@@ -37,6 +38,8 @@ pub struct ApiState {
     /// The secret the payment provider signs its events with; `None`: payments are not
     /// configured and `/payments/events` answers 503.
     pub payment_secret: Option<WebhookSecret>,
+    /// Peers whose `X-Forwarded-For` names the client (`AUTH_TRUSTED_PROXIES`).
+    pub forwarders: std::sync::Arc<Vec<ipnet::IpNet>>,
 }
 
 /// The payment provider's signing secret. Its `Debug` never shows it.
@@ -110,6 +113,7 @@ pub fn server(
                 actix_web::middleware::ErrorHandlers::new()
                     .default_handler(problem::framework_errors),
             )
+            .wrap(actix_web::middleware::from_fn(rate::anonymous))
             .wrap(actix_web::middleware::from_fn(request_id::middleware))
             .configure(configure)
     })

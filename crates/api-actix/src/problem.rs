@@ -30,6 +30,13 @@ fn sold_out_none_left() -> &'static [u8] {
     &SOLD_OUT_NONE_LEFT
 }
 
+/// The IETF `RateLimit-Policy` and `RateLimit` header values of a `RATE_LIMITED` answer.
+#[derive(Debug)]
+struct RateHeaders {
+    policy: String,
+    state: String,
+}
+
 /// A problem response: status, stable code, human text and extension members.
 #[derive(Debug)]
 pub struct Problem {
@@ -38,7 +45,10 @@ pub struct Problem {
     title: &'static str,
     detail: Cow<'static, str>,
     extensions: Vec<(&'static str, Value)>,
-    retry_after: Option<u64>,
+    /// `Retry-After`, in seconds (never 0: a client must not retry at once).
+    retry_after: Option<std::num::NonZeroU64>,
+    /// The rate limit's headers, boxed: most problems have none.
+    rate: Option<Box<RateHeaders>>,
     /// The body, when it was rendered once for all requests (see [`SOLD_OUT_NONE_LEFT`]).
     rendered: Option<&'static [u8]>,
 }
@@ -63,6 +73,7 @@ impl Problem {
             detail: detail.into(),
             extensions: Vec::new(),
             retry_after: None,
+            rate: None,
             rendered: None,
         }
     }
@@ -93,9 +104,37 @@ impl Problem {
         Bytes::from(body)
     }
 
+    /// 429 `RATE_LIMITED`: a token bucket refused the request. `Retry-After` in whole seconds
+    /// rounded up, and the IETF `RateLimit-Policy` (the bucket: `q` requests at once, full
+    /// again in `w` seconds) and `RateLimit` (`r` left, full again in `t` seconds) headers.
+    pub fn rate_limited(limited: &goods_app::RateLimited) -> Self {
+        let (policy, decision) = (limited.key.policy(), limited.decision);
+        let wait = decision.retry_after_seconds();
+        let mut problem = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "RATE_LIMITED",
+            "Too many requests",
+            format!("over the {policy} rate limit; retry in {wait} s"),
+        )
+        .retry_after(wait);
+        problem.rate = Some(Box::new(RateHeaders {
+            policy: format!(
+                "\"{policy}\";q={};w={}",
+                limited.limit.burst(),
+                goods_domain::rate::ceil_seconds(limited.limit.window())
+            ),
+            state: format!(
+                "\"{policy}\";r={};t={}",
+                decision.remaining,
+                decision.reset_seconds()
+            ),
+        }));
+        problem
+    }
+
     /// Adds a `Retry-After` header, in seconds.
     pub fn retry_after(mut self, seconds: u64) -> Self {
-        self.retry_after = Some(seconds);
+        self.retry_after = std::num::NonZeroU64::new(seconds.max(1));
         self
     }
 
@@ -196,7 +235,11 @@ impl ResponseError for Problem {
         let mut response = HttpResponse::build(self.status);
         response.insert_header((CONTENT_TYPE, PROBLEM_JSON));
         if let Some(seconds) = self.retry_after {
-            response.insert_header((RETRY_AFTER, HeaderValue::from(seconds)));
+            response.insert_header((RETRY_AFTER, HeaderValue::from(seconds.get())));
+        }
+        if let Some(rate) = &self.rate {
+            response.insert_header(("RateLimit-Policy", rate.policy.as_str()));
+            response.insert_header(("RateLimit", rate.state.as_str()));
         }
         let body = self
             .rendered
@@ -258,6 +301,12 @@ impl fmt::Display for ProblemType {
 
 fn rfc3339(at: OffsetDateTime) -> Value {
     crate::dto::rfc3339(at).map_or(Value::Null, Value::String)
+}
+
+impl From<goods_app::RateLimited> for Problem {
+    fn from(limited: goods_app::RateLimited) -> Self {
+        Self::rate_limited(&limited)
+    }
 }
 
 impl From<PurchaseError> for Problem {

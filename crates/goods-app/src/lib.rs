@@ -14,6 +14,7 @@ mod operations;
 mod orders;
 mod products;
 mod purchase;
+mod rate_limits;
 pub mod telemetry;
 
 pub use actor::{Actor, Role};
@@ -37,6 +38,7 @@ pub use orders::payments::{ListPayments, ListPaymentsError, PaymentPage};
 pub use orders::view::GetOrderError;
 pub use products::{CreateProductError, GetProductError};
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
+pub use rate_limits::{RateLimited, RateLimits};
 
 use goods_domain::ports::{
     AdmissionGate, ChangeNotifier, Clock, DrawRepository, DropRepository, EventOutbox,
@@ -144,6 +146,8 @@ pub struct GoodsApp {
     event_retention: Option<Retention>,
     /// Every background task: settles, resyncs, notices, committers, the binary's loops.
     tasks: Tasks,
+    /// `RATE_LIMIT_PER_BUYER` and `RATE_LIMIT_PER_IP`; `None`: nothing is limited.
+    rate_limits: Option<RateLimits>,
 }
 
 impl GoodsApp {
@@ -179,6 +183,7 @@ impl GoodsApp {
             payment_window: PaymentWindow::default(),
             event_retention: None,
             tasks,
+            rate_limits: None,
         }
     }
 

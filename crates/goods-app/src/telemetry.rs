@@ -10,6 +10,11 @@ pub const GATE_DECISION: &str = "gate_decision_seconds";
 /// Purchases the database decided alone although a gate is configured, by `reason`
 /// (`gate_failed`: the call failed; `breaker_open`: the gate failed moments ago).
 pub const GATE_FALLBACKS: &str = "gate_fallbacks_total";
+/// Requests refused by a token bucket, by `policy` (`buyer`, `address`) and `layer`
+/// (`instance`, `fleet`).
+pub const RATE_LIMITED: &str = "rate_limited_total";
+/// Buyer requests the fleet's buckets could not count (Redis failed): this instance's decided.
+pub const RATE_LIMIT_FALLBACKS: &str = "rate_limit_fallbacks_total";
 /// Times the gate was found failing after it worked (the `gate_degraded` event).
 pub const GATE_DEGRADED_EVENTS: &str = "gate_degraded_events_total";
 /// 1 while the gate's breaker is open (purchases bypass the gate), else 0.
@@ -230,6 +235,14 @@ pub fn describe() {
     describe_counter!(
         GATE_FALLBACKS,
         "Purchases decided by the database alone although a gate is configured, by reason."
+    );
+    describe_counter!(
+        RATE_LIMITED,
+        "Requests refused by a token bucket (429 RATE_LIMITED), by policy and layer."
+    );
+    describe_counter!(
+        RATE_LIMIT_FALLBACKS,
+        "Buyer requests the fleet's token buckets could not count; this instance's decided."
     );
     describe_counter!(
         GATE_DEGRADED_EVENTS,

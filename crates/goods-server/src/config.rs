@@ -3,6 +3,7 @@
 //! its own function: the listeners, the database, Redis, the gate, purchases, identity, the
 //! background work, observability.
 
+mod abuse;
 mod auth;
 mod database;
 mod draws;
@@ -37,6 +38,8 @@ pub struct Config {
     pub purchases: Purchases,
     /// Identity (`AUTH_*`).
     pub auth: Auth,
+    /// Rate limits (`RATE_LIMIT_*`) and who may name the client.
+    pub abuse: abuse::Abuse,
     /// The payment provider's signing secret (`PAYMENT_WEBHOOK_SECRET`); `None`: payments are
     /// not configured.
     pub payment_secret: Option<SecretString>,
@@ -241,9 +244,11 @@ impl Config {
             _ => None,
         };
         let draw_seal = draws::DrawSeal::read(&get, embedded_db)?;
+        let auth = Auth::read(&get, loopback, embedded)?;
         Ok(Self {
             draw_seal,
-            auth: Auth::read(&get, loopback, embedded)?,
+            abuse: abuse::Abuse::read(&get, &auth)?,
+            auth,
             payment_secret: payment_secret(&get)?,
             background: Background::read(&get)?,
             observability: Observability::read(&get)?,

@@ -121,6 +121,12 @@ impl Application {
             Some(notifier) => app.with_change_notifier(notifier),
             None => app,
         };
+        let app = app.with_rate_limits(goods_app::RateLimits::new(
+            config.abuse.per_buyer,
+            config.abuse.per_ip,
+            Arc::new(adapters_memory::MemoryRateLimiter::new()),
+            gate.rate,
+        ));
         if !config.flags_at_first_start {
             // Before the listener opens: a dark release never serves a drop route.
             app.ship_dark().await?;
@@ -153,6 +159,7 @@ impl Application {
                     prometheus.render()
                 })
             },
+            forwarders: Arc::new(config.abuse.forwarders.clone()),
             payment_secret: config
                 .payment_secret
                 .as_ref()

@@ -483,3 +483,62 @@ async fn the_edge_drops_forged_identity_hides_metrics_and_cuts_slow_requests() {
         "cut after {after:?}"
     );
 }
+
+/// The balancer's first line of defence (`GOODS_LB_RATE_10S`): one address past its requests in
+/// 10 s is answered 429 `RATE_LIMITED` by HAProxy itself, with `Retry-After`, and no instance
+/// sees the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_balancer_refuses_an_address_past_its_rate_without_asking_an_instance() {
+    let vars = fleet_env().await;
+    let fleet = Fleet::start_with_edge_limit(&env(&vars), 30).await;
+    let http = reqwest::Client::new();
+    // The balancer's own readiness polls counted too: 30 in all pass, whoever sent them.
+    let mut passed = 0;
+    let refused = loop {
+        let res = http
+            .get(format!("{}/health/live", fleet.base))
+            .send()
+            .await
+            .unwrap();
+        if res.status() != 200 {
+            break res;
+        }
+        passed += 1;
+        assert!(passed <= 30, "the balancer never refused");
+    };
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "10");
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "RATE_LIMITED");
+    let served = || async {
+        let mut text = String::new();
+        for i in 0..3 {
+            text.push_str(&fleet.metrics(&http, i).await);
+        }
+        text
+    };
+    let before = served().await;
+    for _ in 0..20 {
+        let res = http
+            .get(format!("{}/health/live", fleet.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 429);
+    }
+    let count = |text: &str| {
+        text.lines()
+            .filter(|l| l.starts_with("http_requests_total") && l.contains("/health/live"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    assert!(
+        count(&before) > 0.0,
+        "the instances' own count was not found"
+    );
+    assert_eq!(
+        count(&served().await),
+        count(&before),
+        "no refused request reached an instance"
+    );
+}

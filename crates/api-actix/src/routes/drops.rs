@@ -91,6 +91,7 @@ pub async fn enter(
     body: Body,
 ) -> Result<HttpResponse, Problem> {
     let buyer = who.buyer()?;
+    state.app.limit_buyer(buyer.user_id, None).await?;
     body.none()?;
     let entry = state.app.enter_draw(drop_id(&id)?, buyer).await?;
     let mut response = if entry.created {
@@ -144,12 +145,17 @@ async fn purchase_inner(
     body: &Body,
 ) -> Result<(HttpResponse, bool), Problem> {
     let buyer = who.buyer()?;
+    let drop = drop_id(req.match_info().get("dropId").unwrap_or_default());
+    state
+        .app
+        .limit_buyer(buyer.user_id, drop.as_ref().ok().copied())
+        .await?;
     let input: Purchase = body.json()?;
     let key = idempotency_key(req)?;
     let quantity =
         Quantity::parse("quantity", input.quantity).map_err(|e| Problem::validation(&[e]))?;
     let cmd = PurchaseCommand {
-        drop_id: drop_id(req.match_info().get("dropId").unwrap_or_default())?,
+        drop_id: drop?,
         user_id: buyer.user_id,
         quantity,
         key,

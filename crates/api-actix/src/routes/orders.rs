@@ -32,6 +32,9 @@ pub async fn cancel(
     id: web::Path<String>,
     body: Body,
 ) -> Result<HttpResponse, Problem> {
+    if who.0.role == goods_app::Role::Buyer {
+        state.app.limit_buyer(who.0.user_id, None).await?;
+    }
     body.none()?;
     let order = state.app.cancel_order(order_id(&id)?, who.0).await?;
     Ok(HttpResponse::Ok().json(OrderBody::new(order, state.app.payment_window())))

@@ -118,6 +118,14 @@ pub trait AdmissionGate: Send + Sync + 'static {
     /// is not a no: the units may have been taken).
     async fn reserve(&self, reservation: &Reservation) -> Result<ReserveOutcome, InfraError>;
 
+    /// Whether a reservation of `drop` is answered here without a round trip to the gate's
+    /// store right now (the drop is known sold out): what such an answer costs is this
+    /// instance's alone.
+    fn answers_locally(&self, drop: DropId) -> bool {
+        let _ = drop;
+        false
+    }
+
     /// Marks an admitted reservation done with its order, so retries replay it.
     ///
     /// # Errors

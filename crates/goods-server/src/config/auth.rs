@@ -78,6 +78,21 @@ pub(super) fn loopback_nets() -> Vec<IpNet> {
         .collect()
 }
 
+/// The peers whose `X-Forwarded-For` names the client: the trusted proxies of the
+/// trusted-header mode, or `AUTH_TRUSTED_PROXIES` when set in the JWT mode (none otherwise).
+pub(super) fn forwarding_proxies(
+    get: &impl Fn(&str) -> Option<String>,
+    auth: &Auth,
+) -> Result<Vec<IpNet>, ConfigError> {
+    match auth {
+        Auth::TrustedHeader { proxies } => Ok(proxies.clone()),
+        Auth::Jwt { .. } => get("AUTH_TRUSTED_PROXIES")
+            .map(|raw| proxies(&raw))
+            .transpose()
+            .map(Option::unwrap_or_default),
+    }
+}
+
 /// `AUTH_TRUSTED_PROXIES`: comma-separated CIDRs or single addresses.
 fn proxies(raw: &str) -> Result<Vec<IpNet>, ConfigError> {
     raw.split(',')

@@ -6,7 +6,7 @@ use crate::config::{Config, Gate, RedisConfig};
 use adapters_memory::{MemoryGate, MemoryStats};
 use api_actix::Probe;
 use futures::FutureExt as _;
-use goods_domain::ports::{AdmissionGate, ChangeNotifier, StatsRecorder, WriteBudget};
+use goods_domain::ports::{AdmissionGate, ChangeNotifier, RateLimiter, StatsRecorder, WriteBudget};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,6 +49,8 @@ pub(super) struct GatePorts {
     pub notifier: Option<Arc<dyn ChangeNotifier>>,
     /// The fleet's write budget, when configured (`DB_WRITE_PERMITS_GLOBAL`).
     pub budget: Option<Arc<dyn WriteBudget>>,
+    /// The fleet's token buckets, when the fleet shares a Redis (whatever the gate).
+    pub rate: Option<Arc<dyn RateLimiter>>,
 }
 
 /// How long an instance answers SOLD_OUT alone at most before asking Redis again, should a
@@ -77,6 +79,7 @@ pub(super) fn gate_ports(
             probe: None,
             notifier: None,
             budget: None,
+            rate: None,
         }
         .with_gate(match config.gate {
             Gate::Memory => memory_gate(),
@@ -86,7 +89,9 @@ pub(super) fn gate_ports(
     };
     #[cfg(feature = "redis")]
     {
-        use adapters_redis::{RedisChanges, RedisGate, RedisStats, RedisWriteBudget};
+        use adapters_redis::{
+            RedisChanges, RedisGate, RedisRateLimiter, RedisStats, RedisWriteBudget,
+        };
         let changes = RedisChanges::new(conn.clone());
         changes.listen(on_change);
         let probe_conn = conn.clone();
@@ -98,6 +103,7 @@ pub(super) fn gate_ports(
             budget: config.purchases.write_permits_global.map(|permits| {
                 Arc::new(RedisWriteBudget::new(conn.clone(), permits)) as Arc<dyn WriteBudget>
             }),
+            rate: Some(Arc::new(RedisRateLimiter::new(conn.clone()))),
         }
         .with_gate(match config.gate {
             Gate::Redis => (

@@ -268,6 +268,10 @@ impl TestApp {
             ("DATABASE_POOL_SIZE".into(), "8".into()),
             ("DB_WRITE_PERMITS".into(), "8".into()),
             ("RECONCILE_INTERVAL_MS".into(), "0".into()),
+            // These tests send many requests as one buyer or from one address: the rate
+            // limits' own tests (api::rate) turn them on.
+            ("RATE_LIMIT_PER_BUYER".into(), "off".into()),
+            ("RATE_LIMIT_PER_IP".into(), "off".into()),
             // Explicit: only the embedded mode defaults to it.
             ("AUTH_MODE".into(), "trusted-header".into()),
             // Each test's fresh MySQL database is migrated by its server (a fleet would run

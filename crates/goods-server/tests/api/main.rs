@@ -26,4 +26,5 @@ mod ownership;
 mod payments;
 mod products;
 mod purchase;
+mod rate;
 mod restart;

@@ -1,0 +1,243 @@
+//! Rate limits (`RATE_LIMIT_PER_BUYER`, `RATE_LIMIT_PER_IP`): the design document's token
+//! bucket. Two layers: this instance's buckets answer first, for every request they cover, at
+//! the cost of a few atomic operations; the fleet's buckets (Redis) answer next for what is
+//! about to reach a store the fleet shares (the gate's script, the database), at one round
+//! trip. What an instance answers from its memory alone (a view, a sold-out drop) is limited
+//! by its own buckets. A fleet store that fails is skipped: the instance's buckets decide.
+
+use crate::{GoodsApp, telemetry};
+use goods_domain::ports::RateLimiter;
+use goods_domain::{DropId, RateDecision, RateKey, RateLimit, UserId};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// The limits and the buckets that keep them.
+#[derive(Clone)]
+pub struct RateLimits {
+    buyer: Option<RateLimit>,
+    address: Option<RateLimit>,
+    local: Arc<dyn RateLimiter>,
+    fleet: Option<Arc<dyn RateLimiter>>,
+}
+
+impl RateLimits {
+    /// `buyer` and `address` limits (`None`: off), counted in `local` and, for the fleet, in
+    /// `fleet`.
+    pub fn new(
+        buyer: Option<RateLimit>,
+        address: Option<RateLimit>,
+        local: Arc<dyn RateLimiter>,
+        fleet: Option<Arc<dyn RateLimiter>>,
+    ) -> Self {
+        Self {
+            buyer,
+            address,
+            local,
+            fleet,
+        }
+    }
+}
+
+/// A request refused by a bucket, with what the answer tells the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimited {
+    /// The limit that refused it (the `RateLimit-Policy` header).
+    pub limit: RateLimit,
+    pub key: RateKey,
+    pub decision: RateDecision,
+}
+
+/// Where a bucket's answer came from, for the metric.
+fn refused(
+    layer: &'static str,
+    key: RateKey,
+    limit: RateLimit,
+    decision: RateDecision,
+) -> RateLimited {
+    metrics::counter!(telemetry::RATE_LIMITED, "policy" => key.policy(), "layer" => layer)
+        .increment(1);
+    RateLimited {
+        limit,
+        key,
+        decision,
+    }
+}
+
+impl GoodsApp {
+    /// Sets the rate limits (`RATE_LIMIT_PER_BUYER`, `RATE_LIMIT_PER_IP`); without it nothing
+    /// is limited.
+    #[must_use]
+    pub fn with_rate_limits(mut self, limits: RateLimits) -> Self {
+        self.rate_limits = Some(limits);
+        self
+    }
+
+    /// Counts a request without an identity from `address` (`RATE_LIMIT_PER_IP`), in this
+    /// instance's buckets: such requests are answered from its memory.
+    ///
+    /// # Errors
+    /// [`RateLimited`] when the address spent its bucket.
+    pub async fn limit_address(&self, address: IpAddr) -> Result<(), RateLimited> {
+        let Some(limits) = &self.rate_limits else {
+            return Ok(());
+        };
+        let Some(limit) = limits.address else {
+            return Ok(());
+        };
+        let key = RateKey::Address(address);
+        local(limits, key, limit).await
+    }
+
+    /// Counts a buyer's purchase (of `drop`), entry or cancel (`drop`: `None`): in this
+    /// instance's buckets, then in the fleet's, unless the gate answers a purchase of `drop`
+    /// from this instance's memory (a sold-out drop), which costs the fleet nothing.
+    ///
+    /// # Errors
+    /// [`RateLimited`] when the buyer spent a bucket.
+    pub async fn limit_buyer(
+        &self,
+        buyer: UserId,
+        drop: Option<DropId>,
+    ) -> Result<(), RateLimited> {
+        let Some((limits, limit)) = self.buyer_limit() else {
+            return Ok(());
+        };
+        let key = RateKey::Buyer(buyer);
+        local(limits, key, limit).await?;
+        let Some(fleet) = &limits.fleet else {
+            return Ok(());
+        };
+        if let (Some(drop), Some(gate)) = (drop, &self.ports.gate)
+            && gate.answers_locally(drop)
+        {
+            return Ok(());
+        }
+        match fleet.admit(key, limit).await {
+            Ok(decision) if decision.allowed => Ok(()),
+            Ok(decision) => Err(refused("fleet", key, limit, decision)),
+            Err(error) => {
+                // The instance's bucket already counted this request: it stands alone.
+                metrics::counter!(telemetry::RATE_LIMIT_FALLBACKS).increment(1);
+                tracing::debug!(error = %error, "fleet rate limit unavailable; this instance's applies");
+                Ok(())
+            }
+        }
+    }
+
+    fn buyer_limit(&self) -> Option<(&RateLimits, RateLimit)> {
+        let limits = self.rate_limits.as_ref()?;
+        Some((limits, limits.buyer?))
+    }
+}
+
+async fn local(limits: &RateLimits, key: RateKey, limit: RateLimit) -> Result<(), RateLimited> {
+    match limits.local.admit(key, limit).await {
+        Ok(decision) if decision.allowed => Ok(()),
+        Ok(decision) => Err(refused("instance", key, limit, decision)),
+        // The in-process buckets do not fail; if one did, the request is not refused for it.
+        Err(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use goods_domain::InfraError;
+    use goods_domain::ports::{MockAdmissionGate, MockRateLimiter};
+    use std::time::Duration;
+
+    fn limit() -> RateLimit {
+        RateLimit::parse("20/s").unwrap().unwrap()
+    }
+
+    fn decision(allowed: bool) -> RateDecision {
+        RateDecision {
+            allowed,
+            remaining: 0,
+            retry_after: if allowed {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(50)
+            },
+            reset: Duration::from_secs(2),
+        }
+    }
+
+    fn answering(allowed: bool, times: usize) -> MockRateLimiter {
+        let mut limiter = MockRateLimiter::new();
+        limiter
+            .expect_admit()
+            .times(times)
+            .returning(move |_, _| Ok(decision(allowed)));
+        limiter
+    }
+
+    fn limited_app(
+        local: MockRateLimiter,
+        fleet: MockRateLimiter,
+        sold_out_here: bool,
+    ) -> GoodsApp {
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_answers_locally().return_const(sold_out_here);
+        Mocks::at(OPEN)
+            .app(Some(gate))
+            .with_rate_limits(RateLimits::new(
+                Some(limit()),
+                None,
+                Arc::new(local),
+                Some(Arc::new(fleet)),
+            ))
+    }
+
+    #[tokio::test]
+    async fn a_buyer_refused_here_never_costs_the_fleet_a_round_trip() {
+        let app = limited_app(answering(false, 1), answering(true, 0), false);
+        let refused = app
+            .limit_buyer(buyer().user_id, Some(drop_id()))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.key, RateKey::Buyer(buyer().user_id));
+        assert_eq!(refused.decision.retry_after_seconds(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_purchase_the_gate_answers_here_is_counted_here_only() {
+        let app = limited_app(answering(true, 2), answering(false, 1), true);
+        assert!(
+            app.limit_buyer(buyer().user_id, Some(drop_id()))
+                .await
+                .is_ok()
+        );
+        // An entry or a cancel always reaches the database: the fleet's bucket counts it.
+        assert!(app.limit_buyer(buyer().user_id, None).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn the_fleets_refusal_stands_and_its_failure_leaves_the_instances_decision() {
+        let app = limited_app(answering(true, 1), answering(false, 1), false);
+        assert!(
+            app.limit_buyer(buyer().user_id, Some(drop_id()))
+                .await
+                .is_err()
+        );
+        let mut failing = MockRateLimiter::new();
+        failing
+            .expect_admit()
+            .times(1)
+            .returning(|_, _| Err(InfraError::msg("redis down")));
+        let app = limited_app(answering(true, 1), failing, false);
+        assert!(
+            app.limit_buyer(buyer().user_id, Some(drop_id()))
+                .await
+                .is_ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn without_limits_nothing_is_counted() {
+        let app = Mocks::at(OPEN).app(None);
+        assert!(app.limit_buyer(buyer().user_id, None).await.is_ok());
+        assert!(app.limit_address("10.0.0.1".parse().unwrap()).await.is_ok());
+    }
+}
