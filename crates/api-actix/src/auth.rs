@@ -28,11 +28,20 @@ pub enum AuthMode {
 pub struct JwtCheck {
     key: DecodingKey,
     validation: Validation,
+    /// The furthest ahead a token's `exp` may lie (`AUTH_JWT_MAX_TTL_S`): a token minted to
+    /// last for ever is refused, so a leaked one expires.
+    max_ttl: std::time::Duration,
 }
 
 impl AuthMode {
-    /// JWT mode with `secret`, checking `iss` and `aud` when given.
-    pub fn jwt(secret: &[u8], issuer: Option<&str>, audience: Option<&str>) -> Self {
+    /// JWT mode with `secret`, checking `iss` and `aud` when given, and refusing a token whose
+    /// `exp` lies more than `max_ttl` ahead.
+    pub fn jwt(
+        secret: &[u8],
+        issuer: Option<&str>,
+        audience: Option<&str>,
+        max_ttl: std::time::Duration,
+    ) -> Self {
         let mut validation = Validation::new(Algorithm::HS256);
         // `sub` may be a number (the spec allows it), which the library's required-claim check
         // rejects; `Claims` requires it instead. A configured issuer or audience must be
@@ -52,6 +61,7 @@ impl AuthMode {
         Self::Jwt(Arc::new(JwtCheck {
             key: DecodingKey::from_secret(secret),
             validation,
+            max_ttl,
         }))
     }
 
@@ -83,6 +93,8 @@ struct Claims {
     sub: serde_json::Value,
     #[serde(default)]
     role: Option<String>,
+    /// Required by the validation; read again for the lifetime bound.
+    exp: u64,
 }
 
 fn from_jwt(check: &JwtCheck, req: &HttpRequest) -> Result<Actor, Problem> {
@@ -102,6 +114,15 @@ fn from_jwt(check: &JwtCheck, req: &HttpRequest) -> Result<Actor, Problem> {
             Problem::unauthenticated("invalid or expired token")
         })?
         .claims;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if claims.exp > now.saturating_add(check.max_ttl.as_secs()) {
+        return Err(Problem::unauthenticated(format!(
+            "the token's lifetime is longer than {} s",
+            check.max_ttl.as_secs()
+        )));
+    }
     let id = match &claims.sub {
         serde_json::Value::Number(n) => n.as_i64(),
         serde_json::Value::String(s) => s.parse().ok(),

@@ -7,6 +7,7 @@
 mod auth;
 mod body;
 mod dto;
+mod host;
 mod metrics;
 mod panics;
 mod problem;
@@ -40,6 +41,9 @@ pub struct ApiState {
     pub payment_secret: Option<WebhookSecret>,
     /// Peers whose `X-Forwarded-For` names the client (`AUTH_TRUSTED_PROXIES`).
     pub forwarders: std::sync::Arc<Vec<ipnet::IpNet>>,
+    /// Answer `421` to a `Host` that is not a loopback name (the embedded mode: DNS
+    /// rebinding).
+    pub loopback_hosts_only: bool,
 }
 
 /// The payment provider's signing secret. Its `Debug` never shows it.
@@ -114,6 +118,7 @@ pub fn server(
                     .default_handler(problem::framework_errors),
             )
             .wrap(actix_web::middleware::from_fn(rate::anonymous))
+            .wrap(actix_web::middleware::from_fn(host::loopback_only))
             .wrap(actix_web::middleware::from_fn(request_id::middleware))
             .configure(configure)
     })

@@ -520,10 +520,10 @@ impl From<OperateDropError> for Problem {
 impl From<GetOrderError> for Problem {
     fn from(error: GetOrderError) -> Self {
         match error {
-            GetOrderError::NotFound => Self::not_found("ORDER_NOT_FOUND", "no such order"),
-            GetOrderError::Forbidden => Self::forbidden(
-                "only its buyer, the seller of its product or an admin may read this order",
-            ),
+            // Another's order answers exactly as one that does not exist: no existence oracle.
+            GetOrderError::NotFound | GetOrderError::Forbidden => {
+                Self::not_found("ORDER_NOT_FOUND", "no such order")
+            }
             GetOrderError::Unexpected(e) => Self::internal(&e),
         }
     }
@@ -564,8 +564,10 @@ impl From<goods_app::ListEventsError> for Problem {
 impl From<CancelOrderError> for Problem {
     fn from(error: CancelOrderError) -> Self {
         match error {
-            CancelOrderError::NotFound => Self::not_found("ORDER_NOT_FOUND", "no such order"),
-            CancelOrderError::NotOwner => Self::forbidden("only the buyer may cancel this order"),
+            // Another's order answers exactly as one that does not exist: no existence oracle.
+            CancelOrderError::NotFound | CancelOrderError::NotOwner => {
+                Self::not_found("ORDER_NOT_FOUND", "no such order")
+            }
             CancelOrderError::NotCancellable(status) => Self::new(
                 StatusCode::CONFLICT,
                 "ORDER_NOT_CANCELLABLE",

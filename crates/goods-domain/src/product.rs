@@ -10,12 +10,24 @@ impl ProductName {
     /// Parses a product name.
     ///
     /// # Errors
-    /// [`ValidationError`] when the trimmed name is empty or longer than 200 characters.
+    /// [`ValidationError`] when the trimmed name is empty or longer than 200 characters, or
+    /// holds a control character or a bidirectional embedding, override or isolate (text that
+    /// would show other than it reads: U+202A-U+202E, U+2066-U+2069), or a line or paragraph
+    /// separator.
     pub fn parse(raw: &str) -> Result<Self, ValidationError> {
         let trimmed = raw.trim();
         let len = trimmed.chars().count();
         if len == 0 || len > 200 {
             return Err(ValidationError::new("name", "must be 1 to 200 characters"));
+        }
+        if let Some(c) = trimmed.chars().find(|&c| unsafe_in_a_name(c)) {
+            return Err(ValidationError::new(
+                "name",
+                format!(
+                    "must not contain control or bidirectional formatting characters (U+{:04X})",
+                    u32::from(c)
+                ),
+            ));
         }
         Ok(Self(trimmed.to_owned()))
     }
@@ -24,6 +36,16 @@ impl ProductName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Characters a name may not hold: controls (C0, DEL, C1), the bidirectional embeddings,
+/// overrides and isolates, and the line and paragraph separators.
+fn unsafe_in_a_name(c: char) -> bool {
+    c.is_control()
+        || ('\u{202A}'..='\u{202E}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+        || c == '\u{2028}'
+        || c == '\u{2029}'
 }
 
 /// A product's stock. `quantity` never goes below zero; `version` grows with every change.
@@ -130,6 +152,28 @@ mod tests {
         #[case] ok: bool,
     ) {
         assert_eq!(NewProduct::parse(name, stock).is_ok(), ok);
+    }
+
+    #[rstest]
+    #[case::right_to_left_override("Sneaker \u{202E}gpj.exe")]
+    #[case::left_to_right_isolate("\u{2066}Sneaker")]
+    #[case::pop_directional_formatting("Sneaker\u{202C}")]
+    #[case::a_newline("Snea\nker")]
+    #[case::an_escape("Sneaker \u{1B}[31m")]
+    #[case::a_c1_control("Sneaker\u{85}x")]
+    #[case::a_line_separator("Sneaker\u{2028}x")]
+    fn a_name_with_control_or_bidirectional_formatting_is_refused(#[case] name: &str) {
+        let error = ProductName::parse(name).unwrap_err();
+        assert_eq!(error.field, "name");
+        assert!(error.message.contains("U+"), "{}", error.message);
+    }
+
+    #[rstest]
+    #[case("Air Max 90 \u{2014} \u{00E9}dition limit\u{00E9}e")]
+    #[case("\u{C2A4}\u{B2C8}\u{CEE4}\u{C988} \u{D55C}\u{C815}\u{D310}")]
+    #[case("\u{05E0}\u{05E2}\u{05DC} \u{0627}\u{0644}\u{062D}\u{0630}\u{0627}\u{0621}")]
+    fn names_in_any_script_are_kept(#[case] name: &str) {
+        assert_eq!(ProductName::parse(name).unwrap().as_str(), name);
     }
 
     #[test]

@@ -227,6 +227,12 @@ impl Config {
         Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     }
 
+    /// The embedded mode: SQLite on a loopback `BIND_ADDR`.
+    pub fn embedded(&self) -> bool {
+        self.http.bind_addr.ip().is_loopback()
+            && matches!(self.database.source, Database::Sqlite(_))
+    }
+
     /// Reads configuration through `get` (tests pass a map).
     ///
     /// # Errors
@@ -641,6 +647,30 @@ mod tests {
                 ],
                 "AUTH_TRUSTED_PROXIES",
             ),
+            (
+                &[
+                    ("AUTH_MODE", "trusted-header"),
+                    ("AUTH_TRUSTED_PROXIES", "10.0.0.0/8, 0.0.0.0/0"),
+                ],
+                "AUTH_TRUSTED_PROXIES",
+            ),
+            (
+                &[
+                    ("AUTH_MODE", "trusted-header"),
+                    ("AUTH_TRUSTED_PROXIES", "::/0"),
+                ],
+                "AUTH_TRUSTED_PROXIES",
+            ),
+            (
+                &[
+                    ("AUTH_MODE", "jwt"),
+                    ("AUTH_JWT_SECRET", "s3cr3t9Vq3xT7mK2pL8nR4cW6yB1fH5jD0gZ"),
+                    ("AUTH_JWT_MAX_TTL_S", "30"),
+                ],
+                "AUTH_JWT_MAX_TTL_S",
+            ),
+            (&[("RATE_LIMIT_PER_BUYER", "20")], "RATE_LIMIT_PER_BUYER"),
+            (&[("RATE_LIMIT_PER_IP", "0/s")], "RATE_LIMIT_PER_IP"),
             (&[("AUTH_MODE", "basic")], "AUTH_MODE"),
             (&[("RECONCILE_INTERVAL_MS", "1.5")], "RECONCILE_INTERVAL_MS"),
             (&[("DROP_REFRESH_MS", "0")], "DROP_REFRESH_MS"),

@@ -136,10 +136,12 @@ impl Application {
                 secret,
                 issuer,
                 audience,
+                max_ttl,
             } => AuthMode::jwt(
                 secret.expose_secret().as_bytes(),
                 issuer.as_deref(),
                 audience.as_deref(),
+                *max_ttl,
             ),
             Auth::TrustedHeader { proxies } => AuthMode::trusted_header(proxies.clone()),
         };
@@ -160,6 +162,7 @@ impl Application {
                 })
             },
             forwarders: Arc::new(config.abuse.forwarders.clone()),
+            loopback_hosts_only: config.embedded(),
             payment_secret: config
                 .payment_secret
                 .as_ref()

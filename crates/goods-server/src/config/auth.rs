@@ -15,6 +15,8 @@ pub enum Auth {
         issuer: Option<String>,
         /// The required `aud`, when set.
         audience: Option<String>,
+        /// The furthest ahead a token's `exp` may lie (`AUTH_JWT_MAX_TTL_S`, default a day).
+        max_ttl: std::time::Duration,
     },
     /// Identity headers from a gateway at one of these addresses (`AUTH_TRUSTED_PROXIES`).
     TrustedHeader {
@@ -53,6 +55,12 @@ impl Auth {
                     secret,
                     issuer: get("AUTH_JWT_ISSUER"),
                     audience: get("AUTH_JWT_AUDIENCE"),
+                    max_ttl: std::time::Duration::from_secs(super::number(
+                        get,
+                        "AUTH_JWT_MAX_TTL_S",
+                        86_400_u64,
+                        60,
+                    )?),
                 })
             }
             Some("trusted-header") => trusted_header(),
@@ -93,8 +101,20 @@ pub(super) fn forwarding_proxies(
     }
 }
 
-/// `AUTH_TRUSTED_PROXIES`: comma-separated CIDRs or single addresses.
+/// `AUTH_TRUSTED_PROXIES`: comma-separated CIDRs or single addresses; a network of every
+/// address (`0.0.0.0/0`, `::/0`) is refused: it would trust any client's identity headers.
 fn proxies(raw: &str) -> Result<Vec<IpNet>, ConfigError> {
+    let nets = parse_proxies(raw)?;
+    if let Some(open) = nets.iter().find(|net| net.prefix_len() == 0) {
+        return Err(bad(
+            "AUTH_TRUSTED_PROXIES",
+            format!("{open} trusts every address; name the gateways' addresses or networks"),
+        ));
+    }
+    Ok(nets)
+}
+
+fn parse_proxies(raw: &str) -> Result<Vec<IpNet>, ConfigError> {
     raw.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())

@@ -54,6 +54,15 @@ async fn jwt_mode_accepts_signed_tokens_and_refuses_everything_else() {
         StatusCode::CREATED
     );
     let admin = token(&json!({"sub": 8, "role": "admin", "exp": exp(600)}), SECRET);
+    // A token for just under the bound is accepted.
+    let day = token(
+        &json!({"sub": "5", "role": "seller", "exp": exp(86_400 - 60)}),
+        SECRET,
+    );
+    assert_eq!(
+        post(Some(format!("Bearer {day}"))).await.unwrap().status(),
+        StatusCode::CREATED
+    );
     let created = post(Some(format!("Bearer {admin}"))).await.unwrap();
     assert_eq!(created.status(), StatusCode::CREATED);
     assert_eq!(body(created).await["ownerId"], 8);
@@ -93,6 +102,14 @@ async fn jwt_mode_accepts_signed_tokens_and_refuses_everything_else() {
             "Bearer {}",
             token(
                 &json!({"sub": "5", "role": "root", "exp": exp(600)}),
+                SECRET
+            )
+        )),
+        // Valid for longer than AUTH_JWT_MAX_TTL_S (a day by default) allows.
+        Some(format!(
+            "Bearer {}",
+            token(
+                &json!({"sub": "5", "role": "seller", "exp": exp(86_400 + 120)}),
                 SECRET
             )
         )),

@@ -18,6 +18,7 @@ mod draws;
 mod drops;
 mod events;
 mod flags;
+mod host;
 mod input;
 mod operations;
 mod ops;

@@ -12,14 +12,21 @@ async fn an_order_is_readable_by_its_buyer_and_sellers_only() {
         app.get(&path, Some((SELLER, "seller"))).await.status(),
         StatusCode::OK
     );
-    problem(app.get(&path, Some((8, "buyer"))).await, 403, "FORBIDDEN").await;
     problem(app.get(&path, None).await, 401, "UNAUTHENTICATED").await;
-    problem(
+    // Another buyer's order answers exactly as an order that does not exist.
+    let missing = problem(
         app.get("/orders/999999", Some((7, "buyer"))).await,
         404,
         "ORDER_NOT_FOUND",
     )
     .await;
+    let theirs = problem(
+        app.get(&path, Some((8, "buyer"))).await,
+        404,
+        "ORDER_NOT_FOUND",
+    )
+    .await;
+    assert_eq!(theirs, missing);
     problem(
         app.get("/orders/zero", Some((7, "buyer"))).await,
         404,
@@ -35,13 +42,14 @@ async fn cancelling_gives_the_unit_back_to_stock_drop_and_buyer_exactly_once() {
     let order = body(app.purchase(drop, 7, "k", 1).await).await;
     problem(app.purchase(drop, 8, "k", 1).await, 409, "SOLD_OUT").await;
     let cancel = format!("/orders/{}/cancel", order["orderId"]);
+    // Another buyer's cancel: as if the order did not exist, and nothing changes.
     problem(
         app.request(Method::POST, &cancel, Some((8, "buyer")))
             .send()
             .await
             .unwrap(),
-        403,
-        "FORBIDDEN",
+        404,
+        "ORDER_NOT_FOUND",
     )
     .await;
     for _ in 0..2 {

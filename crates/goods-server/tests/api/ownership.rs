@@ -123,7 +123,14 @@ async fn an_order_is_seen_by_its_buyer_the_owning_seller_and_admins_only() {
         assert_eq!(res.status(), StatusCode::OK, "as {reader:?}");
         assert_eq!(body(res).await["orderId"], order);
     }
+    let missing = problem(
+        app.get("/orders/999999", Some((BUYER, "buyer"))).await,
+        404,
+        "ORDER_NOT_FOUND",
+    )
+    .await;
     for stranger in [(BUYER + 1, "buyer"), (OTHER_SELLER, "seller")] {
-        problem(app.get(&path, Some(stranger)).await, 403, "FORBIDDEN").await;
+        let theirs = problem(app.get(&path, Some(stranger)).await, 404, "ORDER_NOT_FOUND").await;
+        assert_eq!(theirs, missing, "as {stranger:?}: no existence oracle");
     }
 }

@@ -69,6 +69,27 @@ async fn product_errors_are_problems_and_change_nothing() {
     .await;
     assert_eq!(invalid["errors"][0]["field"], "name");
     assert_eq!(invalid["errors"][1]["field"], "stockQuantity");
+    // A name that would display other than it reads (a right-to-left override turns
+    // "Sneaker \u{202E}gpj.exe" into "Sneaker exe.jpg"), or that holds a control character.
+    for name in [
+        "Sneaker \u{202E}gpj.exe",
+        "Snea\u{2066}ker",
+        "Sneaker\u{7}",
+        "Sneak\ner",
+    ] {
+        let refused = problem(
+            post(
+                Some((SELLER, "seller")),
+                json!({"name": name, "stockQuantity": 1}),
+            )
+            .await
+            .unwrap(),
+            422,
+            "VALIDATION_FAILED",
+        )
+        .await;
+        assert_eq!(refused["errors"][0]["field"], "name", "{name:?}");
+    }
     problem(
         app.get("/products/1", Some((1, "buyer"))).await,
         404,
