@@ -540,6 +540,69 @@ mod tests {
         assert!(bought.replayed);
     }
 
+    /// A marker naming another buyer's order (a gate store someone else wrote to): that order is
+    /// never shown; the database's own answer for this buyer and key is, and the drop is
+    /// resynced.
+    #[rstest::rstest]
+    #[case::another_buyers_order(2, "k", Some(true), "replayed")]
+    #[case::another_key(1, "other", Some(true), "replayed")]
+    #[case::nothing_in_the_database(2, "k", None, "unavailable")]
+    #[tokio::test]
+    async fn a_marker_naming_an_order_that_is_not_this_requests_is_only_a_hint(
+        #[case] owner: i64,
+        #[case] their_key: &str,
+        #[case] own_order: Option<bool>,
+        #[case] expected: &str,
+    ) {
+        let mut m = Mocks::at(OPEN);
+        m.ledger.expect_place_orders().times(0);
+        let mut theirs = sample_order(OrderStatus::Pending);
+        theirs.id = goods_domain::OrderId::parse(999).unwrap();
+        theirs.user_id = UserId::parse(owner + 100).unwrap();
+        theirs.idempotency_key = IdempotencyKey::parse(their_key).unwrap();
+        if owner == 1 {
+            theirs.user_id = buyer().user_id;
+        }
+        m.orders
+            .expect_get()
+            .times(1)
+            .returning(move |_| Ok(Some(theirs.clone())));
+        m.orders
+            .expect_find_by_key()
+            .times(1)
+            .returning(move |_, _| Ok(own_order.map(|_| sample_order(OrderStatus::Pending))));
+        let (resynced, mut done) = tokio::sync::mpsc::unbounded_channel();
+        m.drops.expect_gate_seed().returning(move |drop| {
+            let _ = resynced.send(());
+            Ok(goods_domain::ports::GateSeed {
+                unexplained: Vec::new(),
+                drop_id: drop.id,
+                remaining: 1,
+                expires_at: CLOSE,
+                orders: Vec::new(),
+            })
+        });
+        let mut gate = gate_answering(ReserveOutcome::Replay(
+            goods_domain::OrderId::parse(999).unwrap(),
+        ));
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        gate.expect_resync().returning(|_| Ok(()));
+        let result = m.app(Some(gate)).purchase(cmd(1)).await;
+        match (expected, result) {
+            ("replayed", Ok(bought)) => {
+                assert!(bought.replayed);
+                assert_eq!(
+                    bought.order.id,
+                    order_id(),
+                    "the database's order, not the marker's"
+                );
+            }
+            ("unavailable", Err(PurchaseError::Unavailable)) => {}
+            (_, other) => panic!("{expected}: {other:?}"),
+        }
+        done.recv().await.expect("the drop is resynced");
+    }
+
     #[rstest::rstest]
     #[case(ReserveOutcome::InProgress { deadline: CLOSE })]
     #[case(ReserveOutcome::KeyReused)]

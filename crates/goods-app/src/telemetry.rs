@@ -10,6 +10,9 @@ pub const GATE_DECISION: &str = "gate_decision_seconds";
 /// Purchases the database decided alone although a gate is configured, by `reason`
 /// (`gate_failed`: the call failed; `breaker_open`: the gate failed moments ago).
 pub const GATE_FALLBACKS: &str = "gate_fallbacks_total";
+/// Gate markers that named an order not answering their request (a store written by someone
+/// else, or restored from elsewhere): the database answered instead.
+pub const GATE_MARKER_MISMATCHES: &str = "gate_marker_mismatches_total";
 /// Requests refused by a token bucket, by `policy` (`buyer`, `address`) and `layer`
 /// (`instance`, `fleet`).
 pub const RATE_LIMITED: &str = "rate_limited_total";
@@ -235,6 +238,10 @@ pub fn describe() {
     describe_counter!(
         GATE_FALLBACKS,
         "Purchases decided by the database alone although a gate is configured, by reason."
+    );
+    describe_counter!(
+        GATE_MARKER_MISMATCHES,
+        "Gate markers naming an order that does not answer their request; the database answered."
     );
     describe_counter!(
         RATE_LIMITED,

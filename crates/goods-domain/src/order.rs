@@ -257,6 +257,21 @@ impl GoodsOrder {
         self.drop_id == drop_id && self.quantity == quantity
     }
 
+    /// Whether this order is the answer to `user`'s request with `key` for `quantity` of
+    /// `drop`: the only order a replay of that request may show. Anything that only points at
+    /// an order (a gate's marker) is a hint until this holds.
+    pub fn answers(
+        &self,
+        user: UserId,
+        key: &IdempotencyKey,
+        drop_id: DropId,
+        quantity: Quantity,
+    ) -> bool {
+        self.user_id == user
+            && self.idempotency_key == *key
+            && self.matches_request(drop_id, quantity)
+    }
+
     /// When its payment window ends: its deadline, or `default` after its creation for an
     /// order made before deadlines were stored. A PENDING order expires then.
     pub fn expires_at(&self, default: PaymentWindow) -> OffsetDateTime {

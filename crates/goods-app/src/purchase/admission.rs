@@ -166,13 +166,37 @@ impl GoodsApp {
                 }
             }
             ReserveOutcome::Replay(id) => {
-                let order = self.ports.orders.get(id).await?;
-                order
-                    .map(|order| Purchased {
+                // The gate's marker is a hint: the answer is the database's order, and only if
+                // it is this buyer's, for this key, drop and quantity. Anyone who can write to
+                // the gate's store must not make a buyer see another's order.
+                let hinted = self.ports.orders.get(id).await?;
+                if let Some(order) = hinted.filter(|o| {
+                    o.answers(
+                        reservation.user_id,
+                        &reservation.key,
+                        drop.id,
+                        reservation.quantity,
+                    )
+                }) {
+                    return Ok(Purchased {
                         order,
                         replayed: true,
-                    })
-                    .ok_or_else(|| anyhow::anyhow!("gate marker names missing order {id}").into())
+                    });
+                }
+                metrics::counter!(telemetry::GATE_MARKER_MISMATCHES).increment(1);
+                tracing::warn!(order.id = %id, "a gate marker names an order that does not answer this request; the database decides, and the drop is resynced");
+                self.resync_soon(drop.clone());
+                let cmd = PurchaseCommand {
+                    drop_id: drop.id,
+                    user_id: reservation.user_id,
+                    quantity: reservation.quantity,
+                    key: reservation.key.clone(),
+                };
+                // Nothing of this request in the database: the marker is false, and the resync
+                // drops it; until then the buyer is asked to retry.
+                self.find_replay(&cmd)
+                    .await?
+                    .ok_or(PurchaseError::Unavailable)
             }
             ReserveOutcome::InProgress { .. } => Err(PurchaseError::InProgress),
             ReserveOutcome::KeyReused => Err(PurchaseError::KeyReused),
