@@ -185,7 +185,7 @@ impl GoodsApp {
                 }
                 metrics::counter!(telemetry::GATE_MARKER_MISMATCHES).increment(1);
                 tracing::warn!(order.id = %id, "a gate marker names an order that does not answer this request; the database decides, and the drop is resynced");
-                self.resync_soon(drop.clone());
+                self.resync_soon(*drop);
                 let cmd = PurchaseCommand {
                     drop_id: drop.id,
                     user_id: reservation.user_id,
