@@ -121,6 +121,41 @@ fn is_phrase(value: &str) -> bool {
 ///
 /// # Errors
 /// A [`ConfigError`] on `var` saying what is wrong and how to make a good one.
+/// The share of a secret's characters at or above which it counts as guessable.
+const MAX_GUESSABLE_SHARE: f64 = 0.5;
+
+/// The share of `value`'s characters that zxcvbn (Dropbox's guessability estimator) explains by
+/// patterns a cracker tries first (keyboard walks, sequences, repeats, dictionary words, dates)
+/// rather than by brute force. zxcvbn stops looking once a long string's guesses pass 2^64, so
+/// pieces of 16 characters are read too, and the larger share counts. Random secrets here
+/// score 0-17%; keyboard walks, alphabet runs and run-together passphrases 67-100%.
+fn guessable_share(value: &str) -> f64 {
+    fn explained(piece: &str) -> usize {
+        zxcvbn::zxcvbn(piece, &[])
+            .sequence()
+            .iter()
+            .filter(|m| {
+                !matches!(
+                    m.pattern,
+                    zxcvbn::matching::patterns::MatchPattern::BruteForce
+                )
+            })
+            .map(|m| m.token.chars().count())
+            .sum()
+    }
+    let chars: Vec<char> = value.chars().collect();
+    if chars.is_empty() {
+        return 0.0;
+    }
+    let pieces: usize = chars
+        .chunks(16)
+        .map(|piece| explained(&piece.iter().collect::<String>()))
+        .sum();
+    #[allow(clippy::cast_precision_loss)]
+    let share = explained(value).max(pieces) as f64 / chars.len() as f64;
+    share
+}
+
 pub fn check_strength(var: &'static str, value: &str) -> Result<(), ConfigError> {
     let lower = value.to_ascii_lowercase();
     if let Some(word) = PLACEHOLDERS.iter().find(|w| lower.contains(*w)) {
@@ -145,6 +180,16 @@ pub fn check_strength(var: &'static str, value: &str) -> Result<(), ConfigError>
         return Err(bad(
             var,
             format!("is a phrase of words, which is guessable; {HOW}"),
+        ));
+    }
+    let share = guessable_share(value);
+    if share >= MAX_GUESSABLE_SHARE {
+        return Err(bad(
+            var,
+            format!(
+                "is guessable: {:.0}% of it is keyboard walks, runs, repeats or dictionary words; {HOW}",
+                share * 100.0
+            ),
         ));
     }
     let bits = estimated_bits(value);
@@ -185,6 +230,15 @@ mod tests {
     #[case::a_phrase("correct horse battery staple and more words", false)]
     #[case::a_hyphenated_phrase("correct-horse-battery-staple-is-famous", false)]
     #[case::digits_counting_up("0123456789012345678901234567890123456789", false)]
+    #[case::a_keyboard_walk("qwertyuiop[]asdfghjkl;'zxcvbnm,./QWERTYUIOP", false)]
+    #[case::a_diagonal_keyboard_walk("zaq12wsxcde34rfvbgt56yhnmju78ik,.lo90p;/", false)]
+    #[case::a_column_keyboard_walk("1qaz2wsx3edc4rfv5tgb6yhn7ujm8ik,9ol.0p;/", false)]
+    #[case::an_alphabet_run("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP", false)]
+    #[case::a_run_together_passphrase("correcthorsebatterystaplemonkeydragonsunshine", false)]
+    #[case::a_capitalised_passphrase("CorrectHorseBatteryStaple2024Summer!Winter", false)]
+    #[case::passwords_repeated("password1password2password3password4", false)]
+    #[case::random_base62_a("k8Jq2Vn5Zr7Lp1Xc4Wm9Bt6Hd3Yf0Ga5Se8Ru2", true)]
+    #[case::random_base62_b("WXf9pq0Lm3sRtY8uVb2Nc5Kd7Jh1Gz4Ae6Io0", true)]
     fn a_secret_must_be_long_random_and_not_copied_from_an_example(
         #[case] value: &str,
         #[case] accepted: bool,
