@@ -20,10 +20,12 @@ pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/m
 
 pub use adapters_sql::{MysqlTls, TlsMode};
 
-/// The driver's TLS options for `tls`.
+/// The driver's TLS options for `tls`. A CA file replaces the public roots compiled into the
+/// driver: only that CA is trusted, so a certificate from any public CA is refused.
 fn ssl_opts(tls: &MysqlTls) -> Option<mysql_async::SslOpts> {
     let base = mysql_async::SslOpts::default()
-        .with_root_certs(tls.ca_file.iter().map(|path| path.clone().into()).collect());
+        .with_root_certs(tls.ca_file.iter().map(|path| path.clone().into()).collect())
+        .with_disable_built_in_roots(tls.ca_file.is_some());
     match tls.mode {
         TlsMode::Off => None,
         TlsMode::Required => Some(
@@ -32,6 +34,30 @@ fn ssl_opts(tls: &MysqlTls) -> Option<mysql_async::SslOpts> {
         ),
         TlsMode::VerifyCa => Some(base.with_danger_skip_domain_validation(true)),
         TlsMode::VerifyIdentity => Some(base),
+    }
+}
+
+#[cfg(test)]
+mod tls_tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_file_is_the_only_root_and_without_one_the_public_roots_stay() {
+        let with = |mode, ca_file: Option<&str>| {
+            ssl_opts(&MysqlTls {
+                mode,
+                ca_file: ca_file.map(Into::into),
+            })
+        };
+        for mode in [TlsMode::VerifyCa, TlsMode::VerifyIdentity] {
+            let own = with(mode, Some("/etc/goods/db-ca.pem")).unwrap();
+            assert!(own.disable_built_in_roots(), "{mode:?}");
+            assert_eq!(own.root_certs().len(), 1);
+            let public = with(mode, None).unwrap();
+            assert!(!public.disable_built_in_roots(), "{mode:?}");
+            assert!(public.root_certs().is_empty());
+        }
+        assert!(with(TlsMode::Off, None).is_none());
     }
 }
 

@@ -198,6 +198,9 @@ impl FromRequest for Identity {
             Some(state) => state.auth.identify(req).map(Identity),
             None => Err(Problem::unauthenticated("no identity configuration")),
         };
+        if let Err(problem) = &result {
+            crate::refusals::refused("unauthenticated", problem);
+        }
         ready(result.map_err(Into::into))
     }
 }

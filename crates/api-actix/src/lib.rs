@@ -12,6 +12,7 @@ mod metrics;
 mod panics;
 mod problem;
 mod rate;
+mod refusals;
 mod request_id;
 mod routes;
 pub mod signature;

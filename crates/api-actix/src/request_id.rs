@@ -92,7 +92,18 @@ pub async fn middleware(
         http.response.status_code = tracing::field::Empty,
         request.id = %id,
         load_test.run_id = %run_id,
+        client.address = tracing::field::Empty,
     );
+    if !span.is_disabled()
+        && let Some(state) = req.app_data::<actix_web::web::Data<crate::ApiState>>()
+        && let Some(client) = crate::rate::client_address(
+            req.peer_addr().map(|a| a.ip()),
+            req.headers(),
+            &state.forwarders,
+        )
+    {
+        span.record("client.address", tracing::field::display(client));
+    }
     // A caller's W3C trace context (`traceparent`) makes this span a child of the caller's.
     if req.headers().contains_key(&TRACEPARENT) {
         let parent = opentelemetry::global::get_text_map_propagator(|propagator| {

@@ -450,6 +450,32 @@ mod tests {
     }
 
     #[test]
+    fn a_tls_parameter_in_database_url_is_refused_not_ignored() {
+        for url in [
+            "mysql://goods@db:3306/goods?require_ssl=true",
+            "mysql://goods@db:3306/goods?ssl-mode=REQUIRED",
+            "mysql://goods@db:3306/goods?sslmode=verify-full",
+            "mysql://goods@db:3306/goods?prefer_socket=false&ssl_ca=/ca.pem",
+            "mysql://goods@db:3306/goods?verify_identity=false",
+            "mysql://goods@db:3306/goods?built_in_roots=false",
+            "mysql://goods@db:3306/goods?TLS=true",
+        ] {
+            let err = config(&[("DATABASE_URL", url)]).unwrap_err();
+            assert_eq!(err.var, "DATABASE_URL", "{url}");
+            assert!(err.reason.contains("DATABASE_TLS"), "{url}: {err}");
+        }
+        // Other parameters are the driver's.
+        let driver_parameter = config(&[
+            (
+                "DATABASE_URL",
+                "mysql://goods@db:3306/goods?prefer_socket=false",
+            ),
+            ("AUTH_MODE", "trusted-header"),
+        ]);
+        assert!(driver_parameter.is_ok(), "{driver_parameter:?}");
+    }
+
+    #[test]
     fn group_commit_is_configurable() {
         let c = config(&[
             ("GROUP_COMMIT_MAX_BATCH", "1"),

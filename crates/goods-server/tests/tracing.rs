@@ -114,6 +114,8 @@ async fn a_callers_traceparent_is_the_parent_of_the_exported_server_span() {
         Some("201")
     );
     assert_eq!(on_server("load_test.run_id").as_deref(), Some("run-42"));
+    // The caller, as the request came from this machine (loopback, no trusted proxy in between).
+    assert_eq!(on_server("client.address").as_deref(), Some("127.0.0.1"));
     assert_eq!(server.span_kind, opentelemetry::trace::SpanKind::Server);
     // The spans below it, down to the database, are in the caller's trace too.
     let children = spans

@@ -36,7 +36,7 @@ pub async fn event(
         .map(|v| v.to_str().unwrap_or_default());
     let now = state.app.ports().clock.now().unix_timestamp();
     signature::verify(secret.as_bytes(), header, body.bytes(), now).map_err(|error| {
-        tracing::warn!(reason = %error, "payment event refused: signature");
+        crate::refusals::refused("payment_signature", &error);
         Problem::new(
             StatusCode::UNAUTHORIZED,
             "INVALID_SIGNATURE",

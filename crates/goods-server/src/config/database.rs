@@ -85,6 +85,7 @@ pub(super) fn source(get: &impl Fn(&str) -> Option<String>) -> Result<Database, 
     let url = get("DATABASE_URL").unwrap_or_else(|| "sqlite://data/goods.db".into());
     if url.starts_with("mysql://") {
         super::needs_feature("DATABASE_URL", "mysql", cfg!(feature = "mysql"))?;
+        refuse_tls_in_url(&url)?;
         let url = secret::with_password_file(get, "DATABASE_URL", url, "DATABASE_PASSWORD_FILE")?;
         return Ok(Database::Mysql(url.into()));
     }
@@ -99,6 +100,38 @@ pub(super) fn source(get: &impl Fn(&str) -> Option<String>) -> Result<Database, 
         Some(_) => Ok(Database::Sqlite(url)),
         None => Err(bad("DATABASE_URL", "must start with mysql:// or sqlite://")),
     }
+}
+
+/// Whether a `DATABASE_URL` query parameter is about TLS (`require_ssl`, `ssl-mode`, `sslmode`,
+/// `ssl_ca`, `verify_identity`, `built_in_roots`, `tls`, ...). Such a parameter is refused at start:
+/// the driver reads some of them and the connection setup overrides others, so a URL could look
+/// encrypted and log in in plaintext. TLS is `DATABASE_TLS` and `DATABASE_TLS_CA_FILE` alone.
+fn is_tls_parameter(key: &str) -> bool {
+    let key = key.to_ascii_lowercase().replace('-', "_");
+    key.starts_with("ssl")
+        || key.starts_with("tls")
+        || key.ends_with("_ssl")
+        || matches!(
+            key.as_str(),
+            "verify_ca" | "verify_identity" | "built_in_roots" | "ca" | "cert" | "key"
+        )
+}
+
+fn refuse_tls_in_url(url: &str) -> Result<(), ConfigError> {
+    let Ok(parsed) = url::Url::parse(url) else {
+        return Err(bad("DATABASE_URL", "is not a URL"));
+    };
+    if let Some((key, _)) = parsed.query_pairs().find(|(key, _)| is_tls_parameter(key)) {
+        return Err(bad(
+            "DATABASE_URL",
+            format!(
+                "carries the TLS parameter {key:?}, which this service does not read from the URL: \
+                 remove it and set DATABASE_TLS (required, verify-ca or verify-identity) and, for \
+                 a private CA, DATABASE_TLS_CA_FILE"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `DATABASE_TLS` and `DATABASE_TLS_CA_FILE`, for a MySQL `database`.
