@@ -109,6 +109,7 @@ async fn a_purchase_past_its_time_limit_releases_its_row_locks_at_once() {
         &NewLimitedDrop::parse(&input, now).unwrap(),
         None,
         now,
+        None,
     )
     .await
     .unwrap();

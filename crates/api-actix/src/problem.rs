@@ -452,6 +452,15 @@ impl From<CreateDropError> for Problem {
                 "Drop already active",
                 "the product already has a drop that is not closed",
             ),
+            CreateDropError::QuotaExceeded { limit } => Self::new(
+                StatusCode::CONFLICT,
+                "QUOTA_EXCEEDED",
+                "Quota exceeded",
+                format!(
+                    "the seller has {limit} drops not yet closed, the most allowed; close one first"
+                ),
+            )
+            .with("limit", json!(limit)),
             CreateDropError::DrawsNotConfigured => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "DRAWS_NOT_CONFIGURED",

@@ -148,6 +148,8 @@ pub struct GoodsApp {
     tasks: Tasks,
     /// `RATE_LIMIT_PER_BUYER` and `RATE_LIMIT_PER_IP`; `None`: nothing is limited.
     rate_limits: Option<RateLimits>,
+    /// Drops a seller may have not yet closed (`SELLER_MAX_ACTIVE_DROPS`); `None`: no quota.
+    seller_quota: Option<u32>,
 }
 
 impl GoodsApp {
@@ -184,6 +186,7 @@ impl GoodsApp {
             event_retention: None,
             tasks,
             rate_limits: None,
+            seller_quota: None,
         }
     }
 
@@ -192,6 +195,14 @@ impl GoodsApp {
     #[must_use]
     pub fn with_event_retention(mut self, retention: Retention) -> Self {
         self.event_retention = Some(retention);
+        self
+    }
+
+    /// Sets how many drops a seller may have not yet closed (`SELLER_MAX_ACTIVE_DROPS`); one more
+    /// is refused `QuotaExceeded`.
+    #[must_use]
+    pub fn with_seller_quota(mut self, max_active_drops: u32) -> Self {
+        self.seller_quota = Some(max_active_drops);
         self
     }
 

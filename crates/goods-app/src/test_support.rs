@@ -332,8 +332,9 @@ impl goods_domain::ports::DropRepository for HeldDrops {
         drop: &goods_domain::NewLimitedDrop,
         seed: Option<(goods_domain::DrawCommitment, goods_domain::SealedSeed)>,
         now: OffsetDateTime,
+        seller_quota: Option<u32>,
     ) -> Result<LimitedDrop, goods_domain::ports::CreateDropError> {
-        self.inner.create(drop, seed, now).await
+        self.inner.create(drop, seed, now, seller_quota).await
     }
     async fn get(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
         self.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -150,12 +150,28 @@ pub enum CreateDropError {
     /// The product already has a drop that is not closed.
     #[error("the product already has a drop that is not closed")]
     DropAlreadyActive,
+    /// The product's seller has as many drops not yet closed as anyone may
+    /// (`SELLER_MAX_ACTIVE_DROPS`).
+    #[error("the seller has {limit} drops not yet closed, the most allowed")]
+    QuotaExceeded { limit: u32 },
     /// A draw drop, but no seal key for its seed (`DRAW_SEAL_KEY`).
     #[error("draws are not configured")]
     DrawsNotConfigured,
     /// The store failed.
     #[error(transparent)]
     Infra(#[from] crate::InfraError),
+}
+
+/// A seller with `active` drops not yet closed may create one more only while `active` is
+/// below `max` (`None`: no quota).
+///
+/// # Errors
+/// [`CreateDropError::QuotaExceeded`] at or past the quota.
+pub fn check_seller_quota(active: u32, max: Option<u32>) -> Result<(), CreateDropError> {
+    match max {
+        Some(limit) if active >= limit => Err(CreateDropError::QuotaExceeded { limit }),
+        _ => Ok(()),
+    }
 }
 
 /// What closing a drop at some instant does.
@@ -482,6 +498,21 @@ impl NewLimitedDrop {
                 format!("must not exceed the product's stock ({stock})"),
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod quota_tests {
+    use super::*;
+
+    #[test]
+    fn a_seller_may_create_while_below_the_quota() {
+        assert!(check_seller_quota(99, Some(100)).is_ok());
+        assert!(matches!(
+            check_seller_quota(100, Some(100)),
+            Err(CreateDropError::QuotaExceeded { limit: 100 })
+        ));
+        assert!(check_seller_quota(100_000, None).is_ok());
     }
 }
 

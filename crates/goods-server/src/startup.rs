@@ -121,6 +121,7 @@ impl Application {
             Some(notifier) => app.with_change_notifier(notifier),
             None => app,
         };
+        let app = app.with_seller_quota(config.abuse.seller_max_active_drops);
         let app = app.with_rate_limits(goods_app::RateLimits::new(
             config.abuse.per_buyer,
             config.abuse.per_ip,

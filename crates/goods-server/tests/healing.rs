@@ -149,6 +149,7 @@ async fn fixture_of(units: u32) -> (Arc<MysqlStore>, RedisGate, DropId) {
         &NewLimitedDrop::parse(&input, now).unwrap(),
         None,
         now,
+        None,
     )
     .await
     .unwrap();

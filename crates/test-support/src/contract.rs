@@ -49,6 +49,8 @@ macro_rules! sql_contract_tests {
             racing_cancels_of_a_multi_unit_order_give_its_units_back_once,
             an_event_is_recorded_once_and_relayed_until_marked,
             racing_instances_tell_a_drops_gate_outage_once,
+            racing_creations_of_one_seller_stay_within_the_quota,
+            many_drops_are_read_in_bounded_statements,
             cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop,
             one_batch_answers_each_order_on_its_own,
             racing_batches_with_duplicates_and_greedy_buyers_sell_out_exactly,
@@ -128,6 +130,7 @@ async fn open_drop<S: SqlStore>(store: &S, stock: i64, limited: i64, per_user: i
         &new_drop(product.id, limited, per_user, at),
         None,
         at,
+        None,
     )
     .await
     .unwrap()
@@ -196,13 +199,13 @@ pub async fn products_round_trip<S: SqlStore>(store: S) {
 pub async fn drop_creation_checks_its_product<S: SqlStore>(store: S) {
     let at = now();
     let missing = ProductId::parse(424_242).unwrap();
-    let err = DropRepository::create(&store, &new_drop(missing, 5, 1, at), None, at)
+    let err = DropRepository::create(&store, &new_drop(missing, 5, 1, at), None, at, None)
         .await
         .unwrap_err();
     assert!(matches!(err, CreateDropError::ProductNotFound), "{err:?}");
 
     let p = product(&store, 5).await;
-    let err = DropRepository::create(&store, &new_drop(p.id, 6, 1, at), None, at)
+    let err = DropRepository::create(&store, &new_drop(p.id, 6, 1, at), None, at, None)
         .await
         .unwrap_err();
     assert!(
@@ -211,17 +214,17 @@ pub async fn drop_creation_checks_its_product<S: SqlStore>(store: S) {
         "{err:?}"
     );
 
-    let first = DropRepository::create(&store, &new_drop(p.id, 5, 1, at), None, at)
+    let first = DropRepository::create(&store, &new_drop(p.id, 5, 1, at), None, at, None)
         .await
         .unwrap();
-    let err = DropRepository::create(&store, &new_drop(p.id, 5, 1, at), None, at)
+    let err = DropRepository::create(&store, &new_drop(p.id, 5, 1, at), None, at, None)
         .await
         .unwrap_err();
     assert!(matches!(err, CreateDropError::DropAlreadyActive), "{err:?}");
 
     // From the first drop's closeAt on, the product may get a new one.
     let later = first.window.close_at();
-    let second = DropRepository::create(&store, &new_drop(p.id, 5, 1, later), None, later)
+    let second = DropRepository::create(&store, &new_drop(p.id, 5, 1, later), None, later, None)
         .await
         .unwrap();
     assert_ne!(second.id, first.id);
@@ -602,6 +605,80 @@ pub async fn an_event_is_recorded_once_and_relayed_until_marked<S: SqlStore>(sto
     assert!(!store.record_once(&key, &event, now()).await.unwrap());
 }
 
+/// 2,501 ids (five statements of 500 and one more) read the drops that exist among them, once
+/// each.
+pub async fn many_drops_are_read_in_bounded_statements<S: SqlStore>(store: S) {
+    use goods_domain::DropId;
+    let a = open_drop(&store, 10, 5, 1).await;
+    let b = open_drop(&store, 10, 5, 1).await;
+    let mut ids: Vec<DropId> = (1_000_000..1_002_499)
+        .map(|id| DropId::parse(id).unwrap())
+        .collect();
+    ids.insert(0, a.id);
+    ids.insert(1_700, b.id);
+    let mut found: Vec<DropId> = store
+        .get_many(&ids)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.id)
+        .collect();
+    found.sort_unstable();
+    assert_eq!(found, [a.id, b.id]);
+}
+
+/// A seller with a quota of 3 creates drops for 8 products at once: exactly 3 are created, the
+/// others refused `QuotaExceeded`; another seller is not counted; closing one frees a place.
+pub async fn racing_creations_of_one_seller_stay_within_the_quota<S: SqlStore>(store: S) {
+    let seller = UserId::parse(41).unwrap();
+    let mut products = Vec::new();
+    for _ in 0..8 {
+        let p = NewProduct::parse("Sneaker", 10).unwrap().owned_by(seller);
+        products.push(ProductRepository::create(&store, &p).await.unwrap());
+    }
+    let at = now();
+    let tries = products
+        .iter()
+        .map(|p| {
+            let (store, new) = (store.clone(), new_drop(p.id, 5, 1, at));
+            tokio::spawn(
+                async move { DropRepository::create(&store, &new, None, at, Some(3)).await },
+            )
+        })
+        .collect::<Vec<_>>();
+    let results: Vec<_> = join_all(tries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let created: Vec<&LimitedDrop> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(created.len(), 3, "{results:?}");
+    assert!(
+        results
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .all(|e| matches!(e, CreateDropError::QuotaExceeded { limit: 3 })),
+        "{results:?}"
+    );
+    // Another seller's drop does not count against this one's quota, nor this one's against it.
+    let other = NewProduct::parse("Boot", 10)
+        .unwrap()
+        .owned_by(UserId::parse(42).unwrap());
+    let other = ProductRepository::create(&store, &other).await.unwrap();
+    DropRepository::create(&store, &new_drop(other.id, 5, 1, at), None, at, Some(3))
+        .await
+        .unwrap();
+    // Closing one of the three frees a place.
+    store.close(created[0].id, at).await.unwrap();
+    let free = products
+        .iter()
+        .find(|p| created.iter().all(|d| d.product_id != p.id))
+        .unwrap();
+    DropRepository::create(&store, &new_drop(free.id, 5, 1, at), None, at, Some(3))
+        .await
+        .unwrap();
+}
+
 /// Eight instances find the gate failing at once, then answering again, then failing again:
 /// the drop's log says degraded, recovered, degraded, each once, numbered after the drop's
 /// other events with no gap.
@@ -940,7 +1017,7 @@ pub async fn pausing_and_closing_are_stored_and_a_closed_drop_sells_nothing_more
     );
     // The product is free for a new drop.
     let at = now();
-    DropRepository::create(&store, &new_drop(drop.product_id, 5, 1, at), None, at)
+    DropRepository::create(&store, &new_drop(drop.product_id, 5, 1, at), None, at, None)
         .await
         .unwrap();
     assert!(
@@ -1079,7 +1156,9 @@ async fn priced_drop<S: SqlStore>(
     let at = now();
     let mut new = new_drop(product.id, limited, per_user, at);
     new.price = Price::parse(1999, Currency::parse("currency", "EUR").unwrap()).unwrap();
-    DropRepository::create(store, &new, None, at).await.unwrap()
+    DropRepository::create(store, &new, None, at, None)
+        .await
+        .unwrap()
 }
 
 pub async fn payment_events_pay_a_pending_order_once_and_every_other_outcome_is_recorded<
@@ -1532,7 +1611,7 @@ pub async fn an_order_expires_by_its_drops_own_window<S: SqlStore>(store: S) {
     let mut new = new_drop(product.id, 2, 1, at);
     let day = PaymentWindow::for_drop(86_400).unwrap();
     new.payment_window = Some(day);
-    let drop = DropRepository::create(&store, &new, None, at)
+    let drop = DropRepository::create(&store, &new, None, at, None)
         .await
         .unwrap();
     assert_eq!(drop.payment_window, Some(day));

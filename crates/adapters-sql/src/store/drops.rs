@@ -27,6 +27,9 @@ impl<B: Backend> SqlStore<B> {
     }
 }
 
+/// Drop ids per statement of [`DropRepository::get_many`].
+pub const GET_MANY_CHUNK: usize = 500;
+
 fn select_drops() -> Sql {
     Sql::new(&format!("SELECT {DROP_COLUMNS} FROM limited_drops"))
 }
@@ -38,6 +41,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
         drop: &NewLimitedDrop,
         seed: Option<(DrawCommitment, SealedSeed)>,
         now: OffsetDateTime,
+        seller_quota: Option<u32>,
     ) -> Result<LimitedDrop, CreateDropError> {
         let product = drop.product_id.get();
         let now = to_db(now);
@@ -85,6 +89,43 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                     .await?;
                     if active > 0 {
                         return Err(TxError::Refused(CreateDropError::DropAlreadyActive));
+                    }
+                    if seller_quota.is_some() {
+                        let owner = number::<B>(
+                            c,
+                            Sql::new("SELECT COALESCE(owner_id, 0) AS n FROM products WHERE id = ")
+                                .bind(Bind::BigInt(product)),
+                        )
+                        .await?;
+                        if owner > 0 {
+                            // The owner's products, locked in id order: two creations by one
+                            // seller count one after the other.
+                            let _: Vec<NumberRow> = c
+                                .rows(
+                                    Sql::new("SELECT id AS n FROM products WHERE owner_id = ")
+                                        .bind(Bind::BigInt(owner))
+                                        .sql(&format!(" ORDER BY id{}", B::DIALECT.exclusive_read)),
+                                )
+                                .await?;
+                            let owned_active = number::<B>(
+                                c,
+                                Sql::new(
+                                    "SELECT COUNT(*) AS n FROM limited_drops INNER JOIN products \
+                                     ON products.id = limited_drops.product_id \
+                                     WHERE products.owner_id = ",
+                                )
+                                .bind(Bind::BigInt(owner))
+                                .sql(" AND limited_drops.close_at > ")
+                                .bind(Bind::Timestamp(now))
+                                .sql(" AND limited_drops.closed_at IS NULL"),
+                            )
+                            .await?;
+                            goods_domain::drop::check_seller_quota(
+                                u32::try_from(owned_active).unwrap_or(u32::MAX),
+                                seller_quota,
+                            )
+                            .map_err(TxError::Refused)?;
+                        }
                     }
                     let insert = Sql::new(
                             "INSERT INTO limited_drops (product_id, open_at, close_at, \
@@ -184,16 +225,19 @@ impl<B: Backend> DropRepository for SqlStore<B> {
     }
 
     async fn get_many(&self, ids: &[DropId]) -> Result<Vec<LimitedDrop>, InfraError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
+        // A bounded IN list per statement, however many drops an instance caches (each seller
+        // may have `SELLER_MAX_ACTIVE_DROPS`, and there is no bound on sellers).
+        let mut drops = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(GET_MANY_CHUNK) {
+            let q = Sql::for_rows(chunk.len())
+                .sql(&format!(
+                    "SELECT {DROP_COLUMNS} FROM limited_drops WHERE id IN ("
+                ))
+                .list(chunk, |q, id| q.bind(Bind::BigInt(id.get())))
+                .sql(")");
+            drops.extend(self.drops_where("get drops", q).await?);
         }
-        let q = Sql::for_rows(ids.len())
-            .sql(&format!(
-                "SELECT {DROP_COLUMNS} FROM limited_drops WHERE id IN ("
-            ))
-            .list(ids, |q, id| q.bind(Bind::BigInt(id.get())))
-            .sql(")");
-        self.drops_where("get drops", q).await
+        Ok(drops)
     }
 
     async fn sold_quantity(&self, id: DropId) -> Result<u32, InfraError> {

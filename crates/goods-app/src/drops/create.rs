@@ -48,7 +48,11 @@ impl GoodsApp {
             false => None,
         };
         let commitment = sealed.as_ref().map(|(c, _)| *c);
-        let drop = self.ports.drops.create(&new, sealed, now).await?;
+        let drop = self
+            .ports
+            .drops
+            .create(&new, sealed, now, self.seller_quota)
+            .await?;
         self.drops.created(&drop);
         // The other instances learn of it by the notice at once (or their next scan).
         self.announce_change();
@@ -111,7 +115,7 @@ mod tests {
         m.drops
             .expect_create()
             .times(1)
-            .returning(|_, _, _| Ok(sample_drop(100, 1)));
+            .returning(|_, _, _, _| Ok(sample_drop(100, 1)));
         let mut gate = MockAdmissionGate::new();
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_seed_if_absent()
@@ -161,7 +165,7 @@ mod tests {
         m.drops
             .expect_create()
             .times(1)
-            .returning(|_, _, _| Ok(sample_drop(100, 1)));
+            .returning(|_, _, _, _| Ok(sample_drop(100, 1)));
         assert!(m.app(None).create_drop(input(), seller(7)).await.is_ok());
 
         let mut m = Mocks::at(OPEN);
@@ -194,7 +198,7 @@ mod tests {
     async fn a_stock_below_the_limited_quantity_is_reported_on_that_field() {
         let mut m = Mocks::at(OPEN);
         // The store checks the stock with the drop's own rule, in its transaction.
-        m.drops.expect_create().returning(|drop, _, _| {
+        m.drops.expect_create().returning(|drop, _, _, _| {
             Err(CreateDropError::Invalid(
                 drop.check_stock(10).err().into_iter().collect(),
             ))

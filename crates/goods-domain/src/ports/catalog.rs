@@ -38,13 +38,16 @@ pub trait DropRepository: Send + Sync + 'static {
     /// transaction; nothing writes the sealed seed again.
     ///
     /// # Errors
-    /// [`CreateDropError`] naming the failed check (`Invalid` for the stock), or the store's
-    /// failure.
+    /// [`CreateDropError`] naming the failed check (`Invalid` for the stock; `QuotaExceeded`
+    /// when the product's owner already has `seller_quota` drops not yet closed, counted under
+    /// a lock of the owner's products, so racing creations cannot pass it together), or the
+    /// store's failure.
     async fn create(
         &self,
         drop: &NewLimitedDrop,
         seed: Option<(DrawCommitment, SealedSeed)>,
         now: OffsetDateTime,
+        seller_quota: Option<u32>,
     ) -> Result<LimitedDrop, CreateDropError>;
 
     /// The drop with `id`, if any.

@@ -171,3 +171,39 @@ async fn status_follows_the_clock_from_scheduled_to_open_to_closed() {
     app.clock.advance(time::Duration::milliseconds(1));
     assert_eq!(status().await, "CLOSED");
 }
+
+/// `SELLER_MAX_ACTIVE_DROPS`: a seller's drops not yet closed are counted at creation; one past
+/// the quota is 409 `QUOTA_EXCEEDED` with the limit, and creates nothing; closing one frees a
+/// place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seller_past_the_quota_of_drops_not_yet_closed_is_409_until_one_closes() {
+    let app = TestApp::spawn_with(&[("SELLER_MAX_ACTIVE_DROPS", "2")]).await;
+    let now = OffsetDateTime::now_utc();
+    let drop_of = |product: i64| json!({"productId": product, "openAt": at(now + HOUR), "closeAt": at(now + 2 * HOUR), "limitedQuantity": 5});
+    let mut created = Vec::new();
+    for _ in 0..2 {
+        let product = app.create_product(10).await;
+        let res = app.post_drop(&drop_of(product)).await;
+        assert_eq!(res.status(), StatusCode::CREATED);
+        created.push(body(res).await["dropId"].as_i64().unwrap());
+    }
+    let third = app.create_product(10).await;
+    let refused = problem(app.post_drop(&drop_of(third)).await, 409, "QUOTA_EXCEEDED").await;
+    assert_eq!(refused["limit"], 2);
+    let closed = app
+        .request(
+            reqwest::Method::POST,
+            &format!("/limited-drops/{}/close", created[0]),
+            Some((crate::helpers::SELLER, "seller")),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), StatusCode::OK);
+    // The refused creation left nothing on the product: it gets its drop now (a drop left
+    // behind would make this DROP_ALREADY_ACTIVE).
+    assert_eq!(
+        app.post_drop(&drop_of(third)).await.status(),
+        StatusCode::CREATED
+    );
+}

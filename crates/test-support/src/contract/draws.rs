@@ -46,7 +46,7 @@ pub async fn draw_drop<S: SqlStore>(store: &S, limited: i64) -> LimitedDrop {
         at,
     )
     .unwrap();
-    DropRepository::create(store, &new, Some((seed().commitment(), sealed())), at)
+    DropRepository::create(store, &new, Some((seed().commitment(), sealed())), at, None)
         .await
         .unwrap()
 }
