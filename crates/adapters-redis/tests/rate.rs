@@ -45,8 +45,18 @@ async fn a_bucket_allows_its_burst_as_goods_domain_counts_it_then_refuses_for_an
         assert!(decision.allowed, "{decision:?}");
         remaining.push(decision.remaining);
     }
-    // The same counts as goods-domain's gcra at one instant: 59, 58, ... 0.
-    assert_eq!(remaining, (0..60).rev().collect::<Vec<u32>>());
+    // The same counts as goods-domain's gcra for 60 requests at one instant (59, 58, ... 0):
+    // the script computes the domain's rule.
+    let mut tat = None;
+    let expected: Vec<u32> = (0..60)
+        .map(|_| {
+            let (decision, next) = goods_domain::rate::gcra(tat, 1_000_000_000, &slow());
+            tat = next;
+            decision.remaining
+        })
+        .collect();
+    assert_eq!(remaining, expected);
+    assert_eq!(expected.first(), Some(&59));
     let refused = limiter.admit(buyer(7), slow()).await.unwrap();
     assert!(!refused.allowed);
     // One token comes back 2 s after the first was spent; the bucket is full 120 s after.

@@ -1129,25 +1129,12 @@ async fn events_pending_on_a_killed_instance_reach_the_broker_once_and_in_order(
     a.kill9();
     nats.resume();
 
-    let logged: Vec<String> = {
-        let res = as_user(
-            client
-                .http
-                .get(format!("{}/admin/events?dropId={drop}&limit=100", b.base)),
-            99,
-            "admin",
-        )
-        .send()
+    let logged: Vec<String> = client
+        .events(&b.base, drop)
         .await
-        .unwrap();
-        let page: serde_json::Value = res.json().await.unwrap();
-        page["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["id"].as_str().unwrap().to_owned())
-            .collect()
-    };
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
     // drop.created, 40 order.placed, drop.sold_out.
     assert_eq!(logged.len(), 42);
     let until = Instant::now() + Duration::from_secs(20);
