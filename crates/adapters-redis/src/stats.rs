@@ -39,6 +39,9 @@ type Pending = RwLock<HashMap<(DropId, &'static str), AtomicI64>>;
 pub struct RedisStats {
     conn: RedisConnection,
     pending: Arc<Pending>,
+    /// One flush at a time: a read's flush waits for the background flush in flight, whose
+    /// counts it took from `pending` but has not written yet, so a read sees them.
+    flushing: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl RedisStats {
@@ -48,6 +51,7 @@ impl RedisStats {
         let stats = Self {
             conn,
             pending: Arc::default(),
+            flushing: Arc::default(),
         };
         let flusher = stats.clone();
         let stop = stats.conn.tasks.stop.clone();
@@ -86,6 +90,7 @@ impl RedisStats {
     }
 
     async fn flush(&self) -> Result<(), InfraError> {
+        let _one_at_a_time = self.flushing.lock().await;
         let batch: Vec<((DropId, &'static str), i64)> = self
             .pending
             .read()
