@@ -15,6 +15,8 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
 use serde::Deserialize;
 use std::sync::Arc;
 
+pub mod hs256;
+
 /// How callers prove who they are.
 #[derive(Clone)]
 pub enum AuthMode {
@@ -42,6 +44,7 @@ impl AuthMode {
         audience: Option<&str>,
         max_ttl: std::time::Duration,
     ) -> Self {
+        hs256::install();
         let mut validation = Validation::new(Algorithm::HS256);
         // `sub` may be a number (the spec allows it), which the library's required-claim check
         // rejects; `Claims` requires it instead. A configured issuer or audience must be

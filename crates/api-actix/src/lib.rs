@@ -19,6 +19,7 @@ pub mod signature;
 mod timeout;
 
 pub use auth::AuthMode;
+pub use auth::hs256::install as install_jwt_crypto;
 pub use metrics::{NAMES as HTTP_METRIC_NAMES, Render, describe as describe_http_metrics};
 pub use routes::ops::{Probe, READY_CACHE, Readiness};
 

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 const SECRET: &str = "jwt_5Hq8vR2nX7cK4mT9wB3zL6pD1fG0sJyE";
 
 fn token(claims: &Value, secret: &str) -> String {
+    api_actix::install_jwt_crypto();
     encode(
         &Header::default(),
         claims,

@@ -107,6 +107,7 @@ pub fn bearer(user: i64, role: &str) -> String {
         "role": role,
         "exp": OffsetDateTime::now_utc().unix_timestamp() + 3600,
     });
+    api_actix::install_jwt_crypto();
     let token = jsonwebtoken::encode(
         &jsonwebtoken::Header::default(),
         &claims,
