@@ -40,6 +40,7 @@ loadtest: release
     loadtest/soldout-vs-live.sh
     loadtest/fault-redis-pause.sh
 
-# Supply chain: licenses, bans, sources and advisories (deny.toml; advisories need GitHub).
+# Supply chain: licenses, bans, sources and advisories (deny.toml; advisories fetch their
+# database from GitHub; scripts/test runs the other three everywhere).
 deny:
     cargo deny check
