@@ -397,6 +397,52 @@ async fn rediss_to_a_plaintext_redis_stops_the_start_and_a_tls_only_redis_serves
     assert_eq!(exit_code(child).await, Some(0));
 }
 
+/// `REDIS_TLS_CA_FILE` is the only CA trusted, not one more beside the system's roots. The test
+/// CA is made the system's store (`SSL_CERT_FILE`, which the roots are read from), as a public
+/// CA is in a real one: a Redis it signed serves without the file, and stops the start when the
+/// file names another CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rediss_to_a_redis_a_system_root_signed_is_refused_when_the_ca_file_names_another_ca() {
+    let pki = test_support::tls::TestPki::new();
+    let (cert, key) = pki.server();
+    let tls = test_support::redis::PrivateRedis::start_tls(&pki.ca_pem(), &cert, &key);
+    let url = tls.url();
+    let system_roots = pki.ca_pem().display().to_string();
+    let other = pki.other_ca_pem().display().to_string();
+    let (code, stderr) = run_to_exit(&[
+        ("REDIS_URL", &url),
+        ("SSL_CERT_FILE", &system_roots),
+        ("REDIS_TLS_CA_FILE", &other),
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("TLS handshake with Redis failed"),
+        "{stderr}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let (child, base) = start(
+        dir.path(),
+        &[
+            ("REDIS_URL", url.as_str()),
+            ("SSL_CERT_FILE", system_roots.as_str()),
+        ],
+    );
+    let ready: serde_json::Value = reqwest::get(format!("{base}/health/ready"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        ready["gate"],
+        json!({"kind": "redis", "status": "up"}),
+        "the system's roots verify it: {ready}"
+    );
+    sigterm(&child);
+    assert_eq!(exit_code(child).await, Some(0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn database_tls_verify_identity_with_the_wrong_ca_stops_the_start_and_the_right_one_serves() {
     let pki = test_support::tls::TestPki::new();

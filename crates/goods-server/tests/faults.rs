@@ -335,8 +335,10 @@ async fn a_leader_killed_mid_draw_leaves_exactly_the_winners_after_another_finis
         if view.get("drawnAt").is_some() {
             break view;
         }
+        // The takeover waits out the draws lease; then 15,000 awards, each with its order and
+        // its goods.entry.won event: about 26 s here with the machine to itself.
         assert!(
-            start.elapsed() < Duration::from_secs(30),
+            start.elapsed() < Duration::from_secs(60),
             "nobody finished the draw: {view}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
