@@ -80,6 +80,21 @@ async fn a_server_certificate_from_another_ca_fails_the_connection_with_a_clear_
     assert!(format!("{error:#}").contains("TLS handshake"), "{error:#}");
 }
 
+/// A certificate the trusted CA signed for another host name is refused: the name is checked,
+/// not only the chain. The same CA's certificate for 127.0.0.1 serves (the test above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_for_another_host_fails_the_connection() {
+    let pki = TestPki::new();
+    let (cert, key) = pki.elsewhere();
+    let redis = PrivateRedis::start_tls(&pki.ca_pem(), &cert, &key);
+    let error = connect(&redis.url(), Some(pki.ca_pem()))
+        .await
+        .err()
+        .expect("a certificate for db.elsewhere.example must not serve 127.0.0.1");
+    let text = format!("{error:#}");
+    assert!(text.contains("TLS handshake with Redis failed"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rediss_to_a_plaintext_redis_fails_and_sends_it_nothing_in_the_clear() {
     let pki = TestPki::new();

@@ -590,6 +590,42 @@ mod tests {
         assert!(matches!(&c.auth, Auth::TrustedHeader { proxies } if proxies.len() == 2));
     }
 
+    /// A `*_FILE` is read and then checked like the variable: a placeholder or a keyboard walk
+    /// in a mounted secret stops the start as it would in the environment.
+    #[test]
+    fn a_weak_secret_is_refused_from_its_file_as_from_its_variable() {
+        let dir = tempfile::tempdir().unwrap();
+        for weak in [
+            "change-me-change-me-change-me-change-me",
+            "qwertyuiopasdfghjklzxcvbnm1234567890",
+        ] {
+            let path = dir.path().join("secret");
+            std::fs::write(&path, format!("{weak}\n")).unwrap();
+            let file = path.display().to_string();
+            for (var, file_var, extra) in [
+                (
+                    "AUTH_JWT_SECRET",
+                    "AUTH_JWT_SECRET_FILE",
+                    ("AUTH_MODE", "jwt"),
+                ),
+                (
+                    "PAYMENT_WEBHOOK_SECRET",
+                    "PAYMENT_WEBHOOK_SECRET_FILE",
+                    ("RUST_LOG", "info"),
+                ),
+            ] {
+                let from_var = config(&[(var, weak), extra]).unwrap_err();
+                let from_file = config(&[(file_var, &file), extra]).unwrap_err();
+                assert_eq!(from_var.var, var, "{weak}");
+                assert_eq!(
+                    (from_file.var, from_file.to_string()),
+                    (from_var.var, from_var.to_string()),
+                    "{file_var} with {weak}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn a_public_bind_address_requires_an_auth_mode() {
         assert_eq!(

@@ -772,6 +772,11 @@ async fn a_change_notice_lost_in_a_redis_stall_reaches_the_other_instance_by_the
     }
     let learned = asked.elapsed();
     redis.resume();
+    // The refusal itself came within the second too, not only every sale before it.
+    assert!(
+        learned < Duration::from_secs(1),
+        "the other instance refused the paused drop {learned:?} after the pause"
+    );
     eprintln!(
         "pause answered in {answered:?}; the other instance refused {learned:?} after it, with Redis stalled"
     );

@@ -134,6 +134,49 @@ async fn a_forged_or_stale_signature_is_401_and_records_nothing() {
     );
 }
 
+/// The signature is checked over the bytes as sent, not over a re-serialisation: a provider's
+/// body with spaces, its own key order and escaped characters pays when signed as sent, and a
+/// signature over the canonical form of the same event is refused for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_signature_covers_the_raw_bytes_whatever_their_json_layout() {
+    let app = TestApp::spawn().await;
+    let order = priced_order(&app).await;
+    let id = order["orderId"].as_i64().unwrap();
+    // "pi_\u0031" is "pi_1", "EUR" spelled "\u0045UR": the same event, other bytes.
+    let sent = format!(
+        "{{ \"paymentReference\" : \"pi_\\u0031\",\n  \"currency\":\"\\u0045UR\", \
+         \"amountMinor\": 1999 ,\"orderId\":{id},\t\"type\":\"payment.succeeded\", \
+         \"eventId\":\"evt_raw\" }}"
+    );
+    let canonical = event(&order, "evt_raw", 1999, "pi_1").to_string();
+    assert_eq!(
+        serde_json::from_str::<Value>(&sent).unwrap(),
+        serde_json::from_str::<Value>(&canonical).unwrap(),
+        "the same event"
+    );
+    let now = app.clock.now().unix_timestamp();
+    let sign =
+        |text: &str| api_actix::signature::sign(WEBHOOK_SECRET.as_bytes(), now, text.as_bytes());
+    problem(
+        raw_event(&app, &sent, Some(sign(&canonical))).await,
+        401,
+        "INVALID_SIGNATURE",
+    )
+    .await;
+    assert_eq!(order_status(&app, &order).await, "PENDING");
+    let res = raw_event(&app, &sent, Some(sign(&sent))).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(
+        body(res).await,
+        json!({"eventId": "evt_raw", "outcome": "PAID"})
+    );
+    let paid = body(app.get(&format!("/orders/{id}"), Some((7, "buyer"))).await).await;
+    assert_eq!(
+        (paid["status"].as_str(), paid["paymentReference"].as_str()),
+        (Some("PAID"), Some("pi_1"))
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_event_pays_the_order_once_and_a_replay_changes_nothing() {
     let app = TestApp::spawn().await;
