@@ -351,6 +351,21 @@ fn run_to_exit(vars: &[(&str, &str)]) -> (Option<i32>, String) {
     )
 }
 
+/// The server at `base` reports its Redis gate up: it reached and verified Redis.
+async fn assert_redis_gate_up(base: &str) {
+    let ready: serde_json::Value = reqwest::get(format!("{base}/health/ready"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        ready["gate"],
+        json!({"kind": "redis", "status": "up"}),
+        "{ready}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rediss_to_a_plaintext_redis_stops_the_start_and_a_tls_only_redis_serves() {
     let pki = test_support::tls::TestPki::new();
@@ -376,17 +391,7 @@ async fn rediss_to_a_plaintext_redis_stops_the_start_and_a_tls_only_redis_serves
             ("REDIS_TLS_CA_FILE", ca.as_str()),
         ],
     );
-    let ready: serde_json::Value = reqwest::get(format!("{base}/health/ready"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(
-        ready["gate"],
-        json!({"kind": "redis", "status": "up"}),
-        "{ready}"
-    );
+    assert_redis_gate_up(&base).await;
     let drop = harness::Client::new().open_drop(&base, 1).await;
     let bought = harness::Client::new().buy(&base, drop, 7).await.unwrap();
     assert_eq!(
@@ -428,17 +433,7 @@ async fn rediss_to_a_redis_a_system_root_signed_is_refused_when_the_ca_file_name
             ("SSL_CERT_FILE", system_roots.as_str()),
         ],
     );
-    let ready: serde_json::Value = reqwest::get(format!("{base}/health/ready"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(
-        ready["gate"],
-        json!({"kind": "redis", "status": "up"}),
-        "the system's roots verify it: {ready}"
-    );
+    assert_redis_gate_up(&base).await;
     sigterm(&child);
     assert_eq!(exit_code(child).await, Some(0));
 }
