@@ -522,7 +522,22 @@ impl TestApp {
     /// `db_statements_total` once the server has gone quiet (two reads 100 ms apart agree, at
     /// most 3 s): the start-up work (the first drop and flag refresh runs as the server starts)
     /// lands before a measurement instead of inside it.
+    ///
+    /// The periodic drop refresh (every `DROP_REFRESH_MS`, 500 ms by default) costs statements
+    /// of its own at any moment, and would land inside a measurement now and then (CI once saw
+    /// 3 more than a refusal sends): a test that counts statements spawns its server with
+    /// `DROP_REFRESH_MS` of a minute or more, and this refuses to measure otherwise.
     pub async fn db_statements_settled(&self) -> u64 {
+        let refresh = self
+            .vars
+            .iter()
+            .find(|(name, _)| name == "DROP_REFRESH_MS")
+            .and_then(|(_, ms)| ms.parse::<u64>().ok());
+        assert!(
+            refresh.is_some_and(|ms| ms >= 60_000),
+            "counting statements needs the periodic drop refresh out of the way: spawn with \
+             DROP_REFRESH_MS of 60000 or more (it is {refresh:?})"
+        );
         let mut last = self.db_statements().await;
         for _ in 0..30 {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;

@@ -22,7 +22,12 @@ fn header(res: &reqwest::Response, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_buyer_over_the_burst_is_refused_holding_nothing_and_costing_no_statement() {
-    let app = TestApp::spawn_with(&[("RATE_LIMIT_PER_BUYER", SLOW)]).await;
+    // No periodic refresh inside the measurement: only the requests' statements count.
+    let app = TestApp::spawn_with(&[
+        ("RATE_LIMIT_PER_BUYER", SLOW),
+        ("DROP_REFRESH_MS", "3600000"),
+    ])
+    .await;
     let (_, drop) = app.open_drop(100, 100, 100).await;
     for i in 0..20 {
         let res = app.purchase(drop, 7, &format!("k{i}"), 1).await;
