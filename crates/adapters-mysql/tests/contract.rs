@@ -224,3 +224,46 @@ async fn an_order_without_a_stored_deadline_expires_by_the_default_window() {
     )
     .await;
 }
+
+/// A purchase batch writes its events as one row of `event_batches`, not one row an event into
+/// `events` (and its five indexes) while the drop's row is locked; the first read of the log
+/// moves them, and leaves no batch row behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purchase_batch_writes_one_row_of_events_until_the_log_is_read() {
+    use goods_domain::ports::{EventLog, EventQuery, PurchaseLedger};
+    let url = test_support::mysql::fresh_database().await;
+    let store = adapters_mysql::Mysql::connect(&url, 2, true).await.unwrap();
+    let drop = test_support::contract::open_drop(&store, 100, 10, 1).await;
+    let orders: Vec<_> = (1..=10)
+        .map(|buyer| test_support::contract::order(&drop, buyer, "k", 1))
+        .collect();
+    assert!(
+        store
+            .place_orders(&orders)
+            .await
+            .unwrap()
+            .iter()
+            .all(Result::is_ok)
+    );
+    let rows = |table: &str| {
+        let query = format!(
+            "SELECT COUNT(*) AS n FROM {table} WHERE drop_id = {}",
+            drop.id
+        );
+        let url = url.clone();
+        async move { test_support::mysql::count(&url, &query).await }
+    };
+    // The drop's creation and the batch: two rows; its 10 orders and the sell-out are in one.
+    assert_eq!((rows("event_batches").await, rows("events").await), (2, 0));
+    let logged = store
+        .events(&EventQuery {
+            after: None,
+            kind: None,
+            drop: Some(drop.id),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(logged.len(), 12);
+    assert_eq!((rows("event_batches").await, rows("events").await), (0, 12));
+}

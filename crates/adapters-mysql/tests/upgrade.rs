@@ -13,20 +13,7 @@ use goods_domain::{NewProduct, ProductId, UserId};
 const PREVIOUS_RELEASE: &str = "2026-12-01-000002";
 const EXPAND: &str = "2026-12-02-000001";
 
-async fn count(url: &str, query: &str) -> i64 {
-    use diesel_async::RunQueryDsl as _;
-    #[derive(diesel::QueryableByName)]
-    struct Count {
-        #[diesel(sql_type = diesel::sql_types::BigInt)]
-        n: i64,
-    }
-    let mut conn = AsyncMysqlConnection::establish(url).await.unwrap();
-    diesel::sql_query(query)
-        .get_result::<Count>(&mut conn)
-        .await
-        .unwrap()
-        .n
-}
+use test_support::mysql::count;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_column_is_added_backfilled_and_required_without_losing_a_row() {

@@ -4,6 +4,7 @@
 
 mod backend;
 mod event_data;
+mod event_lines;
 mod events;
 mod exec;
 mod instrument;

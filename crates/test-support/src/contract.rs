@@ -49,6 +49,7 @@ macro_rules! sql_contract_tests {
             racing_cancels_of_a_multi_unit_order_give_its_units_back_once,
             an_event_is_recorded_once_and_relayed_until_marked,
             racing_instances_tell_a_drops_gate_outage_once,
+            batched_events_wait_counted_and_racing_readers_read_each_once_in_order,
             racing_creations_of_one_seller_stay_within_the_quota,
             many_drops_are_read_in_bounded_statements,
             cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop,
@@ -122,7 +123,14 @@ fn new_drop(product: ProductId, limited: i64, per_user: i64, at: OffsetDateTime)
     .unwrap()
 }
 
-async fn open_drop<S: SqlStore>(store: &S, stock: i64, limited: i64, per_user: i64) -> LimitedDrop {
+/// A drop of `limited` units (at most `per_user` a buyer) of a fresh product with `stock`,
+/// open now.
+pub async fn open_drop<S: SqlStore>(
+    store: &S,
+    stock: i64,
+    limited: i64,
+    per_user: i64,
+) -> LimitedDrop {
     let product = product(store, stock).await;
     let at = now();
     DropRepository::create(
@@ -136,7 +144,8 @@ async fn open_drop<S: SqlStore>(store: &S, stock: i64, limited: i64, per_user: i
     .unwrap()
 }
 
-fn order(drop: &LimitedDrop, buyer: i64, k: &str, quantity: i64) -> PlaceOrder {
+/// `buyer`'s purchase of `quantity` of `drop` with key `k`, now.
+pub fn order(drop: &LimitedDrop, buyer: i64, k: &str, quantity: i64) -> PlaceOrder {
     PlaceOrder {
         drop_id: drop.id,
         product_id: drop.product_id,
@@ -738,6 +747,57 @@ pub async fn racing_instances_tell_a_drops_gate_outage_once<S: SqlStore>(store: 
             .iter()
             .all(|e| e.subject == format!("drops/{}", drop.id))
     );
+}
+
+/// Twenty purchase batches of three orders, the last taking the drop's last unit: before any
+/// read the backlog counts their 61 events (60 placed, the sell-out), still waiting as the
+/// batches wrote them; then eight readers at once all succeed and all read the drop's log
+/// whole, each event once, numbered 1 to 62 in commit order (the drop's creation first, the
+/// sell-out last).
+pub async fn batched_events_wait_counted_and_racing_readers_read_each_once_in_order<S: SqlStore>(
+    store: S,
+) {
+    use goods_domain::EventType;
+    use goods_domain::ports::EventQuery;
+    let drop = open_drop(&store, 100, 60, 1).await;
+    let before = store.backlog().await.unwrap().pending;
+    for batch in 0..20 {
+        let orders: Vec<PlaceOrder> = (0..3)
+            .map(|i| order(&drop, 100 + batch * 3 + i, "k", 1))
+            .collect();
+        let placed = store.place_orders(&orders).await.unwrap();
+        assert!(
+            placed.iter().all(|p| matches!(p, Ok(Placed::Created(_)))),
+            "{placed:?}"
+        );
+    }
+    let waiting = store.backlog().await.unwrap();
+    assert_eq!(waiting.pending, before + 61);
+    assert!(waiting.oldest.is_some());
+    let query = EventQuery {
+        after: None,
+        kind: None,
+        drop: Some(drop.id),
+        limit: 1000,
+    };
+    let reads = join_all((0..8).map(|_| {
+        let (store, query) = (store.clone(), query.clone());
+        tokio::spawn(async move { store.events(&query).await.unwrap() })
+    }))
+    .await;
+    for read in reads {
+        let read = read.unwrap();
+        let numbers: Vec<u64> = read.iter().map(|e| e.dropseq).collect();
+        assert_eq!(numbers, (1..=62).collect::<Vec<u64>>());
+        let ids: std::collections::BTreeSet<&str> = read.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids.len(), 62);
+        let kinds: Vec<EventType> = read.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds[0], EventType::DropCreated);
+        assert!(kinds[1..61].iter().all(|k| *k == EventType::OrderPlaced));
+        assert_eq!(kinds[61], EventType::DropSoldOut);
+    }
+    // Moved, not lost: still unpublished, counted once.
+    assert_eq!(store.backlog().await.unwrap().pending, before + 61);
 }
 
 pub async fn cancel_and_rebuy_cycles_are_capped_per_buyer_and_drop<S: SqlStore>(store: S) {

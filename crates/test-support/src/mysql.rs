@@ -129,3 +129,20 @@ pub async fn connections_to(url: &str) -> i64 {
     .unwrap()
     .n
 }
+
+/// The number `query` (a `SELECT ... AS n`) answers in the database at `url`.
+pub async fn count(url: &str, query: &str) -> i64 {
+    use diesel::sql_types::BigInt;
+    use diesel_async::RunQueryDsl;
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let mut conn = AsyncMysqlConnection::establish(url).await.unwrap();
+    diesel::sql_query(query)
+        .get_result::<Count>(&mut conn)
+        .await
+        .unwrap()
+        .n
+}

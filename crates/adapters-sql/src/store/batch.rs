@@ -5,7 +5,7 @@ use super::SqlStore;
 use super::duplicate_key;
 use super::queries::{ORDER_COLUMNS, begin_write};
 use crate::rows::{BatchHeadRow, HoldingRow, OrderRow, column, to_db, units};
-use crate::{Backend, Bind, Exec, Sql, TxError, event_data};
+use crate::{Backend, Bind, Exec, Sql, TxError, event_lines};
 use goods_domain::batch::{BatchFacts, BatchPlan, Holding, buyers_to_lock, free_units, plan_batch};
 use goods_domain::ports::{PlaceOrder, Placement, unix_ms};
 use goods_domain::{GoodsOrder, IdempotencyKey, InfraError, OrderStatus, UserId, event};
@@ -105,7 +105,7 @@ async fn commit_batch<B: Backend>(
     let created = orders_by_key(c, accepted.iter().copied()).await?;
     add_holdings(c, drop, &plan, first).await?;
     // The events' statement is built (their data rendered) before the hot rows are locked;
-    // after their update it is the one statement more their locks are held for.
+    // after their update it is the one statement, of one row, more their locks are held for.
     let events = events_insert::<B>(first, &accepted, &created);
     take_units::<B>(c, first, &plan, &accepted).await?;
     if let Some(events) = events {
@@ -371,11 +371,12 @@ async fn take_units<B: Backend>(
     Ok(())
 }
 
-/// The batch's events as one `INSERT ... SELECT` from the drop's row as this transaction left
-/// it (locked until commit): each `goods.order.placed`, and the `goods.drop.sold_out` that
-/// [`event::purchase_facts`] adds when the batch takes the last unit, written only if the row
-/// says the batch did (the same test as [`take_units`]'s count). The numbers are counted back
-/// from the row's `event_seq`, which [`take_units`] advanced by as many events.
+/// The batch's events as one `event_batches` row, written by an `INSERT ... SELECT` from the
+/// drop's row as this transaction left it (locked until commit): each `goods.order.placed`,
+/// then the `goods.drop.sold_out` that [`event::purchase_facts`] adds when the batch takes the
+/// last unit, kept only if the row says the batch did (the same test as [`take_units`]'s
+/// count). The first number is counted back from the row's `event_seq`, which [`take_units`]
+/// advanced by as many events.
 fn events_insert<B: Backend>(
     terms: &PlaceOrder,
     accepted: &[&PlaceOrder],
@@ -391,55 +392,40 @@ fn events_insert<B: Backend>(
     let limited = terms.limited_quantity.get();
     // The facts as they are if the batch takes the last unit; the row decides whether it did.
     let facts = event::purchase_facts(placed, limited.saturating_sub(taken), limited);
-    let occurred = to_db(at);
+    let (placed, sold_out) = facts.split_at(orders.min(facts.len()));
+    let tail = if sold_out.is_empty() {
+        String::new()
+    } else {
+        format!("\n{}", event_lines::encode(sold_out))
+    };
     let dialect = B::DIALECT;
-    // `back`: how far before the row's `event_seq` the event's number is, were the batch not
-    // the sell-out; an order's number moves one back more when it is (`sold_out_only` = 0),
-    // and the sell-out's own row (`sold_out_only` = 1) is written only then.
-    let rows = Sql::for_rows(facts.len()).each(facts.iter().enumerate(), |q, (i, fact)| {
-        let back = i64::try_from(orders.saturating_sub(i + 1)).unwrap_or(0);
-        let sold_out_only = i64::from(i >= orders);
-        q.sql(if i == 0 {
-            "SELECT "
-        } else {
-            " UNION ALL SELECT "
-        })
-        .bind(Bind::BigInt(i64::try_from(i).unwrap_or(i64::MAX)))
-        .sql(" AS k, ")
-        .bind(Bind::BigInt(back))
-        .sql(" AS back, ")
-        .bind(Bind::BigInt(sold_out_only))
-        .sql(" AS sold_out_only, ")
-        .bind(Bind::Text(fact.event_type().as_str().to_owned()))
-        .sql(" AS type, ")
-        .bind(Bind::Text(fact.subject()))
-        .sql(" AS subject, ")
-        .bind(Bind::Text(event_data::render(fact)))
-        .sql(" AS data")
-    });
-    let seq = "(d.event_seq - e.back - CASE WHEN e.sold_out_only = 0 AND \
-               d.sold_quantity >= d.limited_quantity THEN 1 ELSE 0 END)";
+    let sold = "CASE WHEN d.sold_quantity >= d.limited_quantity THEN ";
+    let (orders, extra) = (
+        i64::try_from(orders).unwrap_or(i64::MAX),
+        i64::try_from(sold_out.len()).unwrap_or(0),
+    );
     Some(
-        Sql::for_rows(facts.len())
-            .sql(
-                "INSERT INTO events (event_id, drop_id, dropseq, type, subject, occurred_at, \
-                 data) SELECT ",
-            )
-            .sql(&format!(
-                "{}'goods-'{}d.id{}'-'{}{seq}{}, d.id, {seq}, e.type, e.subject, ",
-                dialect.concat_open,
-                dialect.concat_sep,
-                dialect.concat_sep,
-                dialect.concat_sep,
-                dialect.concat_close
-            ))
-            .bind(Bind::Timestamp(occurred))
-            .sql(", e.data FROM limited_drops d INNER JOIN (")
-            .append(rows)
-            .sql(
-                ") e ON e.sold_out_only = 0 OR d.sold_quantity >= d.limited_quantity WHERE d.id = ",
-            )
-            .bind(Bind::BigInt(terms.drop_id.get()))
-            .sql(" ORDER BY e.k"),
+        Sql::new(
+            "INSERT INTO event_batches (drop_id, first_seq, event_count, occurred_at, events) \
+             SELECT d.id, d.event_seq + 1 - ",
+        )
+        .bind(Bind::BigInt(orders))
+        .sql(&format!(" - {sold}"))
+        .bind(Bind::BigInt(extra))
+        .sql(" ELSE 0 END, ")
+        .bind(Bind::BigInt(orders))
+        .sql(&format!(" + {sold}"))
+        .bind(Bind::BigInt(extra))
+        .sql(" ELSE 0 END, ")
+        .bind(Bind::Timestamp(to_db(at)))
+        .sql(&format!(", {}", dialect.concat_open))
+        .bind(Bind::Text(event_lines::encode(placed)))
+        .sql(&format!("{}{sold}", dialect.concat_sep))
+        .bind(Bind::Text(tail))
+        .sql(&format!(
+            " ELSE '' END{} FROM limited_drops d WHERE d.id = ",
+            dialect.concat_close
+        ))
+        .bind(Bind::BigInt(terms.drop_id.get())),
     )
 }

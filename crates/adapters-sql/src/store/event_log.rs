@@ -1,16 +1,33 @@
 //! The event log: each decision's events appended in the decision's transaction, numbered per
 //! drop by `limited_drops.event_seq`, bumped on the drop's row under its lock (so the numbers
 //! follow commit order with no gaps), and read back oldest first.
+//!
+//! A transaction writes its events as one `event_batches` row (one row for a purchase batch's
+//! 64 orders, where one row an event into `events` and its indexes cost the sell-out 10% of its
+//! orders a second, docs/benchmarks.md). Every reader of the log first moves the waiting rows
+//! into `events`, one row an event, oldest first ([`SqlStore::expand_batches`]); the healing
+//! pass's pruning does too. A drop's batches are written under its lock, so their ids follow
+//! its numbers, and moving them oldest first keeps each drop's events in `events` in `dropseq`
+//! order.
 
 use super::SqlStore;
+use crate::event_lines::{self, StoredEvent};
 use crate::rows::{from_db, to_db};
-use crate::{Backend, Bind, Exec, Sql, event_data};
+use crate::{Backend, Bind, Exec, Sql};
 use async_trait::async_trait;
 use diesel::QueryResult;
 use diesel::QueryableByName;
 use goods_domain::ports::{Backlog, EventLog, EventQuery, LoggedEvent};
 use goods_domain::{DropId, EventType, Fact, InfraError, event};
 use time::{OffsetDateTime, PrimitiveDateTime};
+
+/// The most batch rows one expansion's transaction moves.
+const EXPAND_BATCHES: usize = 32;
+/// The most transactions one call of [`SqlStore::expand_batches`] runs (2,048 batches: a
+/// sell-out of 130,000 orders), so a reader waits a bounded time; the rest waits for the next.
+const EXPAND_ROUNDS: usize = 64;
+/// The most events one INSERT writes.
+const INSERT_ROWS: usize = 500;
 
 /// Appends `facts`, all of one drop, at `at`, in the caller's open transaction: numbers them
 /// after the drop's last event (the update takes the drop row's lock until commit), then writes
@@ -41,7 +58,7 @@ pub(super) async fn append<B: Backend>(
 }
 
 /// Writes `facts`, all of `drop`, numbered up to `last` (the drop's `event_seq`, which the
-/// caller's transaction already advanced by as many).
+/// caller's transaction already advanced by as many), as one batch row.
 pub(super) async fn insert(
     c: &mut impl Exec,
     drop: DropId,
@@ -52,35 +69,127 @@ pub(super) async fn insert(
     if facts.is_empty() {
         return Ok(());
     }
-    let first = last - i64::try_from(facts.len()).unwrap_or(i64::MAX) + 1;
-    let occurred = to_db(at);
-    let mut q = Sql::for_rows(facts.len()).sql(
-        "INSERT INTO events (event_id, drop_id, dropseq, type, subject, occurred_at, data) VALUES ",
+    debug_assert!(facts.iter().all(|fact| fact.drop_id() == drop));
+    let count = i64::try_from(facts.len()).unwrap_or(i64::MAX);
+    c.run(
+        Sql::new(
+            "INSERT INTO event_batches (drop_id, first_seq, event_count, occurred_at, events) \
+             VALUES (",
+        )
+        .bind(Bind::BigInt(drop.get()))
+        .sql(", ")
+        .bind(Bind::BigInt(last - count + 1))
+        .sql(", ")
+        .bind(Bind::BigInt(count))
+        .sql(", ")
+        .bind(Bind::Timestamp(to_db(at)))
+        .sql(", ")
+        .bind(Bind::Text(event_lines::encode(facts)))
+        .sql(")"),
+    )
+    .await?;
+    Ok(())
+}
+
+#[derive(Debug, QueryableByName)]
+struct BatchRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    id: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    drop_id: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    first_seq: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    event_count: i64,
+    #[diesel(sql_type = diesel::sql_types::Timestamp)]
+    occurred_at: PrimitiveDateTime,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    events: String,
+}
+
+/// Moves the oldest waiting batch rows (of `drop` alone, when given; at most
+/// [`EXPAND_BATCHES`]) into `events`, one row an event numbered from the batch's first, in the
+/// caller's write transaction, and deletes them: how many it moved. The rows are read with an
+/// exclusive lock, so two expansions at once move each row once, in order.
+pub(super) async fn expand_in<B: Backend>(
+    c: &mut B::Conn,
+    drop: Option<DropId>,
+) -> QueryResult<usize> {
+    let mut q = Sql::new(
+        "SELECT id, drop_id, first_seq, event_count, occurred_at, events FROM event_batches",
     );
-    for (i, fact) in facts.iter().enumerate() {
-        debug_assert_eq!(fact.drop_id(), drop);
-        let seq = first + i64::try_from(i).unwrap_or(i64::MAX);
-        if i > 0 {
-            q = q.sql(", ");
-        }
-        q = q
-            .sql("(")
-            .bind(Bind::Text(event_id(drop, seq)))
-            .sql(", ")
-            .bind(Bind::BigInt(drop.get()))
-            .sql(", ")
-            .bind(Bind::BigInt(seq))
-            .sql(", ")
-            .bind(Bind::Text(fact.event_type().as_str().to_owned()))
-            .sql(", ")
-            .bind(Bind::Text(fact.subject()))
-            .sql(", ")
-            .bind(Bind::Timestamp(occurred))
-            .sql(", ")
-            .bind(Bind::Text(event_data::render(fact)))
-            .sql(")");
+    if let Some(drop) = drop {
+        q = q.sql(" WHERE drop_id = ").bind(Bind::BigInt(drop.get()));
     }
-    c.run(q).await?;
+    let batches: Vec<BatchRow> = c
+        .rows(
+            q.sql(" ORDER BY id LIMIT ")
+                .bind(Bind::BigInt(EXPAND_BATCHES as i64))
+                .sql(B::DIALECT.exclusive_read),
+        )
+        .await?;
+    for batch in &batches {
+        let count = usize::try_from(batch.event_count).unwrap_or(0);
+        let events = event_lines::decode(&batch.events, count).ok_or_else(|| {
+            diesel::result::Error::DeserializationError(
+                format!("event batch {} does not read back", batch.id).into(),
+            )
+        })?;
+        let drop = batch.drop_id;
+        for (chunk, rows) in events.chunks(INSERT_ROWS).enumerate() {
+            let first = batch.first_seq + i64::try_from(chunk * INSERT_ROWS).unwrap_or(0);
+            insert_rows(c, drop, first, rows, batch.occurred_at).await?;
+        }
+    }
+    if !batches.is_empty() {
+        c.run(
+            Sql::for_rows(batches.len())
+                .sql("DELETE FROM event_batches WHERE id IN (")
+                .list(&batches, |q, batch| q.bind(Bind::BigInt(batch.id)))
+                .sql(")"),
+        )
+        .await?;
+    }
+    Ok(batches.len())
+}
+
+/// One INSERT of `events` of `drop`, numbered from `first`.
+async fn insert_rows(
+    c: &mut impl Exec,
+    drop: i64,
+    first: i64,
+    events: &[StoredEvent],
+    occurred: PrimitiveDateTime,
+) -> QueryResult<()> {
+    let drop_id = DropId::parse(drop).map_err(|_| {
+        diesel::result::Error::DeserializationError(format!("event batch drop {drop}").into())
+    })?;
+    c.run(
+        Sql::for_rows(events.len())
+            .sql(
+                "INSERT INTO events (event_id, drop_id, dropseq, type, subject, occurred_at, \
+                 data) VALUES ",
+            )
+            .each(events.iter().enumerate(), |q, (i, e)| {
+                let seq = first + i64::try_from(i).unwrap_or(i64::MAX);
+                q.sql(if i == 0 { "(" } else { ", (" })
+                    .bind(Bind::Text(event_id(drop_id, seq)))
+                    .sql(", ")
+                    .bind(Bind::BigInt(drop))
+                    .sql(", ")
+                    .bind(Bind::BigInt(seq))
+                    .sql(", ")
+                    .bind(Bind::Text(e.kind.clone()))
+                    .sql(", ")
+                    .bind(Bind::Text(e.subject.clone()))
+                    .sql(", ")
+                    .bind(Bind::Timestamp(occurred))
+                    .sql(", ")
+                    .bind(Bind::Text(e.data.clone()))
+                    .sql(")")
+            }),
+    )
+    .await?;
     Ok(())
 }
 
@@ -135,6 +244,7 @@ impl EventRow {
 #[async_trait]
 impl<B: Backend> EventLog for SqlStore<B> {
     async fn events(&self, query: &EventQuery) -> Result<Vec<LoggedEvent>, InfraError> {
+        self.expand_batches().await?;
         let mut q = Sql::new(&format!("{SELECT_EVENTS} WHERE id > "))
             .bind(Bind::BigInt(query.after.unwrap_or(0)));
         if let Some(kind) = query.kind {
@@ -189,6 +299,8 @@ impl<B: Backend> EventLog for SqlStore<B> {
                             .bind(Bind::BigInt(drop)),
                     )
                     .await?;
+                    // Its latest gate event may still wait in a batch row.
+                    while expand_in::<B>(c, Some(fact.drop_id())).await? == EXPAND_BATCHES {}
                     let latest: Vec<KindRow> = c
                         .rows(
                             Sql::new("SELECT type AS kind FROM events WHERE drop_id = ")
@@ -213,6 +325,7 @@ impl<B: Backend> EventLog for SqlStore<B> {
     }
 
     async fn pending_events(&self, limit: u32) -> Result<Vec<LoggedEvent>, InfraError> {
+        self.expand_batches().await?;
         let rows: Vec<EventRow> = self
             .read(
                 "unpublished events",
@@ -250,6 +363,7 @@ impl<B: Backend> EventLog for SqlStore<B> {
         published_only: bool,
         limit: u32,
     ) -> Result<u64, InfraError> {
+        self.expand_batches().await?;
         let published = if published_only {
             " AND published_at IS NOT NULL"
         } else {
@@ -281,19 +395,63 @@ impl<B: Backend> EventLog for SqlStore<B> {
     }
 
     async fn backlog(&self) -> Result<Backlog, InfraError> {
+        // Counted whether or not the batch rows can be moved: a log that cannot is lagging.
         let rows: Vec<BacklogRow> = self
             .read(
                 "event backlog",
                 Sql::new(
                     "SELECT COUNT(*) AS pending, MIN(occurred_at) AS oldest FROM events \
-                     WHERE published_at IS NULL",
+                     WHERE published_at IS NULL UNION ALL \
+                     SELECT CAST(COALESCE(SUM(event_count), 0) AS SIGNED), MIN(occurred_at) \
+                     FROM event_batches",
                 ),
             )
             .await?;
-        Ok(rows.first().map_or_else(Backlog::default, |row| Backlog {
-            pending: u64::try_from(row.pending).unwrap_or(0),
-            oldest: row.oldest.map(from_db),
+        Ok(rows.iter().fold(Backlog::default(), |sum, row| Backlog {
+            pending: sum.pending + u64::try_from(row.pending).unwrap_or(0),
+            oldest: match (sum.oldest, row.oldest.map(from_db)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
         }))
+    }
+}
+
+impl<B: Backend> SqlStore<B> {
+    /// Moves every waiting batch row into `events` (at most [`EXPAND_ROUNDS`] transactions of
+    /// [`EXPAND_BATCHES`]; the rest waits for the next reader). With none waiting it costs one
+    /// read, and no write transaction.
+    ///
+    /// # Errors
+    /// [`InfraError`] when the store fails, or a batch row does not read back.
+    pub async fn expand_batches(&self) -> Result<(), InfraError> {
+        let waiting: Vec<crate::rows::NumberRow> = self
+            .read(
+                "waiting event batches",
+                Sql::new("SELECT id AS n FROM event_batches ORDER BY id LIMIT 1"),
+            )
+            .await?;
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        for _ in 0..EXPAND_ROUNDS {
+            let moved = self
+                .write_tx::<_, std::convert::Infallible, InfraError, _>(
+                    "move event batches",
+                    |_| false,
+                    move |c, _| {
+                        Box::pin(async move {
+                            super::queries::begin_write::<B>(c).await?;
+                            Ok(expand_in::<B>(c, None).await?)
+                        })
+                    },
+                )
+                .await?;
+            if moved < EXPAND_BATCHES {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 
