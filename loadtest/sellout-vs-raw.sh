@@ -7,6 +7,7 @@
 # this script also fails when the ratio is below MIN_RATIO (default 1.0).
 #
 #   loadtest/sellout-vs-raw.sh               # LIMITED=20000 CONNECTIONS=64 RAW_CONCURRENCY=16
+#   EVENTS=0 SERVER_BIN=old/goods-server ... # a build without the event log: no events checked
 #
 # Needs a release build (cargo build --release -p goods-server -p goods-bench), mariadb-slap,
 # MariaDB and Redis on loopback. Loopback only; it stops by itself when the drop sells out.
@@ -37,6 +38,19 @@ out=$(BASE="$BASE" LIMITED="$LIMITED" CONNECTIONS="$CONNECTIONS" "$SELLOUT_BIN")
 echo "$out"
 [ "$status" = 0 ] || { echo "FAIL: the sell-out's checks failed"; exit 1; }
 rate=$(echo "$out" | sed -n 's/.*orders_per_s=\([0-9]*\).*/\1/p')
+# EVENTS=1 (a build with the event log): the log holds every event of the sale, each once
+# (LIMITED orders placed, the drop's creation and its sell-out), moved out of the batch rows
+# by the first read of /admin/events, which is timed.
+if [ "${EVENTS:-1}" = 1 ]; then
+  t0=$(date +%s.%N)
+  curl -sf -H 'X-User-Id: 1' -H 'X-User-Role: admin' "$BASE/admin/events?limit=1" >/dev/null ||
+    { echo "FAIL: /admin/events did not answer"; exit 1; }
+  t1=$(date +%s.%N)
+  counts=$(release_sql "SELECT (SELECT COUNT(*) FROM $DB.events), (SELECT COUNT(DISTINCT event_id) FROM $DB.events), (SELECT COUNT(*) FROM $DB.event_batches)" | tail -1 | tr '\t' ' ')
+  want="$((LIMITED + 2)) $((LIMITED + 2)) 0"
+  echo "events_moved_by_first_read_s $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}') events/distinct/waiting: $counts"
+  [ "$counts" = "$want" ] || { echo "FAIL: events, distinct ids, batch rows waiting: $counts, want $want"; exit 1; }
+fi
 ratio=$(awk -v a="$rate" -v b="$raw" 'BEGIN {printf "%.2f", a / b}')
 echo "== end to end $rate orders/s, raw ceiling $raw orders/s: ratio $ratio (goal >= $MIN_RATIO)"
 awk -v r="$ratio" -v min="$MIN_RATIO" 'BEGIN {exit (r >= min) ? 0 : 1}' || { echo "FAIL: ratio $ratio below $MIN_RATIO"; exit 1; }

@@ -5,7 +5,7 @@
 //! here, and a line that breaks the rule is refused when written, not misread later.
 
 use crate::event_data;
-use goods_domain::Fact;
+use goods_domain::{EventType, Fact, GoodsOrder};
 
 /// One event as the batch row keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +45,34 @@ fn push(text: &mut String, fact: &Fact) {
     text.push_str(&subject);
     text.push('\t');
     text.push_str(&data);
+}
+
+/// The `goods.order.placed` lines of `orders`, as just placed, without their data: the order's
+/// row has all of it, and a batch of 64 orders is then a row of about 2 KB instead of 25 KB of
+/// JSON. The reader renders it from the row ([`GoodsOrder::as_placed`]) when it moves the line.
+pub(crate) fn encode_placed(orders: &[GoodsOrder]) -> String {
+    let mut text = String::with_capacity(orders.len() * 36);
+    for (i, order) in orders.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        text.push_str(EventType::OrderPlaced.as_str());
+        text.push('\t');
+        text.push_str(&Fact::OrderPlaced(order.clone()).subject());
+        text.push('\t');
+    }
+    text
+}
+
+impl StoredEvent {
+    /// The order whose data this line leaves to its row: a `goods.order.placed` line without
+    /// data.
+    pub(crate) fn order_to_render(&self) -> Option<i64> {
+        if !self.data.is_empty() || self.kind != EventType::OrderPlaced.as_str() {
+            return None;
+        }
+        self.subject.strip_prefix("orders/")?.parse().ok()
+    }
 }
 
 /// The events of `text`; `None` when a line has not three parts, or when there are not
@@ -107,6 +135,18 @@ mod tests {
         assert_eq!(read[0].data, event_data::render(&voided));
         let data: serde_json::Value = serde_json::from_str(&read[0].data).unwrap();
         assert_eq!(data["reason"], "a\tb\nc");
+    }
+
+    #[test]
+    fn only_a_placed_order_line_without_data_is_left_to_its_row() {
+        let read = decode(
+            "goods.order.placed\torders/42\t\ngoods.order.placed\torders/43\t{}\n\
+             goods.order.paid\torders/44\t",
+            3,
+        )
+        .unwrap();
+        let left: Vec<Option<i64>> = read.iter().map(StoredEvent::order_to_render).collect();
+        assert_eq!(left, [Some(42), None, None]);
     }
 
     #[test]

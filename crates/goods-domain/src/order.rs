@@ -222,6 +222,15 @@ pub enum CancelOrderError {
 }
 
 impl GoodsOrder {
+    /// The order as it was placed: PENDING and unpaid, whatever became of it since (what its
+    /// `goods.order.placed` event reports; the rest of an order never changes).
+    #[must_use]
+    pub fn as_placed(mut self) -> Self {
+        self.status = OrderStatus::Pending;
+        self.payment = None;
+        self
+    }
+
     /// What `by`'s cancel does to this order (locked, as last committed) at `expiry`.
     ///
     /// # Errors

@@ -372,7 +372,8 @@ async fn take_units<B: Backend>(
 }
 
 /// The batch's events as one `event_batches` row, written by an `INSERT ... SELECT` from the
-/// drop's row as this transaction left it (locked until commit): each `goods.order.placed`,
+/// drop's row as this transaction left it (locked until commit): each `goods.order.placed`
+/// (its data left to the order's row),
 /// then the `goods.drop.sold_out` that [`event::purchase_facts`] adds when the batch takes the
 /// last unit, kept only if the row says the batch did (the same test as [`take_units`]'s
 /// count). The first number is counted back from the row's `event_seq`, which [`take_units`]
@@ -390,9 +391,11 @@ fn events_insert<B: Backend>(
     let orders = placed.len();
     let taken: u32 = placed.iter().map(|o| o.quantity.get()).sum();
     let limited = terms.limited_quantity.get();
+    // The orders' lines carry no data: each order's row has it (event_lines::encode_placed).
+    let head = event_lines::encode_placed(&placed);
     // The facts as they are if the batch takes the last unit; the row decides whether it did.
     let facts = event::purchase_facts(placed, limited.saturating_sub(taken), limited);
-    let (placed, sold_out) = facts.split_at(orders.min(facts.len()));
+    let sold_out = &facts[orders.min(facts.len())..];
     let tail = if sold_out.is_empty() {
         String::new()
     } else {
@@ -419,7 +422,7 @@ fn events_insert<B: Backend>(
         .sql(" ELSE 0 END, ")
         .bind(Bind::Timestamp(to_db(at)))
         .sql(&format!(", {}", dialect.concat_open))
-        .bind(Bind::Text(event_lines::encode(placed)))
+        .bind(Bind::Text(head))
         .sql(&format!("{}{sold}", dialect.concat_sep))
         .bind(Bind::Text(tail))
         .sql(&format!(

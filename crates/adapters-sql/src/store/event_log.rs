@@ -130,11 +130,15 @@ pub(super) async fn expand_in<B: Backend>(
         .await?;
     for batch in &batches {
         let count = usize::try_from(batch.event_count).unwrap_or(0);
-        let events = event_lines::decode(&batch.events, count).ok_or_else(|| {
+        let corrupt = || {
             diesel::result::Error::DeserializationError(
                 format!("event batch {} does not read back", batch.id).into(),
             )
-        })?;
+        };
+        let mut events = event_lines::decode(&batch.events, count).ok_or_else(corrupt)?;
+        if !render_placed::<B>(c, &mut events).await? {
+            return Err(corrupt());
+        }
         let drop = batch.drop_id;
         for (chunk, rows) in events.chunks(INSERT_ROWS).enumerate() {
             let first = batch.first_seq + i64::try_from(chunk * INSERT_ROWS).unwrap_or(0);
@@ -151,6 +155,50 @@ pub(super) async fn expand_in<B: Backend>(
         .await?;
     }
     Ok(batches.len())
+}
+
+/// Renders the data of the `goods.order.placed` lines that left it to their orders' rows, from
+/// those rows as placed; `false` when one of the orders is missing.
+async fn render_placed<B: Backend>(
+    c: &mut B::Conn,
+    events: &mut [StoredEvent],
+) -> QueryResult<bool> {
+    let ids: Vec<i64> = events
+        .iter()
+        .filter_map(StoredEvent::order_to_render)
+        .collect();
+    if ids.is_empty() {
+        return Ok(true);
+    }
+    let mut orders = std::collections::HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(INSERT_ROWS) {
+        let rows: Vec<crate::rows::OrderRow> = c
+            .rows(
+                Sql::for_rows(chunk.len())
+                    .sql(&format!(
+                        "SELECT {} FROM orders WHERE id IN (",
+                        super::queries::ORDER_COLUMNS
+                    ))
+                    .list(chunk, |q, id| q.bind(Bind::BigInt(*id)))
+                    .sql(")"),
+            )
+            .await?;
+        for row in rows {
+            let order = row.into_domain().map_err(|error| {
+                diesel::result::Error::DeserializationError(error.to_string().into())
+            })?;
+            orders.insert(order.id.get(), order);
+        }
+    }
+    for event in events.iter_mut() {
+        if let Some(id) = event.order_to_render() {
+            let Some(order) = orders.get(&id) else {
+                return Ok(false);
+            };
+            event.data = crate::event_data::render(&Fact::OrderPlaced(order.clone().as_placed()));
+        }
+    }
+    Ok(true)
 }
 
 /// One INSERT of `events` of `drop`, numbered from `first`.
