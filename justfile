@@ -18,7 +18,7 @@ lint:
 test:
     scripts/test
 
-# Every test that needs no service and no server binary (.config/nextest.toml, profile quick):
+# Every test that needs nothing but Rust and cargo-nextest (.config/nextest.toml, profile quick):
 # about 30 s warm here; the whole suite is `just test`.
 test-quick:
     cargo nextest run --workspace --profile quick

@@ -240,89 +240,6 @@ async fn traces_reach_an_otlp_http_protobuf_collector() {
     assert!(contains(&trace), "the caller's trace id is in the export");
 }
 
-/// MySQL's release flow: an instance does not migrate by default, refuses a schema that is
-/// behind with a clear line, and starts once `goods-server migrate` ran. The migration job
-/// needs only `DATABASE_URL`, and can stop at a named migration (expand now, contract later).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_mysql_the_migrate_step_runs_once_and_an_instance_refuses_a_schema_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let database = test_support::mysql::fresh_database().await;
-    let vars = [
-        ("DATABASE_URL", database.as_str()),
-        ("AUTH_MODE", "trusted-header"),
-        ("BIND_ADDR", "127.0.0.1:0"),
-        ("RECONCILE_INTERVAL_MS", "0"),
-    ];
-    // An instance started before its migrations ran: it must refuse, saying why.
-    let start_refused = || {
-        let out = Command::new(env!("CARGO_BIN_EXE_goods-server"))
-            .current_dir(dir.path())
-            .env_clear()
-            .envs(vars)
-            .output()
-            .unwrap();
-        assert_ne!(out.status.code(), Some(0));
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
-    let stderr = start_refused();
-    assert!(
-        stderr.contains("schema is behind") && stderr.contains("goods-server migrate"),
-        "{stderr}"
-    );
-
-    let migrate = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_goods-server"))
-            .arg("migrate")
-            .args(args)
-            .current_dir(dir.path())
-            .env_clear()
-            .env("DATABASE_URL", &database)
-            .output()
-            .unwrap()
-    };
-    // A stage this release does not have is refused, and nothing is applied.
-    let unknown = migrate(&["--to", "2099-01-01-000001"]);
-    assert_eq!(unknown.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&unknown.stderr);
-    assert!(stderr.contains("no such migration"), "{stderr}");
-    let usage = migrate(&["--to"]);
-    assert_eq!(usage.status.code(), Some(2));
-    // The expand stage only: the instance still refuses, naming the next step.
-    let staged = migrate(&["--to", "2026-12-02-000001"]);
-    assert_eq!(
-        staged.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&staged.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&staged.stdout);
-    assert!(
-        stdout.contains("products_owner_expand") && !stdout.contains("products_owner_backfill"),
-        "{stdout}"
-    );
-    let stderr = start_refused();
-    assert!(stderr.contains("first 2026-12-02-000002"), "{stderr}");
-
-    let migrated = migrate(&[]);
-    assert_eq!(
-        migrated.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&migrated.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&migrated.stdout);
-    assert!(
-        stdout.contains("products_owner_backfill") && !stdout.contains("products_owner_expand"),
-        "{stdout}"
-    );
-
-    let (child, base) = start(dir.path(), &vars);
-    let live = reqwest::get(format!("{base}/health/ready")).await.unwrap();
-    assert_eq!(live.status(), reqwest::StatusCode::OK);
-    sigterm(&child);
-    assert_eq!(exit_code(child).await, Some(0));
-}
-
 /// Runs the binary until it exits (it must, within 20 s); its exit code and standard error.
 fn run_to_exit(vars: &[(&str, &str)]) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
@@ -349,149 +266,6 @@ fn run_to_exit(vars: &[(&str, &str)]) -> (Option<i32>, String) {
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// The server at `base` reports its Redis gate up: it reached and verified Redis.
-async fn assert_redis_gate_up(base: &str) {
-    let ready: serde_json::Value = reqwest::get(format!("{base}/health/ready"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(
-        ready["gate"],
-        json!({"kind": "redis", "status": "up"}),
-        "{ready}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rediss_to_a_plaintext_redis_stops_the_start_and_a_tls_only_redis_serves() {
-    let pki = test_support::tls::TestPki::new();
-    let ca = pki.ca_pem().display().to_string();
-    let plain = test_support::redis::PrivateRedis::start();
-    let url = plain.url().replacen("redis://", "rediss://", 1);
-    let (code, stderr) = run_to_exit(&[("REDIS_URL", &url), ("REDIS_TLS_CA_FILE", &ca)]);
-    assert_eq!(code, Some(1), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one clear line: {stderr}");
-    assert!(
-        stderr.contains("TLS handshake with Redis failed") && stderr.contains("never falls back"),
-        "{stderr}"
-    );
-
-    let (cert, key) = pki.server();
-    let tls = test_support::redis::PrivateRedis::start_tls(&pki.ca_pem(), &cert, &key);
-    let dir = tempfile::tempdir().unwrap();
-    let tls_url = tls.url();
-    let (child, base) = start(
-        dir.path(),
-        &[
-            ("REDIS_URL", tls_url.as_str()),
-            ("REDIS_TLS_CA_FILE", ca.as_str()),
-        ],
-    );
-    assert_redis_gate_up(&base).await;
-    let drop = harness::Client::new().open_drop(&base, 1).await;
-    let bought = harness::Client::new().buy(&base, drop, 7).await.unwrap();
-    assert_eq!(
-        bought.status, 202,
-        "a purchase through the TLS gate: {bought:?}"
-    );
-    sigterm(&child);
-    assert_eq!(exit_code(child).await, Some(0));
-}
-
-/// `REDIS_TLS_CA_FILE` is the only CA trusted, not one more beside the system's roots. The test
-/// CA is made the system's store (`SSL_CERT_FILE`, which the roots are read from), as a public
-/// CA is in a real one: a Redis it signed serves without the file, and stops the start when the
-/// file names another CA.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rediss_to_a_redis_a_system_root_signed_is_refused_when_the_ca_file_names_another_ca() {
-    let pki = test_support::tls::TestPki::new();
-    let (cert, key) = pki.server();
-    let tls = test_support::redis::PrivateRedis::start_tls(&pki.ca_pem(), &cert, &key);
-    let url = tls.url();
-    let system_roots = pki.ca_pem().display().to_string();
-    let other = pki.other_ca_pem().display().to_string();
-    let (code, stderr) = run_to_exit(&[
-        ("REDIS_URL", &url),
-        ("SSL_CERT_FILE", &system_roots),
-        ("REDIS_TLS_CA_FILE", &other),
-    ]);
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(
-        stderr.contains("TLS handshake with Redis failed"),
-        "{stderr}"
-    );
-
-    let dir = tempfile::tempdir().unwrap();
-    let (child, base) = start(
-        dir.path(),
-        &[
-            ("REDIS_URL", url.as_str()),
-            ("SSL_CERT_FILE", system_roots.as_str()),
-        ],
-    );
-    assert_redis_gate_up(&base).await;
-    sigterm(&child);
-    assert_eq!(exit_code(child).await, Some(0));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn database_tls_verify_identity_with_the_wrong_ca_stops_the_start_and_the_right_one_serves() {
-    let pki = test_support::tls::TestPki::new();
-    let (cert, key) = pki.server();
-    let server = test_support::mariadb::PrivateMariadb::start_tls(&pki.ca_pem(), &cert, &key);
-    let url = server.database("binary_tls");
-    let other = pki.other_ca_pem().display().to_string();
-    let mysql = [
-        ("DATABASE_URL", url.as_str()),
-        ("DATABASE_MIGRATE", "true"),
-        ("AUTH_MODE", "trusted-header"),
-        ("DATABASE_TLS", "verify-identity"),
-    ];
-    let mut wrong = mysql.to_vec();
-    wrong.push(("DATABASE_TLS_CA_FILE", &other));
-    let (code, stderr) = run_to_exit(&wrong);
-    assert_eq!(code, Some(1), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one clear line: {stderr}");
-    assert!(
-        stderr.contains("VerifyIdentity") && stderr.contains("certificate"),
-        "{stderr}"
-    );
-    // Plaintext to the TLS-only server is refused by the server.
-    let plaintext: Vec<_> = mysql
-        .iter()
-        .copied()
-        .filter(|(k, _)| *k != "DATABASE_TLS")
-        .collect();
-    let (code, stderr) = run_to_exit(&plaintext);
-    assert_eq!(code, Some(1), "{stderr}");
-
-    let ca = pki.ca_pem().display().to_string();
-    let mut right = mysql.to_vec();
-    right.push(("DATABASE_TLS_CA_FILE", &ca));
-    let dir = tempfile::tempdir().unwrap();
-    let (child, base) = start(dir.path(), &right);
-    let drop = harness::Client::new().open_drop(&base, 1).await;
-    let bought = harness::Client::new().buy(&base, drop, 7).await.unwrap();
-    assert_eq!(bought.status, 202, "{bought:?}");
-    let sessions = server.sql("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'root' AND COMMAND <> 'Daemon'");
-    let encrypted = server.sql("SHOW GLOBAL STATUS LIKE 'Ssl_accepts'");
-    assert!(sessions.trim().parse::<u32>().unwrap() >= 1);
-    let accepts: u32 = encrypted
-        .split_whitespace()
-        .last()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(
-        accepts >= 1,
-        "the server accepted TLS connections: {encrypted}"
-    );
-    sigterm(&child);
-    assert_eq!(exit_code(child).await, Some(0));
 }
 
 /// The value the Kubernetes example shows is refused, with a line saying how to make one: an
@@ -677,4 +451,242 @@ fn verify_draw_checks_the_commitment_and_computes_a_buyers_rank_key() {
         Some(2)
     );
     assert_eq!(run(&["--seed", SEED]).status.code(), Some(2));
+}
+
+/// A MariaDB: the shared test server, or a private TLS-only mariadbd.
+mod needs_mysql {
+    use super::*;
+
+    /// MySQL's release flow: an instance does not migrate by default, refuses a schema that is
+    /// behind with a clear line, and starts once `goods-server migrate` ran. The migration job
+    /// needs only `DATABASE_URL`, and can stop at a named migration (expand now, contract later).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_mysql_the_migrate_step_runs_once_and_an_instance_refuses_a_schema_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let database = test_support::mysql::fresh_database().await;
+        let vars = [
+            ("DATABASE_URL", database.as_str()),
+            ("AUTH_MODE", "trusted-header"),
+            ("BIND_ADDR", "127.0.0.1:0"),
+            ("RECONCILE_INTERVAL_MS", "0"),
+        ];
+        // An instance started before its migrations ran: it must refuse, saying why.
+        let start_refused = || {
+            let out = Command::new(env!("CARGO_BIN_EXE_goods-server"))
+                .current_dir(dir.path())
+                .env_clear()
+                .envs(vars)
+                .output()
+                .unwrap();
+            assert_ne!(out.status.code(), Some(0));
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        };
+        let stderr = start_refused();
+        assert!(
+            stderr.contains("schema is behind") && stderr.contains("goods-server migrate"),
+            "{stderr}"
+        );
+
+        let migrate = |args: &[&str]| {
+            Command::new(env!("CARGO_BIN_EXE_goods-server"))
+                .arg("migrate")
+                .args(args)
+                .current_dir(dir.path())
+                .env_clear()
+                .env("DATABASE_URL", &database)
+                .output()
+                .unwrap()
+        };
+        // A stage this release does not have is refused, and nothing is applied.
+        let unknown = migrate(&["--to", "2099-01-01-000001"]);
+        assert_eq!(unknown.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&unknown.stderr);
+        assert!(stderr.contains("no such migration"), "{stderr}");
+        let usage = migrate(&["--to"]);
+        assert_eq!(usage.status.code(), Some(2));
+        // The expand stage only: the instance still refuses, naming the next step.
+        let staged = migrate(&["--to", "2026-12-02-000001"]);
+        assert_eq!(
+            staged.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&staged.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&staged.stdout);
+        assert!(
+            stdout.contains("products_owner_expand") && !stdout.contains("products_owner_backfill"),
+            "{stdout}"
+        );
+        let stderr = start_refused();
+        assert!(stderr.contains("first 2026-12-02-000002"), "{stderr}");
+
+        let migrated = migrate(&[]);
+        assert_eq!(
+            migrated.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&migrated.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&migrated.stdout);
+        assert!(
+            stdout.contains("products_owner_backfill") && !stdout.contains("products_owner_expand"),
+            "{stdout}"
+        );
+
+        let (child, base) = start(dir.path(), &vars);
+        let live = reqwest::get(format!("{base}/health/ready")).await.unwrap();
+        assert_eq!(live.status(), reqwest::StatusCode::OK);
+        sigterm(&child);
+        assert_eq!(exit_code(child).await, Some(0));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn database_tls_verify_identity_with_the_wrong_ca_stops_the_start_and_the_right_one_serves()
+     {
+        let pki = test_support::tls::TestPki::new();
+        let (cert, key) = pki.server();
+        let server = test_support::mariadb::PrivateMariadb::start_tls(&pki.ca_pem(), &cert, &key);
+        let url = server.database("binary_tls");
+        let other = pki.other_ca_pem().display().to_string();
+        let mysql = [
+            ("DATABASE_URL", url.as_str()),
+            ("DATABASE_MIGRATE", "true"),
+            ("AUTH_MODE", "trusted-header"),
+            ("DATABASE_TLS", "verify-identity"),
+        ];
+        let mut wrong = mysql.to_vec();
+        wrong.push(("DATABASE_TLS_CA_FILE", &other));
+        let (code, stderr) = run_to_exit(&wrong);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one clear line: {stderr}");
+        assert!(
+            stderr.contains("VerifyIdentity") && stderr.contains("certificate"),
+            "{stderr}"
+        );
+        // Plaintext to the TLS-only server is refused by the server.
+        let plaintext: Vec<_> = mysql
+            .iter()
+            .copied()
+            .filter(|(k, _)| *k != "DATABASE_TLS")
+            .collect();
+        let (code, stderr) = run_to_exit(&plaintext);
+        assert_eq!(code, Some(1), "{stderr}");
+
+        let ca = pki.ca_pem().display().to_string();
+        let mut right = mysql.to_vec();
+        right.push(("DATABASE_TLS_CA_FILE", &ca));
+        let dir = tempfile::tempdir().unwrap();
+        let (child, base) = start(dir.path(), &right);
+        let drop = harness::Client::new().open_drop(&base, 1).await;
+        let bought = harness::Client::new().buy(&base, drop, 7).await.unwrap();
+        assert_eq!(bought.status, 202, "{bought:?}");
+        let sessions = server.sql("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'root' AND COMMAND <> 'Daemon'");
+        let encrypted = server.sql("SHOW GLOBAL STATUS LIKE 'Ssl_accepts'");
+        assert!(sessions.trim().parse::<u32>().unwrap() >= 1);
+        let accepts: u32 = encrypted
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            accepts >= 1,
+            "the server accepted TLS connections: {encrypted}"
+        );
+        sigterm(&child);
+        assert_eq!(exit_code(child).await, Some(0));
+    }
+}
+
+/// Private TLS-only redis-servers.
+mod needs_redis {
+    use super::*;
+
+    /// The server at `base` reports its Redis gate up: it reached and verified Redis.
+    async fn assert_redis_gate_up(base: &str) {
+        let ready: serde_json::Value = reqwest::get(format!("{base}/health/ready"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            ready["gate"],
+            json!({"kind": "redis", "status": "up"}),
+            "{ready}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rediss_to_a_plaintext_redis_stops_the_start_and_a_tls_only_redis_serves() {
+        let pki = test_support::tls::TestPki::new();
+        let ca = pki.ca_pem().display().to_string();
+        let plain = test_support::redis::PrivateRedis::start();
+        let url = plain.url().replacen("redis://", "rediss://", 1);
+        let (code, stderr) = run_to_exit(&[("REDIS_URL", &url), ("REDIS_TLS_CA_FILE", &ca)]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one clear line: {stderr}");
+        assert!(
+            stderr.contains("TLS handshake with Redis failed")
+                && stderr.contains("never falls back"),
+            "{stderr}"
+        );
+
+        let (cert, key) = pki.server();
+        let tls = test_support::redis::PrivateRedis::start_tls(&pki.ca_pem(), &cert, &key);
+        let dir = tempfile::tempdir().unwrap();
+        let tls_url = tls.url();
+        let (child, base) = start(
+            dir.path(),
+            &[
+                ("REDIS_URL", tls_url.as_str()),
+                ("REDIS_TLS_CA_FILE", ca.as_str()),
+            ],
+        );
+        assert_redis_gate_up(&base).await;
+        let drop = harness::Client::new().open_drop(&base, 1).await;
+        let bought = harness::Client::new().buy(&base, drop, 7).await.unwrap();
+        assert_eq!(
+            bought.status, 202,
+            "a purchase through the TLS gate: {bought:?}"
+        );
+        sigterm(&child);
+        assert_eq!(exit_code(child).await, Some(0));
+    }
+
+    /// `REDIS_TLS_CA_FILE` is the only CA trusted, not one more beside the system's roots. The test
+    /// CA is made the system's store (`SSL_CERT_FILE`, which the roots are read from), as a public
+    /// CA is in a real one: a Redis it signed serves without the file, and stops the start when the
+    /// file names another CA.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rediss_to_a_redis_a_system_root_signed_is_refused_when_the_ca_file_names_another_ca() {
+        let pki = test_support::tls::TestPki::new();
+        let (cert, key) = pki.server();
+        let tls = test_support::redis::PrivateRedis::start_tls(&pki.ca_pem(), &cert, &key);
+        let url = tls.url();
+        let system_roots = pki.ca_pem().display().to_string();
+        let other = pki.other_ca_pem().display().to_string();
+        let (code, stderr) = run_to_exit(&[
+            ("REDIS_URL", &url),
+            ("SSL_CERT_FILE", &system_roots),
+            ("REDIS_TLS_CA_FILE", &other),
+        ]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(
+            stderr.contains("TLS handshake with Redis failed"),
+            "{stderr}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let (child, base) = start(
+            dir.path(),
+            &[
+                ("REDIS_URL", url.as_str()),
+                ("SSL_CERT_FILE", system_roots.as_str()),
+            ],
+        );
+        assert_redis_gate_up(&base).await;
+        sigterm(&child);
+        assert_eq!(exit_code(child).await, Some(0));
+    }
 }

@@ -11,6 +11,8 @@
 //!   `redis-server` processes for tests that flush or kill their server.
 //! - [`nats`]: a private `nats-server` with JetStream, for the event tests that kill, pause and
 //!   restart their broker.
+//! - [`needs`]: the quick profile's guard, called by every helper here that reaches a server
+//!   or a tool.
 //! - [`tls`]: a test CA and server certificates, for the TLS tests of Redis and MariaDB.
 //! - [`contract`]: the SQL source-of-truth contract, one suite run against every backend through
 //!   [`sql_contract_tests!`].
@@ -23,6 +25,7 @@ pub mod gate_contract;
 pub mod mariadb;
 pub mod mysql;
 pub mod nats;
+pub mod needs;
 pub mod redis;
 pub mod tls;
 

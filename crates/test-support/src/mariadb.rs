@@ -35,6 +35,7 @@ impl PrivateMariadb {
     }
 
     fn start_with(tls: Option<[PathBuf; 3]>) -> Self {
+        crate::needs::needs(crate::needs::Service::Mysql);
         let dir = std::env::temp_dir().join(format!("mariadb-{}", uuid::Uuid::new_v4().simple()));
         // A temporary directory of its own: bootstraps running at once in the shared /tmp have
         // been seen to lose each other's temporary tables.

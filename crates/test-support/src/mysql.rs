@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 /// The server URL (no database): `TEST_MYSQL_URL`, else a MySQL 8 container when Docker
 /// answers, else a panic that says how to provide one.
 pub fn server_url() -> String {
+    crate::needs::needs(crate::needs::Service::Mysql);
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
         if let Some(url) = std::env::var("TEST_MYSQL_URL")

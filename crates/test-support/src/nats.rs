@@ -17,6 +17,7 @@ pub struct PrivateNats {
 impl PrivateNats {
     /// Starts a server and waits until it accepts connections.
     pub fn start() -> Self {
+        crate::needs::needs(crate::needs::Service::Nats);
         let dir = std::env::temp_dir().join(format!("nats-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         let port = TcpListener::bind("127.0.0.1:0")

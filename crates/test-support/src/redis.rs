@@ -9,6 +9,7 @@ use std::time::Duration;
 /// The shared server's URL: `TEST_REDIS_URL`, else a Redis 7 container when Docker answers, else
 /// a panic that says how to provide one. Tests share it through distinct key prefixes.
 pub fn server_url() -> String {
+    crate::needs::needs(crate::needs::Service::Redis);
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
         if let Some(url) = std::env::var("TEST_REDIS_URL")
@@ -32,6 +33,7 @@ pub fn server_url() -> String {
 /// `TEST_REDIS_CLUSTER_URL` (scripts/test starts one and sets it), else a cluster of this test
 /// process's own, started once from the local `redis-server` and stopped when the process ends.
 pub fn cluster_url() -> String {
+    crate::needs::needs(crate::needs::Service::Redis);
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
         std::env::var("TEST_REDIS_CLUSTER_URL")
@@ -57,6 +59,7 @@ pub fn private_tls_cluster(pki: &crate::tls::TestPki) -> String {
 /// node runs under a shell that kills it once this process's end closes the shell's stdin, so
 /// a cluster never outlives the test process that started it (nothing to stop by hand).
 fn start_cluster_with(tls: Option<&crate::tls::TestPki>) -> String {
+    crate::needs::needs(crate::needs::Service::Redis);
     let dir = std::env::temp_dir().join(format!("goods-cluster-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     // Redis puts a node's cluster bus 10,000 ports above it, at most 65,535: take ports from a
@@ -274,6 +277,7 @@ impl PrivateRedis {
     }
 
     fn spawn(port: u16, tls: Option<&[PathBuf; 3]>) -> Child {
+        crate::needs::needs(crate::needs::Service::Redis);
         let mut command = Command::new("redis-server");
         match tls {
             None => command.args(["--port", &port.to_string()]),

@@ -13,6 +13,7 @@ pub struct TestPki {
 impl TestPki {
     /// Makes the CAs and the server certificates (EC P-256, valid for two days).
     pub fn new() -> Self {
+        crate::needs::needs(crate::needs::Service::Openssl);
         let dir = std::env::temp_dir().join(format!("pki-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         let pki = Self { dir };

@@ -744,42 +744,6 @@ async fn a_winners_order_expires_the_drops_payment_window_after_the_award() {
     assert!(promoted["promotedAt"].is_string(), "{promoted}");
 }
 
-/// A fleet of two with `RECONCILE_INTERVAL_MS=0`: a draw drop created and entered through one
-/// instance is drawn by the other once the first has stopped (it learns of the drop from its
-/// scan of new ids, and takes the draws' lease when the first one's lapses).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_draw_is_made_by_another_instance_than_the_one_that_took_its_entries_sharing_redis() {
-    let (a, b) = TestApp::pair_on_shared_redis(&[("RECONCILE_INTERVAL_MS", "0")]).await;
-    let drop = open_draw(&a, 1).await;
-    for user in [1, 2] {
-        assert_eq!(enter(&a, drop, user).await.status(), StatusCode::ACCEPTED);
-    }
-    a.handle.stop(true).await;
-    // Nothing asks `b` for the drop before it is drawn (a view would make `b` hold it): the
-    // draw is watched in the database.
-    b.clock.advance(time::Duration::minutes(11));
-    let drawn = format!(
-        "SELECT COUNT(*) AS n FROM drop_draws WHERE drop_id = {drop} AND drawn_at IS NOT NULL"
-    );
-    // Alone it takes about 2 s (the first instance's lease lapsing, then the next draws tick);
-    // CI once took past 10 s with the whole suite running beside it.
-    let mut made = false;
-    for _ in 0..800 {
-        if b.backend.number(&drawn).await == 1 {
-            made = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(made, "the draw was not made within 20 s");
-    let stats = b.seller_json(&format!("/limited-drops/{drop}/stats")).await;
-    assert_eq!(
-        (&stats["entryCount"], &stats["winnerCount"]),
-        (&json!(2), &json!(1)),
-        "{stats}"
-    );
-}
-
 /// Entries whose award the ledger refuses (here: each already has an order under the draw's
 /// own key, for another quantity, planted in the database as no client can) read VOID with the
 /// reason, are counted, and their units go to the next entries by rank. The seed is opened
@@ -1045,4 +1009,45 @@ async fn drop_events(app: &TestApp, drop: i64) -> Vec<Value> {
         .as_array()
         .unwrap()
         .clone()
+}
+
+/// Two instances on the shared test Redis.
+mod needs_redis {
+    use super::*;
+
+    /// A fleet of two with `RECONCILE_INTERVAL_MS=0`: a draw drop created and entered through one
+    /// instance is drawn by the other once the first has stopped (it learns of the drop from its
+    /// scan of new ids, and takes the draws' lease when the first one's lapses).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_draw_is_made_by_another_instance_than_the_one_that_took_its_entries_sharing_redis() {
+        let (a, b) = TestApp::pair_on_shared_redis(&[("RECONCILE_INTERVAL_MS", "0")]).await;
+        let drop = open_draw(&a, 1).await;
+        for user in [1, 2] {
+            assert_eq!(enter(&a, drop, user).await.status(), StatusCode::ACCEPTED);
+        }
+        a.handle.stop(true).await;
+        // Nothing asks `b` for the drop before it is drawn (a view would make `b` hold it): the
+        // draw is watched in the database.
+        b.clock.advance(time::Duration::minutes(11));
+        let drawn = format!(
+            "SELECT COUNT(*) AS n FROM drop_draws WHERE drop_id = {drop} AND drawn_at IS NOT NULL"
+        );
+        // Alone it takes about 2 s (the first instance's lease lapsing, then the next draws tick);
+        // CI once took past 10 s with the whole suite running beside it.
+        let mut made = false;
+        for _ in 0..800 {
+            if b.backend.number(&drawn).await == 1 {
+                made = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(made, "the draw was not made within 20 s");
+        let stats = b.seller_json(&format!("/limited-drops/{drop}/stats")).await;
+        assert_eq!(
+            (&stats["entryCount"], &stats["winnerCount"]),
+            (&json!(2), &json!(1)),
+            "{stats}"
+        );
+    }
 }

@@ -228,45 +228,6 @@ async fn only_admins_read_events_and_a_bad_filter_is_refused() {
     assert_eq!(created["items"].as_array().unwrap().len(), 1);
 }
 
-/// The ids of every message in `stream` on `url`, in stream order; each message's payload is
-/// its event and its subject `goods.<dropId>.<type>`.
-async fn stream_ids(url: &str, stream: &str) -> Vec<String> {
-    let mut ids = Vec::new();
-    for message in test_support::nats::stored(url, stream).await {
-        let payload: Value = serde_json::from_str(&message.payload).unwrap();
-        assert_eq!(
-            payload["id"],
-            message.id.as_str(),
-            "the payload is the event"
-        );
-        assert_eq!(
-            message.subject,
-            format!(
-                "goods.{}.{}",
-                payload["data"]["dropId"],
-                payload["type"]
-                    .as_str()
-                    .unwrap()
-                    .trim_start_matches("goods.")
-            )
-        );
-        ids.push(message.id);
-    }
-    ids
-}
-
-/// Polls until the stream holds `n` messages (at most 15 s); their ids.
-async fn until_stored(url: &str, stream: &str, n: usize) -> Vec<String> {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    loop {
-        let ids = stream_ids(url, stream).await;
-        if ids.len() >= n || std::time::Instant::now() > until {
-            return ids;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-}
-
 /// The `events_outbox_pending` gauge, once it reads `n` (at most 15 s).
 async fn until_pending(app: &TestApp, n: f64) -> f64 {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
@@ -277,59 +238,6 @@ async fn until_pending(app: &TestApp, n: f64) -> f64 {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-}
-
-/// With a broker: every event reaches the stream in commit order under its id; with the broker
-/// killed, 20 purchases are answered 202 as fast as before and their events wait in the log;
-/// once it is back they drain in order, none lost, none twice.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_broker_killed_mid_sale_slows_no_buyer_and_gets_every_event_in_order_once_back() {
-    let mut nats = test_support::nats::PrivateNats::start();
-    let stream = "GOODS_EVENTS_E2E";
-    let app = TestApp::spawn_with(&[("EVENTS_URL", &nats.url()), ("EVENTS_STREAM", stream)]).await;
-    let (_, drop) = app.open_drop(30, 30, 1).await;
-    for user in 1..=10 {
-        assert_eq!(
-            app.purchase(drop, user, "k", 1).await.status(),
-            StatusCode::ACCEPTED
-        );
-    }
-    let stored = until_stored(&nats.url(), stream, 11).await;
-    assert_eq!(stored.len(), 11, "created + 10 placed reach the stream");
-    assert_eq!(until_pending(&app, 0.0).await, 0.0);
-
-    nats.kill();
-    let started = std::time::Instant::now();
-    let answers = join_all((11..=30).map(|user| {
-        let app = &app;
-        async move { app.purchase(drop, user, "k", 1).await.status() }
-    }))
-    .await;
-    let took = started.elapsed();
-    assert!(
-        answers.iter().all(|s| *s == StatusCode::ACCEPTED),
-        "{answers:?}"
-    );
-    assert!(
-        took < std::time::Duration::from_secs(2),
-        "20 purchases took {took:?} with the broker down"
-    );
-    // 20 placed and the sell-out wait in the log.
-    assert_eq!(until_pending(&app, 21.0).await, 21.0);
-
-    nats.restart();
-    let stored = until_stored(&nats.url(), stream, 32).await;
-    let logged: Vec<String> = events_of(&app, drop)
-        .await
-        .iter()
-        .map(|e| e["id"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(logged.len(), 32);
-    assert_eq!(
-        stored, logged,
-        "the stream holds every event once, in commit order"
-    );
-    assert_eq!(until_pending(&app, 0.0).await, 0.0);
 }
 
 /// Events are kept `EVENTS_RETENTION_S`, then the healing pass deletes them; with a broker, an
@@ -372,5 +280,103 @@ async fn events_past_their_retention_are_pruned_unless_still_unpublished() {
             None => assert_eq!(left, 0, "pruned once past the retention"),
             Some(_) => assert_eq!(left, 2, "never published, so never pruned"),
         }
+    }
+}
+
+/// A private NATS server, killed and restarted.
+mod needs_nats {
+    use super::*;
+
+    /// The ids of every message in `stream` on `url`, in stream order; each message's payload is
+    /// its event and its subject `goods.<dropId>.<type>`.
+    async fn stream_ids(url: &str, stream: &str) -> Vec<String> {
+        let mut ids = Vec::new();
+        for message in test_support::nats::stored(url, stream).await {
+            let payload: Value = serde_json::from_str(&message.payload).unwrap();
+            assert_eq!(
+                payload["id"],
+                message.id.as_str(),
+                "the payload is the event"
+            );
+            assert_eq!(
+                message.subject,
+                format!(
+                    "goods.{}.{}",
+                    payload["data"]["dropId"],
+                    payload["type"]
+                        .as_str()
+                        .unwrap()
+                        .trim_start_matches("goods.")
+                )
+            );
+            ids.push(message.id);
+        }
+        ids
+    }
+
+    /// Polls until the stream holds `n` messages (at most 15 s); their ids.
+    async fn until_stored(url: &str, stream: &str, n: usize) -> Vec<String> {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let ids = stream_ids(url, stream).await;
+            if ids.len() >= n || std::time::Instant::now() > until {
+                return ids;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    /// With a broker: every event reaches the stream in commit order under its id; with the broker
+    /// killed, 20 purchases are answered 202 as fast as before and their events wait in the log;
+    /// once it is back they drain in order, none lost, none twice.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_broker_killed_mid_sale_slows_no_buyer_and_gets_every_event_in_order_once_back() {
+        let mut nats = test_support::nats::PrivateNats::start();
+        let stream = "GOODS_EVENTS_E2E";
+        let app =
+            TestApp::spawn_with(&[("EVENTS_URL", &nats.url()), ("EVENTS_STREAM", stream)]).await;
+        let (_, drop) = app.open_drop(30, 30, 1).await;
+        for user in 1..=10 {
+            assert_eq!(
+                app.purchase(drop, user, "k", 1).await.status(),
+                StatusCode::ACCEPTED
+            );
+        }
+        let stored = until_stored(&nats.url(), stream, 11).await;
+        assert_eq!(stored.len(), 11, "created + 10 placed reach the stream");
+        assert_eq!(until_pending(&app, 0.0).await, 0.0);
+
+        nats.kill();
+        let started = std::time::Instant::now();
+        let answers = join_all((11..=30).map(|user| {
+            let app = &app;
+            async move { app.purchase(drop, user, "k", 1).await.status() }
+        }))
+        .await;
+        let took = started.elapsed();
+        assert!(
+            answers.iter().all(|s| *s == StatusCode::ACCEPTED),
+            "{answers:?}"
+        );
+        assert!(
+            took < std::time::Duration::from_secs(2),
+            "20 purchases took {took:?} with the broker down"
+        );
+        // 20 placed and the sell-out wait in the log.
+        assert_eq!(until_pending(&app, 21.0).await, 21.0);
+
+        nats.restart();
+        let stored = until_stored(&nats.url(), stream, 32).await;
+        let logged: Vec<String> = events_of(&app, drop)
+            .await
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(logged.len(), 32);
+        assert_eq!(
+            stored, logged,
+            "the stream holds every event once, in commit order"
+        );
+        assert_eq!(until_pending(&app, 0.0).await, 0.0);
     }
 }

@@ -306,69 +306,6 @@ async fn the_listing_pages_without_duplicates_or_gaps_under_concurrent_purchases
     problem(app.get("/orders", None).await, 401, "UNAUTHENTICATED").await;
 }
 
-/// Two instances on one Redis: the second has raised its sold-out flag (it answers SOLD_OUT
-/// without asking Redis); an expiry made through the first brings it down within a second, by
-/// the gate's restock message, well before the flag's own expiry.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expiry_on_one_instance_brings_the_sold_out_flag_down_on_another_sharing_redis() {
-    let (a, b) = TestApp::pair_on_shared_redis(&[]).await;
-    let (_, drop) = a.open_drop(5, 1, 1).await;
-    let order = bought(&a, drop, 7, "first").await;
-    // b learns of the sell-out from Redis, then keeps answering it alone: its flag is seen
-    // raised (the counter, shared by the two in-process instances, is b's: a never refused).
-    let flags = |change: &'static str| {
-        let b = &b;
-        async move {
-            let text = b.metrics().await;
-            series_value(
-                &text,
-                &format!("gate_sold_out_flag_changes_total{{change=\"{change}\"}}"),
-            )
-            .unwrap_or(0.0)
-        }
-    };
-    let mut i = 0;
-    while flags("raised").await < 1.0 {
-        problem(
-            b.purchase(drop, 8, &format!("no-{i}"), 1).await,
-            409,
-            "SOLD_OUT",
-        )
-        .await;
-        i += 1;
-        assert!(i < 100, "b never raised its sold-out flag");
-    }
-    assert_eq!(flags("lowered").await, 0.0);
-    a.clock.advance(WINDOW);
-    let id = order["orderId"].as_i64().unwrap();
-    let read = body(a.get(&format!("/orders/{id}"), Some((7, "buyer"))).await).await;
-    assert_eq!(read["status"], "EXPIRED");
-    let expired_at = Instant::now();
-    loop {
-        let res = b
-            .purchase(
-                drop,
-                8,
-                &format!("yes-{}", expired_at.elapsed().as_millis()),
-                1,
-            )
-            .await;
-        if res.status() == StatusCode::ACCEPTED {
-            break;
-        }
-        problem(res, 409, "SOLD_OUT").await;
-        assert!(
-            expired_at.elapsed() < Duration::from_secs(1),
-            "the other instance still answers SOLD_OUT a second after the expiry"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(
-        flags("lowered").await >= 1.0,
-        "the restock brought b's raised flag down before its expiry"
-    );
-}
-
 /// Past its deadline an order shows EXPIRED in every answer that carries it, whoever asks
 /// first: a replay of its purchase, the buyer's listing, a cancel (refused); the healing pass
 /// is off, so each of these expires it lazily.
@@ -467,4 +404,72 @@ async fn a_drops_payment_window_fixes_its_orders_deadline() {
     let (_, plain) = app.open_drop(1, 1, 1).await;
     let view = body(app.get(&format!("/limited-drops/{plain}"), None).await).await;
     assert_eq!(view["paymentWindowSeconds"], 600);
+}
+
+/// Two instances on the shared test Redis.
+mod needs_redis {
+    use super::*;
+
+    /// Two instances on one Redis: the second has raised its sold-out flag (it answers SOLD_OUT
+    /// without asking Redis); an expiry made through the first brings it down within a second, by
+    /// the gate's restock message, well before the flag's own expiry.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_expiry_on_one_instance_brings_the_sold_out_flag_down_on_another_sharing_redis() {
+        let (a, b) = TestApp::pair_on_shared_redis(&[]).await;
+        let (_, drop) = a.open_drop(5, 1, 1).await;
+        let order = bought(&a, drop, 7, "first").await;
+        // b learns of the sell-out from Redis, then keeps answering it alone: its flag is seen
+        // raised (the counter, shared by the two in-process instances, is b's: a never refused).
+        let flags = |change: &'static str| {
+            let b = &b;
+            async move {
+                let text = b.metrics().await;
+                series_value(
+                    &text,
+                    &format!("gate_sold_out_flag_changes_total{{change=\"{change}\"}}"),
+                )
+                .unwrap_or(0.0)
+            }
+        };
+        let mut i = 0;
+        while flags("raised").await < 1.0 {
+            problem(
+                b.purchase(drop, 8, &format!("no-{i}"), 1).await,
+                409,
+                "SOLD_OUT",
+            )
+            .await;
+            i += 1;
+            assert!(i < 100, "b never raised its sold-out flag");
+        }
+        assert_eq!(flags("lowered").await, 0.0);
+        a.clock.advance(WINDOW);
+        let id = order["orderId"].as_i64().unwrap();
+        let read = body(a.get(&format!("/orders/{id}"), Some((7, "buyer"))).await).await;
+        assert_eq!(read["status"], "EXPIRED");
+        let expired_at = Instant::now();
+        loop {
+            let res = b
+                .purchase(
+                    drop,
+                    8,
+                    &format!("yes-{}", expired_at.elapsed().as_millis()),
+                    1,
+                )
+                .await;
+            if res.status() == StatusCode::ACCEPTED {
+                break;
+            }
+            problem(res, 409, "SOLD_OUT").await;
+            assert!(
+                expired_at.elapsed() < Duration::from_secs(1),
+                "the other instance still answers SOLD_OUT a second after the expiry"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            flags("lowered").await >= 1.0,
+            "the restock brought b's raised flag down before its expiry"
+        );
+    }
 }

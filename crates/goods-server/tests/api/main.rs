@@ -13,7 +13,6 @@ mod lifecycle;
 mod anonymous;
 mod auth;
 mod concurrency;
-mod degraded;
 mod draws;
 mod drops;
 mod events;
@@ -29,3 +28,8 @@ mod products;
 mod purchase;
 mod rate;
 mod restart;
+
+/// A Redis gate of its own (a private `redis-server` it kills).
+mod needs_redis {
+    mod degraded;
+}

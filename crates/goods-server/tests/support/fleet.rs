@@ -37,6 +37,7 @@ impl Fleet {
     /// [`Self::start`], with the balancer answering 429 past `per_10s` requests of one address
     /// in 10 s (`GOODS_LB_RATE_10S`).
     pub async fn start_with_edge_limit(vars: &[(&str, &str)], per_10s: u64) -> Self {
+        test_support::needs::needs(test_support::needs::Service::Haproxy);
         let found = Command::new("haproxy")
             .arg("-v")
             .stdout(Stdio::null())
