@@ -267,3 +267,35 @@ async fn a_purchase_batch_writes_one_row_of_events_until_the_log_is_read() {
     assert_eq!(logged.len(), 12);
     assert_eq!((rows("event_batches").await, rows("events").await), (0, 12));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purchase_failing_after_its_event_line_leaves_no_order_and_no_event() {
+    use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
+    let url = test_support::mysql::fresh_database().await;
+    let store = adapters_mysql::Mysql::connect(&url, POOL, true)
+        .await
+        .unwrap();
+    let exec = |sql: &'static str| {
+        let url = url.clone();
+        async move {
+            AsyncMysqlConnection::establish(&url)
+                .await
+                .unwrap()
+                .batch_execute(sql)
+                .await
+                .unwrap();
+        }
+    };
+    test_support::contract::a_purchase_failing_after_its_event_line_leaves_no_order_and_no_event(
+        &store,
+        async || {
+            exec(
+                "CREATE TRIGGER injected_fault AFTER INSERT ON event_batches FOR EACH ROW \
+                 SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'a fault after the event line'",
+            )
+            .await;
+        },
+        async || exec("DROP TRIGGER injected_fault").await,
+    )
+    .await;
+}

@@ -111,3 +111,35 @@ async fn an_order_without_a_stored_deadline_expires_by_the_default_window() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purchase_failing_after_its_event_line_leaves_no_order_and_no_event() {
+    use diesel::connection::SimpleConnection as _;
+    use diesel::{Connection as _, SqliteConnection};
+    let dir = tempfile::tempdir().unwrap().keep();
+    let path = format!("{}/goods.db", dir.display());
+    let store = adapters_sqlite::Sqlite::open(&format!("sqlite://{path}"), true)
+        .await
+        .unwrap();
+    let exec = |sql: &'static str| {
+        let path = path.clone();
+        async move {
+            SqliteConnection::establish(&path)
+                .unwrap()
+                .batch_execute(sql)
+                .unwrap();
+        }
+    };
+    test_support::contract::a_purchase_failing_after_its_event_line_leaves_no_order_and_no_event(
+        &store,
+        async || {
+            exec(
+                "CREATE TRIGGER injected_fault AFTER INSERT ON event_batches \
+                 BEGIN SELECT RAISE(ABORT, 'a fault after the event line'); END",
+            )
+            .await;
+        },
+        async || exec("DROP TRIGGER injected_fault").await,
+    )
+    .await;
+}

@@ -31,7 +31,12 @@ fn a_product_name_matches_the_described_pattern_exactly_when_the_domain_accepts_
     let described = pattern("CreateProduct", "name");
     let mut checked = 0;
     for c in every_char() {
-        for name in [format!("a{c}b"), format!("{c}"), format!(" {c} "), format!("{c}{c}")] {
+        for name in [
+            format!("a{c}b"),
+            format!("{c}"),
+            format!(" {c} "),
+            format!("{c}{c}"),
+        ] {
             assert_eq!(
                 described.is_match(&name),
                 ProductName::parse(&name).is_ok(),

@@ -1009,6 +1009,66 @@ pub async fn statements_of_a_lone_purchase<S: SqlStore>(
     statements() - before
 }
 
+/// A purchase whose transaction fails after its event line is written and before COMMIT:
+/// `arm` makes the backend refuse the `event_batches` row from a trigger (that row is the
+/// transaction's last write) and `disarm` takes the trigger away. The failed purchase is an
+/// error and leaves nothing: no order, no unit of the drop or the stock, no event. Disarmed,
+/// the same purchase creates its order (not a replay) and its event is the drop's number 2,
+/// right after its creation: no gap where the rolled-back one was.
+pub async fn a_purchase_failing_after_its_event_line_leaves_no_order_and_no_event<S: SqlStore>(
+    store: &S,
+    arm: impl AsyncFn(),
+    disarm: impl AsyncFn(),
+) {
+    use goods_domain::ports::EventQuery;
+    let drop = open_drop(store, 10, 5, 5).await;
+    let events = async || {
+        store
+            .events(&EventQuery {
+                after: None,
+                kind: None,
+                drop: Some(drop.id),
+                limit: 100,
+            })
+            .await
+            .unwrap()
+    };
+    assert_eq!(events().await.len(), 1, "the drop's creation");
+    arm().await;
+    let failed = place(store, &order(&drop, 7, "k", 2)).await;
+    assert!(
+        matches!(failed, Err(PlaceOrderError::Infra(_))),
+        "{failed:?}"
+    );
+    let seed = store.gate_seed(&drop).await.unwrap();
+    assert_eq!(
+        (seed.remaining, seed.orders.len()),
+        (5, 0),
+        "no order, no unit"
+    );
+    let stock = ProductRepository::get(store, drop.product_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .stock
+        .quantity();
+    assert_eq!(stock, 10, "the stock untouched");
+    assert_eq!(events().await.len(), 1, "no event");
+    disarm().await;
+    created(store, &order(&drop, 7, "k", 2)).await;
+    let logged = events().await;
+    assert_eq!(
+        logged
+            .iter()
+            .map(|e| (e.kind, e.dropseq))
+            .collect::<Vec<_>>(),
+        [
+            (goods_domain::EventType::DropCreated, 1),
+            (goods_domain::EventType::OrderPlaced, 2)
+        ]
+    );
+}
+
 /// Pause, resume and close round trips; after a close no order commits (a replay still
 /// answers), closing again changes nothing, and the product may get a new drop.
 pub async fn pausing_and_closing_are_stored_and_a_closed_drop_sells_nothing_more<S: SqlStore>(

@@ -94,6 +94,22 @@ impl Drop for PrivateNats {
     }
 }
 
+/// Makes stream `name` (subjects `goods.>`) on the server at `url` with a duplicate window of
+/// `window`, before the service would make it with the default of two minutes: a test that
+/// must see every second publication of an id shortens the broker's dedupe out of the way.
+pub async fn create_stream(url: &str, name: &str, window: Duration) {
+    let client = async_nats::connect(url).await.unwrap();
+    async_nats::jetstream::new(client)
+        .create_stream(async_nats::jetstream::stream::Config {
+            name: name.to_owned(),
+            subjects: vec!["goods.>".to_owned()],
+            duplicate_window: window,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+}
+
 /// A message of a JetStream stream, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stored {

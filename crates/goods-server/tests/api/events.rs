@@ -326,6 +326,70 @@ mod needs_nats {
         }
     }
 
+    /// Two instances on one database and one broker, a sale of 20 units in each of 16 drops spread over both
+    /// while their relays race for the events lease: each drop's events reach the stream once
+    /// each, in `dropseq` order. The stream's duplicate window is 100 ms (NATS's least), so the broker's
+    /// dedupe hides no second publication: the lease alone keeps each id once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn two_instances_relaying_one_log_publish_each_drops_events_once_in_order() {
+        const DROPS: i64 = 16;
+        const UNITS: i64 = 20;
+        let nats = test_support::nats::PrivateNats::start();
+        let stream = "GOODS_EVENTS_RACE";
+        test_support::nats::create_stream(
+            &nats.url(),
+            stream,
+            std::time::Duration::from_millis(100),
+        )
+        .await;
+        let a =
+            TestApp::spawn_with(&[("EVENTS_URL", &nats.url()), ("EVENTS_STREAM", stream)]).await;
+        let b = a.sibling().await;
+        let mut drops = Vec::new();
+        for _ in 0..DROPS {
+            drops.push(a.open_drop(UNITS, UNITS, 1).await.1);
+        }
+        // Waves of one purchase per drop, alternately through each instance, so events keep
+        // arriving while both relays run.
+        for user in 1..=UNITS {
+            let answers = join_all(drops.iter().enumerate().map(|(i, &drop)| {
+                let app = if (i as i64 + user) % 2 == 0 { &a } else { &b };
+                async move {
+                    app.purchase(drop, user, &format!("k{drop}"), 1)
+                        .await
+                        .status()
+                }
+            }))
+            .await;
+            assert!(
+                answers.iter().all(|s| *s == StatusCode::ACCEPTED),
+                "{answers:?}"
+            );
+        }
+        // Created, 20 placed and sold out per drop.
+        let logged = DROPS * (UNITS + 2);
+        assert_eq!(until_pending(&a, 0.0).await, 0.0);
+        assert_eq!(until_pending(&b, 0.0).await, 0.0);
+        let stored = until_stored(&nats.url(), stream, logged as usize).await;
+        assert_eq!(stored.len() as i64, logged, "every event once, none twice");
+        let mut seqs: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
+        for message in test_support::nats::stored(&nats.url(), stream).await {
+            let payload: Value = serde_json::from_str(&message.payload).unwrap();
+            let drop: i64 = message.subject.split('.').nth(1).unwrap().parse().unwrap();
+            seqs.entry(drop)
+                .or_default()
+                .push(payload["dropseq"].as_i64().unwrap());
+        }
+        assert_eq!(seqs.len() as i64, DROPS);
+        for (drop, seq) in seqs {
+            let in_order: Vec<i64> = (1..=UNITS + 2).collect();
+            assert_eq!(
+                seq, in_order,
+                "drop {drop}: its events in dropseq order, each once"
+            );
+        }
+    }
+
     /// With a broker: every event reaches the stream in commit order under its id; with the broker
     /// killed, 20 purchases are answered 202 as fast as before and their events wait in the log;
     /// once it is back they drain in order, none lost, none twice.
