@@ -7,7 +7,7 @@
 
 use crate::{GoodsApp, telemetry};
 use goods_domain::ports::RateLimiter;
-use goods_domain::{DropId, RateDecision, RateKey, RateLimit, UserId};
+use goods_domain::{DropId, PurchaseRejection, RateDecision, RateKey, RateLimit, UserId};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -90,7 +90,9 @@ impl GoodsApp {
 
     /// Counts a buyer's purchase (of `drop`), entry or cancel (`drop`: `None`): in this
     /// instance's buckets, then in the fleet's, unless the gate answers a purchase of `drop`
-    /// from this instance's memory (a sold-out drop), which costs the fleet nothing.
+    /// from this instance's memory (a sold-out drop), which costs the fleet nothing. A purchase
+    /// before the drop's `openAt` is not counted at all: the sale-start gate answers it 425
+    /// from the drop cache, touching neither Redis nor the database, and so must the count.
     ///
     /// # Errors
     /// [`RateLimited`] when the buyer spent a bucket.
@@ -102,6 +104,11 @@ impl GoodsApp {
         let Some((limits, limit)) = self.buyer_limit() else {
             return Ok(());
         };
+        if let Some(drop) = drop
+            && self.before_open(drop).await
+        {
+            return Ok(());
+        }
         let key = RateKey::Buyer(buyer);
         local(limits, key, limit).await?;
         let Some(fleet) = &limits.fleet else {
@@ -122,6 +129,19 @@ impl GoodsApp {
                 Ok(())
             }
         }
+    }
+
+    /// Whether a purchase of `drop` now meets the sale-start gate (the drop's own rule). A drop
+    /// this instance cannot read is not: the purchase is counted, and answered by its use case.
+    async fn before_open(&self, drop: DropId) -> bool {
+        let now = self.ports.clock.now();
+        matches!(
+            self.drops.load(drop).await,
+            Ok(Some(drop)) if matches!(
+                drop.check_on_sale(now),
+                Err(PurchaseRejection::TooEarly { .. })
+            )
+        )
     }
 
     fn buyer_limit(&self) -> Option<(&RateLimits, RateLimit)> {
@@ -232,6 +252,30 @@ mod tests {
                 .await
                 .is_ok()
         );
+    }
+
+    /// The sale-start gate answers 425 before anything else: such a purchase spends neither
+    /// bucket, an entry or a cancel at the same moment still does.
+    #[tokio::test]
+    async fn a_purchase_before_open_at_is_counted_nowhere() {
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_answers_locally().return_const(false);
+        let app = Mocks::at(OPEN - time::Duration::seconds(1))
+            .app(Some(gate))
+            .with_rate_limits(RateLimits::new(
+                Some(limit()),
+                None,
+                Arc::new(answering(true, 1)),
+                Some(Arc::new(answering(true, 1))),
+            ));
+        for _ in 0..3 {
+            assert!(
+                app.limit_buyer(buyer().user_id, Some(drop_id()))
+                    .await
+                    .is_ok()
+            );
+        }
+        assert!(app.limit_buyer(buyer().user_id, None).await.is_ok());
     }
 
     #[tokio::test]

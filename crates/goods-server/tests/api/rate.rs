@@ -67,6 +67,41 @@ async fn a_buyer_over_the_burst_is_refused_holding_nothing_and_costing_no_statem
     );
 }
 
+/// Before `openAt` the sale-start gate answers first: 60 purchases of one buyer are 60 425s, not
+/// 20 and then 429s, and spend no token: once open, the buyer still has the whole burst.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purchases_before_open_at_are_too_early_and_spend_no_token() {
+    let app = TestApp::spawn_with(&[("RATE_LIMIT_PER_BUYER", SLOW)]).await;
+    let (_, drop) = app
+        .drop_with(
+            100,
+            100,
+            100,
+            time::Duration::minutes(1),
+            time::Duration::hours(1),
+        )
+        .await;
+    for i in 0..60 {
+        problem(
+            app.purchase(drop, 7, &format!("k{i}"), 1).await,
+            425,
+            "TOO_EARLY",
+        )
+        .await;
+    }
+    app.clock.advance(time::Duration::minutes(1));
+    let mut accepted = 0;
+    for i in 0..21 {
+        let res = app.purchase(drop, 7, &format!("k{i}"), 1).await;
+        if res.status() == StatusCode::ACCEPTED {
+            accepted += 1;
+        } else {
+            problem(res, 429, "RATE_LIMITED").await;
+        }
+    }
+    assert_eq!(accepted, 20, "the whole burst once open");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_racing_purchases_of_one_buyer_get_exactly_the_burst() {
     let app = TestApp::spawn_with(&[("RATE_LIMIT_PER_BUYER", SLOW)]).await;
