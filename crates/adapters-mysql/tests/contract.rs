@@ -268,34 +268,60 @@ async fn a_purchase_batch_writes_one_row_of_events_until_the_log_is_read() {
     assert_eq!((rows("event_batches").await, rows("events").await), (0, 12));
 }
 
+/// A fault after a transaction's event line: a trigger that refuses every `event_batches` row.
+struct EventLineFault(String);
+
+impl EventLineFault {
+    /// A store on a fresh database, and the fault for it.
+    async fn store() -> (MysqlStore, Self) {
+        let url = test_support::mysql::fresh_database().await;
+        let store = adapters_mysql::Mysql::connect(&url, POOL, true)
+            .await
+            .unwrap();
+        (store, Self(url))
+    }
+
+    async fn exec(&self, sql: &str) {
+        use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
+        AsyncMysqlConnection::establish(&self.0)
+            .await
+            .unwrap()
+            .batch_execute(sql)
+            .await
+            .unwrap();
+    }
+
+    async fn arm(&self) {
+        self.exec(
+            "CREATE TRIGGER injected_fault AFTER INSERT ON event_batches FOR EACH ROW \
+             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'a fault after the event line'",
+        )
+        .await;
+    }
+
+    async fn disarm(&self) {
+        self.exec("DROP TRIGGER injected_fault").await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purchase_failing_after_its_event_line_leaves_no_order_and_no_event() {
-    use diesel_async::{AsyncConnection, AsyncMysqlConnection, SimpleAsyncConnection};
-    let url = test_support::mysql::fresh_database().await;
-    let store = adapters_mysql::Mysql::connect(&url, POOL, true)
-        .await
-        .unwrap();
-    let exec = |sql: &'static str| {
-        let url = url.clone();
-        async move {
-            AsyncMysqlConnection::establish(&url)
-                .await
-                .unwrap()
-                .batch_execute(sql)
-                .await
-                .unwrap();
-        }
-    };
+    let (store, fault) = EventLineFault::store().await;
     test_support::contract::a_purchase_failing_after_its_event_line_leaves_no_order_and_no_event(
         &store,
-        async || {
-            exec(
-                "CREATE TRIGGER injected_fault AFTER INSERT ON event_batches FOR EACH ROW \
-                 SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'a fault after the event line'",
-            )
-            .await;
-        },
-        async || exec("DROP TRIGGER injected_fault").await,
+        async || fault.arm().await,
+        async || fault.disarm().await,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversell_whose_event_fails_is_recorded_whole_on_the_next_try() {
+    let (store, fault) = EventLineFault::store().await;
+    test_support::contract::an_oversell_whose_event_fails_is_recorded_whole_on_the_next_try(
+        &store,
+        async || fault.arm().await,
+        async || fault.disarm().await,
     )
     .await;
 }

@@ -112,34 +112,59 @@ async fn an_order_without_a_stored_deadline_expires_by_the_default_window() {
     .await;
 }
 
+/// A fault after a transaction's event line: a trigger that refuses every `event_batches` row.
+struct EventLineFault(String);
+
+impl EventLineFault {
+    /// A store on a fresh file, and the fault for it.
+    async fn store() -> (SqliteStore, Self) {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let path = format!("{}/goods.db", dir.display());
+        let store = adapters_sqlite::Sqlite::open(&format!("sqlite://{path}"), true)
+            .await
+            .unwrap();
+        (store, Self(path))
+    }
+
+    fn exec(&self, sql: &str) {
+        use diesel::connection::SimpleConnection as _;
+        use diesel::{Connection as _, SqliteConnection};
+        SqliteConnection::establish(&self.0)
+            .unwrap()
+            .batch_execute(sql)
+            .unwrap();
+    }
+
+    async fn arm(&self) {
+        self.exec(
+            "CREATE TRIGGER injected_fault AFTER INSERT ON event_batches \
+             BEGIN SELECT RAISE(ABORT, 'a fault after the event line'); END",
+        );
+    }
+
+    async fn disarm(&self) {
+        self.exec("DROP TRIGGER injected_fault");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purchase_failing_after_its_event_line_leaves_no_order_and_no_event() {
-    use diesel::connection::SimpleConnection as _;
-    use diesel::{Connection as _, SqliteConnection};
-    let dir = tempfile::tempdir().unwrap().keep();
-    let path = format!("{}/goods.db", dir.display());
-    let store = adapters_sqlite::Sqlite::open(&format!("sqlite://{path}"), true)
-        .await
-        .unwrap();
-    let exec = |sql: &'static str| {
-        let path = path.clone();
-        async move {
-            SqliteConnection::establish(&path)
-                .unwrap()
-                .batch_execute(sql)
-                .unwrap();
-        }
-    };
+    let (store, fault) = EventLineFault::store().await;
     test_support::contract::a_purchase_failing_after_its_event_line_leaves_no_order_and_no_event(
         &store,
-        async || {
-            exec(
-                "CREATE TRIGGER injected_fault AFTER INSERT ON event_batches \
-                 BEGIN SELECT RAISE(ABORT, 'a fault after the event line'); END",
-            )
-            .await;
-        },
-        async || exec("DROP TRIGGER injected_fault").await,
+        async || fault.arm().await,
+        async || fault.disarm().await,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversell_whose_event_fails_is_recorded_whole_on_the_next_try() {
+    let (store, fault) = EventLineFault::store().await;
+    test_support::contract::an_oversell_whose_event_fails_is_recorded_whole_on_the_next_try(
+        &store,
+        async || fault.arm().await,
+        async || fault.disarm().await,
     )
     .await;
 }

@@ -506,7 +506,9 @@ impl GoodsApp {
         Ok(())
     }
 
-    /// Records the oversell alert once per drop in the outbox; logs it the first time.
+    /// Records the oversell alert once per drop in the outbox, and its `goods.drop.oversold`
+    /// event in the log in the same transaction; logs it the first time. Not recorded (the
+    /// store failed): the next pass finds the oversell again and records both.
     pub(crate) async fn raise_oversell(&self, drop: &LimitedDrop, sold: u32) {
         let limited = drop.limited_quantity.get();
         let event = DomainEvent::Oversold {
@@ -514,35 +516,27 @@ impl GoodsApp {
             limited_quantity: limited,
             sold_quantity: sold,
         };
+        let fact = goods_domain::Fact::DropOversold {
+            drop: drop.id,
+            limited,
+            sold,
+        };
         let key = format!("oversell:{}", drop.id);
         match self
             .ports
             .outbox
-            .record_once(&key, &event, self.ports.clock.now())
+            .record_once(&key, &event, &[fact], self.ports.clock.now())
             .await
         {
             Ok(true) => {
                 metrics::counter!(crate::telemetry::OVERSELLS).increment(1);
-                let fact = goods_domain::Fact::DropOversold {
-                    drop: drop.id,
-                    limited,
-                    sold,
-                };
-                if let Err(error) = self
-                    .ports
-                    .event_log
-                    .record(&[fact], self.ports.clock.now())
-                    .await
-                {
-                    tracing::warn!(error = %error, drop.id = %drop.id, "the oversell's event not written; the outbox keeps the alert");
-                }
                 tracing::error!(
-                source = "oversell",
-                severity = "critical",
-                drop.id = %drop.id,
-                sold,
-                limited,
-                "drop oversold"
+                    source = "oversell",
+                    severity = "critical",
+                    drop.id = %drop.id,
+                    sold,
+                    limited,
+                    "drop oversold"
                 );
             }
             Ok(false) => {}
@@ -751,17 +745,13 @@ mod tests {
             .expect_list_unclosed()
             .returning(|_| Ok(vec![sample_drop(100, 2)]));
         m.drops.expect_sold_quantity().returning(|_| Ok(101));
+        // The outbox's record carries goods.drop.oversold for the event log: one transaction.
         let mut recorded = false;
         m.outbox
             .expect_record_once()
-            .withf(|key, _, _| key == "oversell:1")
-            .times(2)
-            .returning(move |_, _, _| Ok(!std::mem::replace(&mut recorded, true)));
-        // The event log gets goods.drop.oversold once too, with the outbox's first record.
-        m.event_log
-            .expect_record()
-            .withf(|facts, at| {
-                *at == OPEN
+            .withf(|key, _, facts, at| {
+                key == "oversell:1"
+                    && *at == OPEN
                     && facts
                         == [goods_domain::Fact::DropOversold {
                             drop: drop_id(),
@@ -769,8 +759,9 @@ mod tests {
                             sold: 101,
                         }]
             })
-            .times(1)
-            .returning(|_, _| Ok(()));
+            .times(2)
+            .returning(move |_, _, _, _| Ok(!std::mem::replace(&mut recorded, true)));
+        m.event_log.expect_record().never();
         let event = DomainEvent::Oversold {
             drop_id: drop_id(),
             limited_quantity: 100,

@@ -1,12 +1,14 @@
 //! Durable events (the outbox), each recorded once by its key.
 
-use super::SqlStore;
-use super::duplicate_key;
+use super::event_log::append;
+use super::queries::begin_write;
+use super::{SqlStore, duplicate_key};
 use crate::rows::{OutboxRow, to_db};
 use crate::{Backend, Bind, Exec, Sql, decode_event, encode_event};
 use async_trait::async_trait;
-use goods_domain::InfraError;
 use goods_domain::ports::{DomainEvent, EventOutbox, OutboxEntry};
+use goods_domain::{Fact, InfraError};
+use std::convert::Infallible;
 use time::OffsetDateTime;
 
 #[async_trait]
@@ -15,30 +17,38 @@ impl<B: Backend> EventOutbox for SqlStore<B> {
         &self,
         key: &str,
         event: &DomainEvent,
+        facts: &[Fact],
         at: OffsetDateTime,
     ) -> Result<bool, InfraError> {
         let (kind, payload) = encode_event(event)?;
-        let mut conn = self.conn().await?;
-        let inserted = conn
-            .run(
-                Sql::new(
-                    "INSERT INTO outbox_events (event_key, kind, payload, created_at) VALUES (",
-                )
+        let insert =
+            Sql::new("INSERT INTO outbox_events (event_key, kind, payload, created_at) VALUES (")
                 .bind(Bind::Text(key.to_owned()))
                 .sql(", ")
                 .bind(Bind::Text(kind.to_owned()))
                 .sql(", ")
                 .bind(Bind::Text(payload))
                 .sql(", ")
-                .bind(Bind::Timestamp(to_db(at)))
-                .sql(")"),
-            )
-            .await;
-        match inserted {
-            Ok(_) => Ok(true),
-            Err(e) if duplicate_key(&e) => Ok(false),
-            Err(e) => Err(InfraError::new("record event", e)),
-        }
+                .bind(Bind::Timestamp(to_db(at)));
+        self.write_tx::<_, Infallible, InfraError, _>(
+            "record event",
+            |_| false,
+            |c, _| {
+                let insert = insert.clone().sql(")");
+                Box::pin(async move {
+                    begin_write::<B>(c).await?;
+                    match c.run(insert).await {
+                        Ok(_) => {}
+                        // Another caller's transaction recorded it (and its facts) first.
+                        Err(e) if duplicate_key(&e) => return Ok(false),
+                        Err(e) => return Err(e.into()),
+                    }
+                    append::<B>(c, facts, at).await?;
+                    Ok(true)
+                })
+            },
+        )
+        .await
     }
 
     async fn unpublished(&self, limit: u32) -> Result<Vec<OutboxEntry>, InfraError> {

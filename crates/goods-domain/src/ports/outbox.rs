@@ -19,8 +19,10 @@ pub struct OutboxEntry {
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait EventOutbox: Send + Sync + 'static {
-    /// Records `event` under `key` unless an event with that key exists; `true` when this call
-    /// recorded it. Concurrent callers (every instance) record it once between them.
+    /// Records `event` under `key` unless an event with that key exists, and with it `facts`
+    /// (all of one drop) in the event log, in one transaction: `true` when this call recorded
+    /// them. Concurrent callers (every instance) record them once between them; a call that
+    /// fails records neither, so the next one records both.
     ///
     /// # Errors
     /// [`InfraError`] when the store fails.
@@ -28,6 +30,7 @@ pub trait EventOutbox: Send + Sync + 'static {
         &self,
         key: &str,
         event: &DomainEvent,
+        facts: &[crate::Fact],
         at: OffsetDateTime,
     ) -> Result<bool, InfraError>;
 
