@@ -14,7 +14,7 @@ use async_nats::jetstream::{self, stream};
 use async_nats::{ConnectOptions, HeaderMap};
 use async_trait::async_trait;
 use goods_domain::InfraError;
-use goods_domain::ports::{EventBroker, LoggedEvent};
+use goods_domain::ports::{EventBroker, LoggedEvent, Publication};
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -105,9 +105,32 @@ impl NatsBroker {
     }
 }
 
+impl NatsBroker {
+    /// Whether the message the stream holds at `sequence` is `event`: its subject, its id and
+    /// its payload. A repeat's acknowledgement names the sequence of the message stored first
+    /// under the id, which anyone who may publish to the stream could have written.
+    async fn holds(&self, sequence: u64, event: &LoggedEvent) -> Result<bool, String> {
+        let stream = self
+            .js
+            .get_stream(&self.stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        let stored = stream
+            .get_raw_message(sequence)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(stored.subject.as_str() == event.broker_subject()
+            && stored
+                .headers
+                .get("Nats-Msg-Id")
+                .is_some_and(|id| id.as_str() == event.id)
+            && stored.payload.as_ref() == event.to_cloud_event().as_bytes())
+    }
+}
+
 #[async_trait]
 impl EventBroker for NatsBroker {
-    async fn publish(&self, events: &[LoggedEvent]) -> Result<usize, InfraError> {
+    async fn publish(&self, events: &[LoggedEvent]) -> Result<Publication, InfraError> {
         self.stream().await?;
         let mut acked = 0;
         for event in events {
@@ -137,12 +160,30 @@ impl EventBroker for NatsBroker {
             // Acknowledged before the next is sent: with several in flight, a reconnect can lose
             // one and store the one after it, and the retry then stores them out of order (the
             // broker test saw 1, 3, 2, 4).
-            if let Err(e) = ack.await {
-                tracing::warn!(error = %e, event.id = %event.id, "event not acknowledged; the rest waits");
-                break;
+            let ack = match ack.await {
+                Ok(ack) => ack,
+                Err(e) => {
+                    tracing::warn!(error = %e, event.id = %event.id, "event not acknowledged; the rest waits");
+                    break;
+                }
+            };
+            if ack.duplicate {
+                match self.holds(ack.sequence, event).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        return Ok(Publication {
+                            acked,
+                            impostor: Some(event.id.clone()),
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, event.id = %event.id, "a repeat's stored message not read; the rest waits");
+                        break;
+                    }
+                }
             }
             acked += 1;
         }
-        Ok(acked)
+        Ok(Publication::acked(acked))
     }
 }

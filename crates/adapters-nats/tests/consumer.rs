@@ -97,7 +97,7 @@ async fn a_consumer_handles_each_event_once_by_its_id_however_often_it_is_delive
             r#"{"dropId":5,"limitedQuantity":1,"soldQuantity":2,"severity":"critical","source":"oversell"}"#,
         ),
     ];
-    assert_eq!(broker.publish(&events).await.unwrap(), 4);
+    assert_eq!(broker.publish(&events).await.unwrap().acked, 4);
     // Deliveries past the stream's duplicate window (a relay that died long after the ack, a
     // replayed backup): the same events again, as the broker cannot drop them.
     let client = async_nats::connect(server.url()).await.unwrap();

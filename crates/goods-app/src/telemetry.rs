@@ -82,6 +82,8 @@ pub const EVENTS_OLDEST_AGE: &str = "events_outbox_oldest_age_seconds";
 pub const EVENTS_PUBLISHED: &str = "events_published_total";
 /// Publications that failed (a drop's events left for the next round).
 pub const EVENTS_PUBLISH_FAILURES: &str = "events_publish_failures_total";
+/// Events the broker answered as repeats while holding another message under their id.
+pub const EVENTS_IMPOSTORS: &str = "events_impostors_total";
 
 thread_local! {
     static DECISIONS: std::cell::RefCell<Vec<(&'static str, metrics::Histogram)>> =
@@ -142,6 +144,7 @@ pub const NAMES: &[&str] = &[
     EVENTS_OLDEST_AGE,
     EVENTS_PUBLISHED,
     EVENTS_PUBLISH_FAILURES,
+    EVENTS_IMPOSTORS,
 ];
 
 /// The help texts, for the exposition; and the counters alerts watch, exported at zero from the
@@ -160,6 +163,7 @@ pub fn describe() {
     metrics::counter!(DRAW_VOIDED).increment(0);
     metrics::gauge!(DRAW_OVERDUE).set(0.0);
     metrics::counter!(EVENTS_PUBLISH_FAILURES).increment(0);
+    metrics::counter!(EVENTS_IMPOSTORS).increment(0);
     describe_gauge!(
         EVENTS_PENDING,
         "Events written but not yet acknowledged by the broker (with EVENTS_URL set)."
@@ -173,6 +177,10 @@ pub fn describe() {
     describe_counter!(
         EVENTS_PUBLISH_FAILURES,
         "Publications that failed; the drop's events wait for the next round, in order."
+    );
+    describe_counter!(
+        EVENTS_IMPOSTORS,
+        "Events the broker called repeats while it held another message under their id (not delivered; tried again)."
     );
     describe_counter!(DRAW_ENTRIES, "Draw entries answered, by outcome.");
     describe_counter!(

@@ -27,7 +27,7 @@ pub use catalog::{
 pub use changes::ChangeNotifier;
 pub use clock::{Clock, SystemClock};
 pub use draw::{DrawRepository, EnterError, Entered, NewEntry, SeedVault};
-pub use event_log::{Backlog, EventBroker, EventLog, EventQuery, LoggedEvent};
+pub use event_log::{Backlog, EventBroker, EventLog, EventQuery, LoggedEvent, Publication};
 pub use events::{DomainEvent, DropOperation, EventPublisher};
 pub use flags::{Flag, FlagName, FlagStore};
 pub use gate::{

@@ -106,7 +106,18 @@ impl Relay {
         let mut report = RelayReport::default();
         for drop in events.chunk_by(|a, b| a.drop == b.drop) {
             let (acked, unreachable) = match self.broker.publish(drop).await {
-                Ok(acked) => (acked.min(drop.len()), false),
+                Ok(publication) => {
+                    if let Some(id) = &publication.impostor {
+                        metrics::counter!(telemetry::EVENTS_IMPOSTORS).increment(1);
+                        tracing::error!(
+                            severity = "critical",
+                            event.id = %id,
+                            drop.id = %drop[0].drop,
+                            "the stream holds another message under this event's id: not delivered; tried again"
+                        );
+                    }
+                    (publication.acked.min(drop.len()), false)
+                }
                 Err(error) => {
                     tracing::warn!(error = %error, drop.id = %drop[0].drop, "events not published; next round tries again");
                     (0, true)
@@ -158,7 +169,7 @@ fn count(published: &[LoggedEvent]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use goods_domain::ports::{Backlog, MockClock, MockEventBroker, MockEventLog};
+    use goods_domain::ports::{Backlog, MockClock, MockEventBroker, MockEventLog, Publication};
     use goods_domain::{DropId, EventType};
     use time::OffsetDateTime;
 
@@ -202,12 +213,12 @@ mod tests {
             .expect_publish()
             .withf(|e| e.len() == 3 && e.iter().all(|e| e.drop.get() == 1))
             .times(1)
-            .returning(|_| Ok(2));
+            .returning(|_| Ok(Publication::acked(2)));
         broker
             .expect_publish()
             .withf(|e| e.len() == 1 && e[0].drop.get() == 2)
             .times(1)
-            .returning(|_| Ok(1));
+            .returning(|_| Ok(Publication::acked(1)));
         broker
             .expect_publish()
             .withf(|e| e[0].drop.get() == 3)
@@ -244,7 +255,7 @@ mod tests {
         broker.expect_publish().returning(move |events| {
             tries.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if is_up.load(std::sync::atomic::Ordering::SeqCst) {
-                Ok(events.len())
+                Ok(Publication::acked(events.len()))
             } else {
                 Err(InfraError::msg("ack timed out"))
             }
@@ -277,6 +288,43 @@ mod tests {
         assert!(
             relay.tick().await.unwrap().is_some(),
             "no backoff once back"
+        );
+    }
+
+    /// A repeat the broker holds another message for is not delivered: the drop is marked up
+    /// to the event before it, the impostor counted, and the next round sends it again.
+    #[tokio::test]
+    async fn an_event_whose_id_the_stream_holds_for_another_message_is_not_delivered() {
+        let mut log = MockEventLog::new();
+        log.expect_pending_events()
+            .returning(|_| Ok(vec![event(1, 1), event(1, 2), event(1, 3)]));
+        log.expect_mark_relayed()
+            .withf(|d, seq, _| d.get() == 1 && *seq == 1)
+            .times(2)
+            .returning(|_, _, _| Ok(()));
+        let mut broker = MockEventBroker::new();
+        broker.expect_publish().times(2).returning(|events| {
+            Ok(Publication {
+                acked: 1,
+                impostor: Some(events[1].id.clone()),
+            })
+        });
+        let (metrics, _guard) = crate::test_support::local_metrics();
+        let relay = Relay::new(Arc::new(log), Arc::new(broker), clock());
+        for _ in 0..2 {
+            assert_eq!(
+                relay.relay_once().await.unwrap(),
+                RelayReport {
+                    published: 1,
+                    failed: 1
+                }
+            );
+        }
+        let counted = crate::test_support::counters(&metrics);
+        assert_eq!(
+            counted.get("events_impostors_total{}"),
+            Some(&2),
+            "{counted:?}"
         );
     }
 

@@ -170,17 +170,40 @@ pub trait EventLog: Send + Sync + 'static {
     async fn backlog(&self) -> Result<Backlog, InfraError>;
 }
 
+/// What a broker took of a drop's events.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Publication {
+    /// How many of them, from the first, it acknowledged as stored.
+    pub acked: usize,
+    /// The id of the next one, when the broker answered that it already holds a message under
+    /// that id and the message is not this event: someone else published under the event's id
+    /// (a forgery, or another service writing to the stream), so this event is not delivered.
+    pub impostor: Option<String>,
+}
+
+impl Publication {
+    /// `acked` events acknowledged, no impostor.
+    pub fn acked(acked: usize) -> Self {
+        Self {
+            acked,
+            impostor: None,
+        }
+    }
+}
+
 /// A message broker that stores events (NATS JetStream; Kafka would be another adapter).
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait EventBroker: Send + Sync + 'static {
     /// Publishes `events` in order (each under its id, so the broker drops a repeat), and
     /// waits for the broker's acknowledgement of each: how many of them, from the first, it
-    /// acknowledged. Fewer than all: the rest are to be published again, in order, later.
+    /// acknowledged. Fewer than all: the rest are to be published again, in order, later. A
+    /// repeat counts as acknowledged only when the message the broker holds under its id is
+    /// this event; otherwise publication stops there and names it the impostor.
     ///
     /// # Errors
     /// [`InfraError`] when not even the first could be handed over.
-    async fn publish(&self, events: &[LoggedEvent]) -> Result<usize, InfraError>;
+    async fn publish(&self, events: &[LoggedEvent]) -> Result<Publication, InfraError>;
 }
 
 #[cfg(test)]
