@@ -1,6 +1,9 @@
 //! Draw seeds: drawn from the operating system's CSPRNG (`getrandom(2)` on Linux) and sealed
-//! for the database with ChaCha20-Poly1305 under the service's seal key, the seed's commitment
-//! as associated data (a sealed seed moved to another draw does not open).
+//! for the database with ChaCha20-Poly1305 under the service's seal key, the drop's id and the
+//! seed's commitment as associated data (a sealed seed moved to another drop does not open).
+//! Seeds sealed before the drop's id was bound (the first layout: nonce and ciphertext, no
+//! version byte) open against their commitment alone; the database refuses to replace or
+//! delete a draw's row, which is what keeps those in place.
 //!
 //! Keys are named by an id derived from the key itself, stored beside each sealed seed: a key
 //! ring of the current key and the retired ones opens every seed sealed before a rotation.
@@ -8,12 +11,24 @@
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce};
 use goods_domain::ports::SeedVault;
-use goods_domain::{DrawCommitment, DrawSeed, InfraError, SealError, SealedSeed};
+use goods_domain::{DrawCommitment, DrawSeed, DropId, InfraError, SealError, SealedSeed};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 const NONCE_LEN: usize = 12;
+/// The first byte of a seal that binds the drop's id.
+const BOUND_TO_DROP: u8 = 2;
+/// A seal of the first layout: nonce, the 32-byte seed encrypted, the 16-byte tag.
+const FIRST_LAYOUT_LEN: usize = NONCE_LEN + 32 + 16;
+
+/// The associated data of a seal that binds the drop's id.
+fn bound(drop: DropId, commitment: &DrawCommitment) -> Vec<u8> {
+    let mut aad = b"goods draw seed v2\0".to_vec();
+    aad.extend(drop.get().to_be_bytes());
+    aad.extend(commitment.bytes());
+    aad
+}
 
 /// One seal key: 32 random bytes.
 #[derive(Clone)]
@@ -203,7 +218,12 @@ impl SeedVault for SealingVault {
         random::<32>().map(DrawSeed::from_bytes)
     }
 
-    fn seal(&self, seed: &DrawSeed, commitment: &DrawCommitment) -> Result<SealedSeed, SealError> {
+    fn seal(
+        &self,
+        drop: DropId,
+        seed: &DrawSeed,
+        commitment: &DrawCommitment,
+    ) -> Result<SealedSeed, SealError> {
         let key = self.sealing_key()?;
         let nonce = random::<NONCE_LEN>()?;
         let ciphertext = key
@@ -212,11 +232,12 @@ impl SeedVault for SealingVault {
                 Nonce::from_slice(&nonce),
                 Payload {
                     msg: seed.bytes(),
-                    aad: commitment.bytes(),
+                    aad: &bound(drop, commitment),
                 },
             )
             .map_err(|_| InfraError::msg("sealing a draw seed failed"))?;
-        let mut sealed = nonce.to_vec();
+        let mut sealed = vec![BOUND_TO_DROP];
+        sealed.extend(nonce);
         sealed.extend(ciphertext);
         Ok(SealedSeed {
             key_id: key.id.clone(),
@@ -226,21 +247,28 @@ impl SeedVault for SealingVault {
 
     fn open(
         &self,
+        drop: DropId,
         sealed: &SealedSeed,
         commitment: &DrawCommitment,
     ) -> Result<DrawSeed, InfraError> {
         let key = self.key(&sealed.key_id)?;
-        let (nonce, ciphertext) = sealed
-            .sealed
-            .split_at_checked(NONCE_LEN)
-            .ok_or_else(|| InfraError::msg("a sealed draw seed is too short"))?;
+        let (body, aad) = match sealed.sealed.split_first() {
+            Some((&BOUND_TO_DROP, rest)) if rest.len() == FIRST_LAYOUT_LEN => {
+                (rest, bound(drop, commitment))
+            }
+            _ if sealed.sealed.len() == FIRST_LAYOUT_LEN => {
+                (sealed.sealed.as_slice(), commitment.bytes().to_vec())
+            }
+            _ => return Err(InfraError::msg("a sealed draw seed has no known layout")),
+        };
+        let (nonce, ciphertext) = body.split_at(NONCE_LEN);
         let bytes = key
             .cipher
             .decrypt(
                 Nonce::from_slice(nonce),
                 Payload {
                     msg: ciphertext,
-                    aad: commitment.bytes(),
+                    aad: &aad,
                 },
             )
             .map_err(|_| InfraError::msg("a sealed draw seed does not open with its key"))?;
@@ -265,6 +293,10 @@ mod tests {
         SealingVault::with_keys(SealKey::from_bytes(&[n; 32]), Vec::new())
     }
 
+    fn drop(id: i64) -> DropId {
+        DropId::parse(id).unwrap()
+    }
+
     #[test]
     fn every_seed_is_fresh() {
         let seeds: std::collections::HashSet<String> = (0..100)
@@ -274,23 +306,33 @@ mod tests {
     }
 
     #[test]
-    fn a_sealed_seed_opens_with_its_key_and_commitment_only_and_shows_no_trace_of_it() {
+    fn a_sealed_seed_opens_with_its_key_drop_and_commitment_only_and_shows_no_trace_of_it() {
         let v = vault(1);
         let seed = v.seed().unwrap();
         let commitment = seed.commitment();
-        let sealed = v.seal(&seed, &commitment).unwrap();
-        assert_eq!(sealed.sealed.len(), NONCE_LEN + 32 + 16);
+        let sealed = v.seal(drop(7), &seed, &commitment).unwrap();
+        assert_eq!(sealed.sealed.len(), 1 + NONCE_LEN + 32 + 16);
         assert!(
             !sealed
                 .sealed
                 .windows(8)
                 .any(|w| seed.bytes().windows(8).any(|s| s == w))
         );
-        assert_eq!(v.open(&sealed, &commitment).unwrap(), seed);
-        assert!(vault(2).open(&sealed, &commitment).is_err(), "another key");
+        assert_eq!(v.open(drop(7), &sealed, &commitment).unwrap(), seed);
+        assert!(
+            vault(2).open(drop(7), &sealed, &commitment).is_err(),
+            "another key"
+        );
         let other = v.seed().unwrap().commitment();
-        assert!(v.open(&sealed, &other).is_err(), "moved to another draw");
-        let again = v.seal(&seed, &commitment).unwrap();
+        assert!(
+            v.open(drop(7), &sealed, &other).is_err(),
+            "another commitment"
+        );
+        assert!(
+            v.open(drop(8), &sealed, &commitment).is_err(),
+            "copied, with its commitment, into another drop's row"
+        );
+        let again = v.seal(drop(7), &seed, &commitment).unwrap();
         assert_ne!(again.sealed, sealed.sealed, "a fresh nonce each time");
     }
 
@@ -298,15 +340,18 @@ mod tests {
     fn after_a_rotation_old_seeds_still_open_and_new_ones_use_the_new_key() {
         let old = vault(1);
         let seed = old.seed().unwrap();
-        let sealed = old.seal(&seed, &seed.commitment()).unwrap();
+        let sealed = old.seal(drop(1), &seed, &seed.commitment()).unwrap();
         let rotated = SealingVault::with_keys(
             SealKey::from_bytes(&[2; 32]),
             vec![SealKey::from_bytes(&[1; 32])],
         );
-        assert_eq!(rotated.open(&sealed, &seed.commitment()).unwrap(), seed);
-        let new = rotated.seal(&seed, &seed.commitment()).unwrap();
+        assert_eq!(
+            rotated.open(drop(1), &sealed, &seed.commitment()).unwrap(),
+            seed
+        );
+        let new = rotated.seal(drop(1), &seed, &seed.commitment()).unwrap();
         assert_ne!(new.key_id, sealed.key_id);
-        assert!(old.open(&new, &seed.commitment()).is_err());
+        assert!(old.open(drop(1), &new, &seed.commitment()).is_err());
     }
 
     #[test]
@@ -314,7 +359,7 @@ mod tests {
         let v = SealingVault::unconfigured();
         let seed = v.seed().unwrap();
         assert!(matches!(
-            v.seal(&seed, &seed.commitment()),
+            v.seal(drop(1), &seed, &seed.commitment()),
             Err(SealError::NotConfigured)
         ));
     }
@@ -328,11 +373,44 @@ mod tests {
         let first = SealingVault::with_key_file(path.clone());
         let seed = first.seed().unwrap();
         assert!(!path.exists(), "made on first use, not before");
-        let sealed = first.seal(&seed, &seed.commitment()).unwrap();
+        let sealed = first.seal(drop(1), &seed, &seed.commitment()).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let restarted = SealingVault::with_key_file(path.clone());
-        assert_eq!(restarted.open(&sealed, &seed.commitment()).unwrap(), seed);
+        assert_eq!(
+            restarted
+                .open(drop(1), &sealed, &seed.commitment())
+                .unwrap(),
+            seed
+        );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A seed sealed before the drop's id was bound (its commitment alone as associated data,
+    /// no version byte) still opens, for any drop id: the database's refusal to replace or
+    /// delete a draw's row is what keeps such a seal where it was written.
+    #[test]
+    fn a_seed_sealed_in_the_first_layout_opens_against_its_commitment() {
+        let key = SealKey::from_bytes(&[1; 32]);
+        let seed = vault(1).seed().unwrap();
+        let commitment = seed.commitment();
+        let nonce = [9; NONCE_LEN];
+        let mut first = nonce.to_vec();
+        first.extend(
+            key.cipher
+                .encrypt(
+                    Nonce::from_slice(&nonce),
+                    Payload {
+                        msg: seed.bytes(),
+                        aad: commitment.bytes(),
+                    },
+                )
+                .unwrap(),
+        );
+        let sealed = SealedSeed {
+            key_id: key.id().to_owned(),
+            sealed: first,
+        };
+        assert_eq!(vault(1).open(drop(3), &sealed, &commitment).unwrap(), seed);
     }
 }

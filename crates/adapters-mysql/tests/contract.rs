@@ -186,6 +186,20 @@ async fn the_database_refuses_to_change_a_draws_seed() {
             "{column}: {refused:?}"
         );
     }
+    // Nor is the row replaced: deleting it, to insert another draw's sealed seed and
+    // commitment, is refused.
+    let refused = conn
+        .batch_execute(&format!(
+            "DELETE FROM drop_draws WHERE drop_id = {}",
+            drop.id
+        ))
+        .await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("never deleted")),
+        "{refused:?}"
+    );
     conn.batch_execute(&format!(
         "UPDATE drop_draws SET drawn_at = NOW(6) WHERE drop_id = {}",
         drop.id

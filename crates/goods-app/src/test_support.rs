@@ -178,13 +178,13 @@ impl Mocks {
                     .expect_seed()
                     .returning(|| Ok(goods_domain::DrawSeed::from_bytes([7; 32])));
                 // Sealed as the bytes themselves: the app never reads inside a seal.
-                seeds.expect_seal().returning(|seed, _| {
+                seeds.expect_seal().returning(|_, seed, _| {
                     Ok(goods_domain::SealedSeed {
                         key_id: "test".into(),
                         sealed: seed.bytes().to_vec(),
                     })
                 });
-                seeds.expect_open().returning(|sealed, _| {
+                seeds.expect_open().returning(|_, sealed, _| {
                     let bytes: [u8; 32] = sealed
                         .sealed
                         .clone()
@@ -330,7 +330,7 @@ impl goods_domain::ports::DropRepository for HeldDrops {
     async fn create(
         &self,
         drop: &goods_domain::NewLimitedDrop,
-        seed: Option<(goods_domain::DrawCommitment, goods_domain::SealedSeed)>,
+        seed: Option<goods_domain::DrawToSeal>,
         now: OffsetDateTime,
         seller_quota: Option<u32>,
     ) -> Result<LimitedDrop, goods_domain::ports::CreateDropError> {

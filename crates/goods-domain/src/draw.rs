@@ -124,9 +124,10 @@ impl DrawSeed {
     }
 }
 
-/// A seed sealed with an AEAD under one of the service's seal keys (`DRAW_SEAL_KEY`), the
-/// commitment as associated data: what the database holds until the reveal, so a copy of the
-/// database alone gives neither the seed nor any rank.
+/// A seed sealed with an AEAD under one of the service's seal keys (`DRAW_SEAL_KEY`), its drop's
+/// id and the commitment as associated data: what the database holds until the reveal, so a
+/// copy of the database alone gives neither the seed nor any rank, and a sealed seed copied into
+/// another drop's row does not open there.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SealedSeed {
     /// Names the key that sealed it, so seeds sealed before a key rotation stay readable.
@@ -152,6 +153,42 @@ impl fmt::Debug for SealedSeed {
 pub enum DrawSecret {
     Sealed(SealedSeed),
     Clear(DrawSeed),
+}
+
+/// A draw's secret on its way into the store: its commitment now, its seal once the store has
+/// numbered the drop, since the seal binds the drop's id; both are written in the drop's
+/// creating transaction.
+#[derive(Clone)]
+pub struct DrawToSeal {
+    pub commitment: DrawCommitment,
+    seal: std::sync::Arc<dyn Fn(DropId) -> Result<SealedSeed, SealError> + Send + Sync>,
+}
+
+impl DrawToSeal {
+    /// `commitment`, and `seal` to seal its seed for a drop id.
+    pub fn new(
+        commitment: DrawCommitment,
+        seal: impl Fn(DropId) -> Result<SealedSeed, SealError> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            commitment,
+            seal: std::sync::Arc::new(seal),
+        }
+    }
+
+    /// The seed sealed for `drop`.
+    ///
+    /// # Errors
+    /// [`SealError`] when it cannot be sealed (no seal key, no randomness).
+    pub fn seal(&self, drop: DropId) -> Result<SealedSeed, SealError> {
+        (self.seal)(drop)
+    }
+}
+
+impl fmt::Debug for DrawToSeal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DrawToSeal({})", self.commitment.to_hex())
+    }
 }
 
 /// Why a draw's seed cannot be sealed.

@@ -19,8 +19,8 @@ pub mod quantity;
 pub mod rate;
 
 pub use draw::{
-    Draw, DrawCommitment, DrawCounts, DrawSecret, DrawSeed, EntriesRoot, EntriesTree, Entry,
-    EntryRejection, EntryStatus, InclusionProof, RankKey, SealError, SealedSeed,
+    Draw, DrawCommitment, DrawCounts, DrawSecret, DrawSeed, DrawToSeal, EntriesRoot, EntriesTree,
+    Entry, EntryRejection, EntryStatus, InclusionProof, RankKey, SealError, SealedSeed,
 };
 pub use drop::{
     Closing, CreateDropError, DropInput, DropMode, DropStatus, DropTransitionError, LimitedDrop,

@@ -8,8 +8,8 @@ use crate::{Backend, Bind, Exec, Sql, TxError};
 use async_trait::async_trait;
 use goods_domain::ports::{DropRepository, GateSeed, HeldOrder};
 use goods_domain::{
-    CreateDropError, DrawCommitment, DropId, Fact, InfraError, LimitedDrop, NewLimitedDrop,
-    OrderStatus, SealedSeed,
+    CreateDropError, DrawToSeal, DropId, Fact, InfraError, LimitedDrop, NewLimitedDrop,
+    OrderStatus, SealError,
 };
 use time::OffsetDateTime;
 
@@ -39,20 +39,20 @@ impl<B: Backend> DropRepository for SqlStore<B> {
     async fn create(
         &self,
         drop: &NewLimitedDrop,
-        seed: Option<(DrawCommitment, SealedSeed)>,
+        draw: Option<DrawToSeal>,
         now: OffsetDateTime,
         seller_quota: Option<u32>,
     ) -> Result<LimitedDrop, CreateDropError> {
         let product = drop.product_id.get();
         let now = to_db(now);
         let drop = *drop;
-        if drop.mode.is_draw() != seed.is_some() {
+        if drop.mode.is_draw() != draw.is_some() {
             return Err(InfraError::msg(
                 "a draw drop is created with its seed, and only a draw drop",
             )
             .into());
         }
-        let seed = seed.as_ref();
+        let draw = draw.as_ref();
         let at = now;
         self
             .write_tx::<_, _, CreateDropError, _>("create drop", |_| false, move |c, _| {
@@ -162,7 +162,16 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                     c.run(insert.sql(")"))
                     .await?;
                     let id = last_insert_id::<B>(c).await?;
-                    if let Some((commitment, sealed)) = seed {
+                    if let Some(draw) = draw {
+                        // Sealed now that the drop has its id, which the seal binds.
+                        let sealed = draw
+                            .seal(DropId::parse(id).map_err(|e| InfraError::new("drop id", e))?)
+                            .map_err(|e| {
+                                TxError::Refused(match e {
+                                    SealError::NotConfigured => CreateDropError::DrawsNotConfigured,
+                                    SealError::Infra(e) => CreateDropError::Infra(e),
+                                })
+                            })?;
                         c.run(
                             Sql::new(
                                 "INSERT INTO drop_draws (drop_id, sealed_seed, seal_key_id, commitment) VALUES (",
@@ -173,7 +182,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                             .sql(", ")
                             .bind(Bind::Text(sealed.key_id.clone()))
                             .sql(", ")
-                            .bind(Bind::Text(commitment.to_hex()))
+                            .bind(Bind::Text(draw.commitment.to_hex()))
                             .sql(")"),
                         )
                         .await?;

@@ -2,7 +2,7 @@
 
 use crate::{Actor, DrawView, DropView, GoodsApp};
 use goods_domain::ports::GateSeed;
-use goods_domain::{CreateDropError, DrawCounts, DropInput, NewLimitedDrop, SealError};
+use goods_domain::{CreateDropError, DrawCounts, DrawToSeal, DropInput, NewLimitedDrop};
 
 impl GoodsApp {
     /// Validates and stores a drop of a product `actor` manages, then seeds the admission gate
@@ -28,30 +28,25 @@ impl GoodsApp {
         if !self.manages_product(new.product_id, actor).await? {
             return Err(CreateDropError::ProductNotFound);
         }
-        // A draw's secret seed is drawn now and stored sealed with the drop; only its
-        // commitment is shown until the draw, and the clear seed leaves this function only
-        // inside the vault's seal.
-        let sealed = match new.mode.is_draw() {
+        // A draw's secret seed is drawn now and stored sealed with the drop, for the drop's id
+        // (the store seals it once it has numbered the drop); only its commitment is shown
+        // until the draw, and the clear seed leaves this function only inside the vault's seal.
+        let draw = match new.mode.is_draw() {
             true => {
                 let seed = self.ports.seeds.seed()?;
                 let commitment = seed.commitment();
-                let sealed = self
-                    .ports
-                    .seeds
-                    .seal(&seed, &commitment)
-                    .map_err(|e| match e {
-                        SealError::NotConfigured => CreateDropError::DrawsNotConfigured,
-                        SealError::Infra(e) => CreateDropError::Infra(e),
-                    })?;
-                Some((commitment, sealed))
+                let seeds = std::sync::Arc::clone(&self.ports.seeds);
+                Some(DrawToSeal::new(commitment, move |drop| {
+                    seeds.seal(drop, &seed, &commitment)
+                }))
             }
             false => None,
         };
-        let commitment = sealed.as_ref().map(|(c, _)| *c);
+        let commitment = draw.as_ref().map(|d| d.commitment);
         let drop = self
             .ports
             .drops
-            .create(&new, sealed, now, self.seller_quota)
+            .create(&new, draw, now, self.seller_quota)
             .await?;
         self.drops.created(&drop);
         // The other instances learn of it by the notice at once (or their next scan).

@@ -463,7 +463,11 @@ impl GoodsApp {
 
     fn open_seed(&self, draw: &Draw) -> Result<DrawSeed, InfraError> {
         match &draw.secret {
-            DrawSecret::Sealed(sealed) => self.ports.seeds.open(sealed, &draw.commitment),
+            DrawSecret::Sealed(sealed) => {
+                self.ports
+                    .seeds
+                    .open(draw.drop_id, sealed, &draw.commitment)
+            }
             DrawSecret::Clear(seed) => Ok(*seed),
         }
     }

@@ -2,8 +2,8 @@
 
 use crate::ports::GateSeed;
 use crate::{
-    DrawCommitment, DropId, Expiry, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop,
-    NewLimitedDrop, NewProduct, OrderId, OrderStatus, Product, ProductId, SealedSeed, UserId,
+    DrawToSeal, DropId, Expiry, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop,
+    NewLimitedDrop, NewProduct, OrderId, OrderStatus, Product, ProductId, UserId,
 };
 use async_trait::async_trait;
 use time::OffsetDateTime;
@@ -34,18 +34,19 @@ pub trait DropRepository: Send + Sync + 'static {
     /// Stores `drop` atomically with its checks against the product: it exists, its stock covers
     /// `limitedQuantity` ([`NewLimitedDrop::check_stock`]), and it has no drop that is still
     /// open or scheduled at `now` (a drop closed early does not count). A draw drop is stored
-    /// with its draw: its commitment and sealed `seed` (required for a draw), in the same
-    /// transaction; nothing writes the sealed seed again.
+    /// with its draw (required for a draw): its commitment, and its seed sealed for the id the
+    /// drop has just been given, in the same transaction; nothing writes the sealed seed again.
     ///
     /// # Errors
     /// [`CreateDropError`] naming the failed check (`Invalid` for the stock; `QuotaExceeded`
     /// when the product's owner already has `seller_quota` drops not yet closed, counted under
-    /// a lock of the owner's products, so racing creations cannot pass it together), or the
-    /// store's failure.
+    /// a lock of the owner's products, so racing creations cannot pass it together;
+    /// `DrawsNotConfigured` when the seed cannot be sealed for want of a key), or the store's
+    /// failure.
     async fn create(
         &self,
         drop: &NewLimitedDrop,
-        seed: Option<(DrawCommitment, SealedSeed)>,
+        draw: Option<DrawToSeal>,
         now: OffsetDateTime,
         seller_quota: Option<u32>,
     ) -> Result<LimitedDrop, CreateDropError>;

@@ -153,18 +153,25 @@ pub trait SeedVault: Send + Sync + 'static {
     /// [`InfraError`] when no good randomness is to be had (no draw is made from a weak seed).
     fn seed(&self) -> Result<DrawSeed, InfraError>;
 
-    /// `seed` sealed with the current key, bound to its `commitment`.
+    /// `seed` sealed with the current key, bound to `drop` and its `commitment`.
     ///
     /// # Errors
     /// [`SealError::NotConfigured`] without a seal key; `Infra` when the key store fails.
-    fn seal(&self, seed: &DrawSeed, commitment: &DrawCommitment) -> Result<SealedSeed, SealError>;
+    fn seal(
+        &self,
+        drop: DropId,
+        seed: &DrawSeed,
+        commitment: &DrawCommitment,
+    ) -> Result<SealedSeed, SealError>;
 
-    /// The seed in `sealed`, checked against `commitment`.
+    /// The seed in `sealed`, checked against `drop` and `commitment`: a seed sealed for another
+    /// drop does not open.
     ///
     /// # Errors
     /// [`InfraError`] when the key that sealed it is not held, or the seed does not open.
     fn open(
         &self,
+        drop: DropId,
         sealed: &SealedSeed,
         commitment: &DrawCommitment,
     ) -> Result<DrawSeed, InfraError>;

@@ -106,7 +106,13 @@ impl Backend {
         };
         let commitment =
             goods_domain::DrawCommitment::from_hex(&self.text(&row("commitment")).await).unwrap();
-        vault.open(&sealed, &commitment).unwrap()
+        vault
+            .open(
+                goods_domain::DropId::parse(drop).unwrap(),
+                &sealed,
+                &commitment,
+            )
+            .unwrap()
     }
 
     async fn one<

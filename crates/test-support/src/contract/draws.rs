@@ -46,7 +46,8 @@ pub async fn draw_drop<S: SqlStore>(store: &S, limited: i64) -> LimitedDrop {
         at,
     )
     .unwrap();
-    DropRepository::create(store, &new, Some((seed().commitment(), sealed())), at, None)
+    let draw = goods_domain::DrawToSeal::new(seed().commitment(), |_| Ok(sealed()));
+    DropRepository::create(store, &new, Some(draw), at, None)
         .await
         .unwrap()
 }

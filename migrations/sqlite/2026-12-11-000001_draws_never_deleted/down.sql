@@ -1,0 +1,1 @@
+DROP TRIGGER drop_draws_are_never_deleted;
