@@ -25,6 +25,7 @@ impl RedisRateLimiter {
         match key {
             RateKey::Buyer(user) => format!("{}rate:buyer:{user}", self.conn.prefix),
             RateKey::Address(ip) => format!("{}rate:address:{ip}", self.conn.prefix),
+            RateKey::Reader(user) => format!("{}rate:reader:{user}", self.conn.prefix),
         }
     }
 }

@@ -6,7 +6,7 @@ use crate::ApiState;
 use crate::problem::Problem;
 use actix_web::dev::Payload;
 use actix_web::http::header::{AUTHORIZATION, HeaderName};
-use actix_web::{FromRequest, HttpRequest, web};
+use actix_web::{FromRequest, HttpMessage as _, HttpRequest, web};
 use futures::future::{Ready, ready};
 use goods_app::{Actor, Role};
 use goods_domain::UserId;
@@ -73,7 +73,7 @@ impl AuthMode {
         Self::TrustedHeader(Arc::new(proxies))
     }
 
-    fn identify(&self, req: &HttpRequest) -> Result<Actor, Problem> {
+    pub(crate) fn identify(&self, req: &HttpRequest) -> Result<Actor, Problem> {
         match self {
             Self::Jwt(check) => from_jwt(check, req),
             Self::TrustedHeader(proxies) => {
@@ -192,11 +192,18 @@ impl Identity {
     }
 }
 
+/// A caller the rate limit's middleware already verified, so the route does not verify again.
+#[derive(Clone, Copy)]
+pub(crate) struct Verified(pub(crate) Actor);
+
 impl FromRequest for Identity {
     type Error = actix_web::Error;
     type Future = Ready<Result<Self, Self::Error>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        if let Some(Verified(actor)) = req.extensions().get::<Verified>().copied() {
+            return ready(Ok(Identity(actor)));
+        }
         let result = match req.app_data::<web::Data<ApiState>>() {
             Some(state) => state.auth.identify(req).map(Identity),
             None => Err(Problem::unauthenticated("no identity configuration")),

@@ -1,24 +1,27 @@
-//! `RATE_LIMIT_PER_IP`: requests that carry no identity (views, probes on the API port) are
-//! counted per client address before any route runs. The client is the peer, or, when the peer
-//! is one of the trusted proxies (`AUTH_TRUSTED_PROXIES`), the last address of
-//! `X-Forwarded-For` that is not one of them. Requests with an identity are counted per buyer
-//! by their routes instead.
+//! `RATE_LIMIT_PER_IP`, before any route runs: a request without a verified identity (none, or
+//! a token or identity headers that do not verify) is counted per client address; a verified
+//! caller's reads are counted per caller. The client is the peer, or, when the peer is one of
+//! the trusted proxies (`AUTH_TRUSTED_PROXIES`), the last address of `X-Forwarded-For` that is
+//! not one of them. A verified buyer's purchases, entries and cancels are counted by their
+//! routes (`RATE_LIMIT_PER_BUYER`); the probes (`/health/*`), a balancer's health checks among
+//! them, are never counted.
 
 use crate::ApiState;
+use crate::auth::Verified;
 use crate::problem::Problem;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::Method;
 use actix_web::http::header::{AUTHORIZATION, HeaderMap, HeaderName};
 use actix_web::middleware::Next;
-use actix_web::{ResponseError as _, web};
+use actix_web::{HttpMessage as _, ResponseError as _, web};
 use ipnet::IpNet;
 use std::net::IpAddr;
 
 const FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const USER_ID: HeaderName = HeaderName::from_static("x-user-id");
 
-/// Whether the request names a caller (a token or identity headers); such a request is
-/// authenticated, or refused 401, by its route.
+/// Whether the request names a caller (a token or identity headers), to be verified.
 fn has_identity(headers: &HeaderMap) -> bool {
     headers.contains_key(AUTHORIZATION) || headers.contains_key(USER_ID)
 }
@@ -54,22 +57,41 @@ pub fn client_address(
     Some(client)
 }
 
-/// The middleware: 429 `RATE_LIMITED` for an address over its bucket, before any route.
+/// The middleware: 429 `RATE_LIMITED` for an address or a reader over its bucket, before any
+/// route. The identity it verifies is kept on the request for the route.
 pub async fn anonymous(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
-    if !has_identity(req.headers())
-        && let Some(state) = req.app_data::<web::Data<ApiState>>()
-        && let Some(client) = client_address(
-            req.peer_addr().map(|a| a.ip()),
-            req.headers(),
-            &state.forwarders,
-        )
-        && let Err(limited) = state.app.limit_address(client).await
+    if let Some(state) = req.app_data::<web::Data<ApiState>>().cloned()
+        && !req.path().starts_with("/health/")
     {
-        let response = Problem::rate_limited(&limited).error_response();
-        return Ok(req.into_response(response).map_into_right_body());
+        let verified = if has_identity(req.headers()) {
+            state.auth.identify(req.request()).ok()
+        } else {
+            None
+        };
+        let counted = match verified {
+            Some(actor) => {
+                req.extensions_mut().insert(Verified(actor));
+                match *req.method() {
+                    Method::GET | Method::HEAD => state.app.limit_reader(actor.user_id).await,
+                    _ => Ok(()),
+                }
+            }
+            None => match client_address(
+                req.peer_addr().map(|a| a.ip()),
+                req.headers(),
+                &state.forwarders,
+            ) {
+                Some(client) => state.app.limit_address(client).await,
+                None => Ok(()),
+            },
+        };
+        if let Err(limited) = counted {
+            let response = Problem::rate_limited(&limited).error_response();
+            return Ok(req.into_response(response).map_into_right_body());
+        }
     }
     next.call(req)
         .await

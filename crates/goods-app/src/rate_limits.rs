@@ -88,6 +88,21 @@ impl GoodsApp {
         local(limits, key, limit).await
     }
 
+    /// Counts a verified caller's read (`RATE_LIMIT_PER_IP`, per caller rather than per
+    /// address), in this instance's buckets, as an address's requests are.
+    ///
+    /// # Errors
+    /// [`RateLimited`] when the caller spent the bucket.
+    pub async fn limit_reader(&self, reader: UserId) -> Result<(), RateLimited> {
+        let Some(limits) = &self.rate_limits else {
+            return Ok(());
+        };
+        let Some(limit) = limits.address else {
+            return Ok(());
+        };
+        local(limits, RateKey::Reader(reader), limit).await
+    }
+
     /// Counts a buyer's purchase (of `drop`), entry or cancel (`drop`: `None`): in this
     /// instance's buckets, then in the fleet's, unless the gate answers a purchase of `drop`
     /// from this instance's memory (a sold-out drop), which costs the fleet nothing. A purchase

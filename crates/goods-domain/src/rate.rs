@@ -87,8 +87,10 @@ impl RateLimit {
 pub enum RateKey {
     /// An identified buyer's purchases, entries and cancels.
     Buyer(UserId),
-    /// Requests without an identity, by the client's address.
+    /// Requests without a verified identity, by the client's address.
     Address(IpAddr),
+    /// A verified caller's reads.
+    Reader(UserId),
 }
 
 impl RateKey {
@@ -97,6 +99,7 @@ impl RateKey {
         match self {
             Self::Buyer(_) => "buyer",
             Self::Address(_) => "address",
+            Self::Reader(_) => "reader",
         }
     }
 }

@@ -3,9 +3,9 @@ use jsonwebtoken::{EncodingKey, Header, encode};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-const SECRET: &str = "jwt_5Hq8vR2nX7cK4mT9wB3zL6pD1fG0sJyE";
+pub const SECRET: &str = "jwt_5Hq8vR2nX7cK4mT9wB3zL6pD1fG0sJyE";
 
-fn token(claims: &Value, secret: &str) -> String {
+pub fn token(claims: &Value, secret: &str) -> String {
     api_actix::install_jwt_crypto();
     encode(
         &Header::default(),
@@ -15,7 +15,7 @@ fn token(claims: &Value, secret: &str) -> String {
     .unwrap()
 }
 
-fn exp(offset: i64) -> i64 {
+pub fn exp(offset: i64) -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp() + offset
 }
 

@@ -173,6 +173,73 @@ async fn requests_without_an_identity_are_limited_per_address() {
     );
 }
 
+/// A token or identity headers that do not verify are no identity: such requests are counted
+/// by the client's address, as anonymous ones (once, any `Authorization` or `X-User-Id` header
+/// skipped the count). A verified caller's reads are counted per caller, apart from the address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_that_does_not_verify_counts_by_address_and_verified_reads_by_caller() {
+    use crate::auth::{SECRET, exp, token};
+    let app = TestApp::spawn_with(&[
+        ("RATE_LIMIT_PER_IP", SLOW),
+        ("AUTH_MODE", "jwt"),
+        ("AUTH_JWT_SECRET", SECRET),
+    ])
+    .await;
+    let junk = || {
+        app.request(reqwest::Method::GET, "/limited-drops/999", None)
+            .header("Authorization", "Bearer not.a.token")
+            .header("X-User-Id", "7")
+            .send()
+    };
+    for i in 0..20 {
+        assert_eq!(junk().await.unwrap().status(), StatusCode::NOT_FOUND, "{i}");
+    }
+    let res = junk().await.unwrap();
+    assert_eq!(header(&res, "ratelimit-policy"), "\"address\";q=20;w=120");
+    problem(res, 429, "RATE_LIMITED").await;
+
+    let bearer = |user: i64| {
+        format!(
+            "Bearer {}",
+            token(
+                &json!({"sub": user, "role": "buyer", "exp": exp(600)}),
+                SECRET
+            )
+        )
+    };
+    let read = |user: i64| {
+        app.request(reqwest::Method::GET, "/orders", None)
+            .header("Authorization", bearer(user))
+            .send()
+    };
+    for i in 0..20 {
+        assert_eq!(read(7).await.unwrap().status(), StatusCode::OK, "{i}");
+    }
+    let res = read(7).await.unwrap();
+    assert_eq!(header(&res, "ratelimit-policy"), "\"reader\";q=20;w=120");
+    problem(res, 429, "RATE_LIMITED").await;
+    assert_eq!(
+        read(8).await.unwrap().status(),
+        StatusCode::OK,
+        "another caller has a bucket of its own"
+    );
+}
+
+/// The probes are never counted: a balancer's health checks all come from its one address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_are_never_rate_limited() {
+    let app = TestApp::spawn_with(&[("RATE_LIMIT_PER_IP", SLOW)]).await;
+    for path in ["/health/live", "/health/ready"] {
+        for i in 0..30 {
+            assert_eq!(
+                app.get(path, None).await.status(),
+                StatusCode::OK,
+                "{path} {i}"
+            );
+        }
+    }
+}
+
 /// One buyer sends purchases at about 1,000 a second for 2 s while another buys ten units one
 /// after the other: the abuser gets exactly its burst, every other answer 429; the other buyer
 /// gets ten 202s, none slower than the design document's 800 ms.
