@@ -542,3 +542,73 @@ async fn the_balancer_refuses_an_address_past_its_rate_without_asking_an_instanc
         "no refused request reached an instance"
     );
 }
+
+/// Anonymous views from four clients behind the shipped balancer, each below the per-address
+/// rate and all four together far above it: the instances count each client (the balancer's
+/// `X-Forwarded-For`, trusted through `AUTH_TRUSTED_PROXIES` as the shipped compose and k8s
+/// files set it) and never the balancer's health checks, so no view is refused and every
+/// instance serves to the end. With the balancer untrusted, every client is the balancer's one
+/// address, past its bucket within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn anonymous_views_from_several_clients_below_the_rate_are_never_refused() {
+    const CLIENTS: u8 = 4;
+    const VIEWS: usize = 500;
+    let vars = fleet_env_with(&[("RATE_LIMIT_PER_IP", "100/s")]).await;
+    let fleet = Fleet::start(&env(&vars)).await;
+    let drop = Client::new().open_drop(&fleet.base, 10).await;
+    let url = format!("{}/limited-drops/{drop}", fleet.base);
+    let clients = (0..CLIENTS).map(|i| {
+        let url = url.clone();
+        tokio::spawn(async move {
+            // Each client from an address of its own, at about 250 views a second.
+            let http = reqwest::Client::builder()
+                .local_address(std::net::IpAddr::from([127, 0, 0, 2 + i]))
+                .build()
+                .unwrap();
+            let mut pace = tokio::time::interval(Duration::from_millis(4));
+            let mut statuses: HashMap<u16, usize> = HashMap::new();
+            for _ in 0..VIEWS {
+                pace.tick().await;
+                let status = http
+                    .get(&url)
+                    .send()
+                    .await
+                    .map_or(0, |r| r.status().as_u16());
+                *statuses.entry(status).or_default() += 1;
+            }
+            statuses
+        })
+    });
+    let mut statuses: HashMap<u16, usize> = HashMap::new();
+    for client in join_all(clients).await {
+        for (status, n) in client.unwrap() {
+            *statuses.entry(status).or_default() += n;
+        }
+    }
+    assert_eq!(
+        statuses,
+        HashMap::from([(200, usize::from(CLIENTS) * VIEWS)]),
+        "every view served"
+    );
+    // Round robin: each instance answered about a third of the views (the balancer's health
+    // checks aside, which are not views).
+    let http = reqwest::Client::new();
+    let mut served = Vec::new();
+    for i in 0..INSTANCES {
+        let views: f64 = fleet
+            .metrics(&http, i)
+            .await
+            .lines()
+            .filter(|l| l.starts_with("http_requests_total{"))
+            .filter(|l| l.contains("route=\"/limited-drops/{dropId}\"") && l.contains("GET"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        served.push(views);
+    }
+    assert_eq!(
+        served.iter().sum::<f64>(),
+        f64::from(CLIENTS) * VIEWS as f64,
+        "{served:?}"
+    );
+    assert!(served.iter().all(|v| *v > 500.0), "{served:?}");
+}

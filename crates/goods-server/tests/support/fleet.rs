@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 /// The instances the balancer's configuration names.
 pub const INSTANCES: usize = 3;
 
+/// The balancer's address, as the instances' `AUTH_TRUSTED_PROXIES` lists it (compose and k8s
+/// list theirs): its `X-Forwarded-For` then names each client for the per-address limit.
+pub const BALANCER: &str = "127.0.0.1/32";
+
 /// The running fleet.
 pub struct Fleet {
     /// The instances, in the balancer's order.
@@ -47,7 +51,11 @@ impl Fleet {
             found,
             "haproxy not found: install Debian's package haproxy (2.6.12-1+deb12u4)"
         );
-        let servers: Vec<Server> = (0..INSTANCES).map(|_| Server::start(vars)).collect();
+        let mut vars = vars.to_vec();
+        if !vars.iter().any(|(k, _)| *k == "AUTH_TRUSTED_PROXIES") {
+            vars.push(("AUTH_TRUSTED_PROXIES", BALANCER));
+        }
+        let servers: Vec<Server> = (0..INSTANCES).map(|_| Server::start(&vars)).collect();
         let bind = format!("127.0.0.1:{}", free_port());
         let config = concat!(
             env!("CARGO_MANIFEST_DIR"),
