@@ -318,24 +318,4 @@ impl EventLineFault {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_purchase_failing_after_its_event_line_leaves_no_order_and_no_event() {
-    let (store, fault) = EventLineFault::store().await;
-    test_support::contract::a_purchase_failing_after_its_event_line_leaves_no_order_and_no_event(
-        &store,
-        async || fault.arm().await,
-        async || fault.disarm().await,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_oversell_whose_event_fails_is_recorded_whole_on_the_next_try() {
-    let (store, fault) = EventLineFault::store().await;
-    test_support::contract::an_oversell_whose_event_fails_is_recorded_whole_on_the_next_try(
-        &store,
-        async || fault.arm().await,
-        async || fault.disarm().await,
-    )
-    .await;
-}
+test_support::event_line_fault_tests!(EventLineFault::store());

@@ -80,6 +80,33 @@ macro_rules! sql_contract_tests {
     };
 }
 
+/// Generates one test per contract case that needs a fault after a transaction's event line:
+/// `$make` evaluates to a future of `(store, fault)`, the fault with `async fn arm(&self)` (the
+/// backend refuses every `event_batches` row) and `async fn disarm(&self)`.
+#[macro_export]
+macro_rules! event_line_fault_tests {
+    ($make:expr) => {
+        $crate::event_line_fault_tests!(@cases $make;
+            a_purchase_failing_after_its_event_line_leaves_no_order_and_no_event,
+            an_oversell_whose_event_fails_is_recorded_whole_on_the_next_try
+        );
+    };
+    (@cases $make:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let (store, fault) = $make.await;
+                $crate::contract::$case(
+                    &store,
+                    async || fault.arm().await,
+                    async || fault.disarm().await,
+                )
+                .await;
+            }
+        )*
+    };
+}
+
 fn now() -> OffsetDateTime {
     // Whole seconds, so instants compare equal after a round trip at any precision.
     let now = OffsetDateTime::now_utc();
