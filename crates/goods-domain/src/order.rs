@@ -45,12 +45,6 @@ impl OrderStatus {
     pub fn is_live(self) -> bool {
         matches!(self, Self::Pending | Self::Paid)
     }
-
-    /// Whether an owner may cancel an order in this state (a cancelled order may be cancelled
-    /// again, which changes nothing).
-    pub fn can_cancel(self) -> bool {
-        matches!(self, Self::Pending | Self::Cancelled)
-    }
 }
 
 /// An order for units of a drop's product.
@@ -309,17 +303,12 @@ mod tests {
     }
 
     #[rstest]
-    #[case(OrderStatus::Pending, true, true)]
-    #[case(OrderStatus::Paid, true, false)]
-    #[case(OrderStatus::Cancelled, false, true)]
-    #[case(OrderStatus::Expired, false, false)]
-    fn only_pending_and_paid_orders_count_and_only_pending_ones_can_be_cancelled(
-        #[case] status: OrderStatus,
-        #[case] live: bool,
-        #[case] cancellable: bool,
-    ) {
+    #[case(OrderStatus::Pending, true)]
+    #[case(OrderStatus::Paid, true)]
+    #[case(OrderStatus::Cancelled, false)]
+    #[case(OrderStatus::Expired, false)]
+    fn only_pending_and_paid_orders_count(#[case] status: OrderStatus, #[case] live: bool) {
         assert_eq!(status.is_live(), live);
-        assert_eq!(status.can_cancel(), cancellable);
     }
 
     fn order(status: OrderStatus) -> GoodsOrder {
