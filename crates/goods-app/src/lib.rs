@@ -25,6 +25,7 @@ pub use drops::view::{DropReadError, DropView};
 pub use events::{
     EventPage, Events, ListEvents, ListEventsError, RELAY_BATCH, Relay, RelayReport, Retention,
 };
+pub use healing::background::{Background, RELAY_TICK};
 pub use healing::{DRAW_TICK, HealReport};
 pub use mechanisms::budget::Budgeted;
 pub use mechanisms::buffer::WriteBuffer;

@@ -7,10 +7,6 @@ use goods_app::Relay;
 use goods_domain::ports::{Clock, EventLog};
 use std::sync::Arc;
 
-/// How often the relay looks for new events. A relay round with nothing to publish is one
-/// indexed read, and only the instance holding the `events` lease runs it.
-pub(super) const RELAY_TICK: std::time::Duration = std::time::Duration::from_millis(100);
-
 /// The relay, when a broker is configured.
 pub(super) async fn relay(
     config: &EventsConfig,

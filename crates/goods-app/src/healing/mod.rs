@@ -20,6 +20,8 @@
 //! [`PurchaseLedger::resolve_stale`]: goods_domain::ports::PurchaseLedger::resolve_stale
 //! [`AdmissionGate::resync`]: goods_domain::ports::AdmissionGate::resync
 
+pub mod background;
+
 use crate::GoodsApp;
 use goods_domain::ports::{
     AdmissionGate, DomainEvent, Reservation, StaleReservation, StaleResolution,
