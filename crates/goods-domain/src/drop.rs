@@ -162,14 +162,40 @@ pub enum CreateDropError {
     Infra(#[from] crate::InfraError),
 }
 
-/// A seller with `active` drops not yet closed may create one more only while `active` is
-/// below `max` (`None`: no quota).
+/// One drop at a time per product: a new drop is refused while one of the product's drops
+/// has not ended at `now` (scheduled, on sale or paused; neither closed early nor past its
+/// `closeAt`). A store may pass only the drops whose `closeAt` is still ahead.
+///
+/// # Errors
+/// [`CreateDropError::DropAlreadyActive`] while one has not ended.
+pub fn check_one_active_drop(
+    product_drops: &[LimitedDrop],
+    now: OffsetDateTime,
+) -> Result<(), CreateDropError> {
+    if product_drops.iter().any(|drop| !drop.is_closed(now)) {
+        Err(CreateDropError::DropAlreadyActive)
+    } else {
+        Ok(())
+    }
+}
+
+/// A seller may create one more drop only while fewer than `max` of their drops have not
+/// ended at `now` (`None`: no quota). A store may pass only the drops whose `closeAt` is
+/// still ahead.
 ///
 /// # Errors
 /// [`CreateDropError::QuotaExceeded`] at or past the quota.
-pub fn check_seller_quota(active: u32, max: Option<u32>) -> Result<(), CreateDropError> {
+pub fn check_seller_quota(
+    seller_drops: &[LimitedDrop],
+    now: OffsetDateTime,
+    max: Option<u32>,
+) -> Result<(), CreateDropError> {
+    let active = seller_drops
+        .iter()
+        .filter(|drop| !drop.is_closed(now))
+        .count();
     match max {
-        Some(limit) if active >= limit => Err(CreateDropError::QuotaExceeded { limit }),
+        Some(limit) if active >= limit as usize => Err(CreateDropError::QuotaExceeded { limit }),
         _ => Ok(()),
     }
 }
@@ -502,17 +528,69 @@ impl NewLimitedDrop {
 }
 
 #[cfg(test)]
-mod quota_tests {
+mod one_active_tests {
     use super::*;
+    use rstest::rstest;
+    use time::macros::datetime;
 
-    #[test]
-    fn a_seller_may_create_while_below_the_quota() {
-        assert!(check_seller_quota(99, Some(100)).is_ok());
-        assert!(matches!(
-            check_seller_quota(100, Some(100)),
-            Err(CreateDropError::QuotaExceeded { limit: 100 })
-        ));
-        assert!(check_seller_quota(100_000, None).is_ok());
+    const NOW: OffsetDateTime = datetime!(2026-12-01 12:00 UTC);
+
+    /// A drop of the product: on sale from `open` to `close` hours from [`NOW`], closed early
+    /// `closed` hours from it when given.
+    fn drop_of(open: i64, close: i64, closed: Option<i64>) -> LimitedDrop {
+        let at = |h| NOW + time::Duration::hours(h);
+        LimitedDrop {
+            id: crate::DropId::parse(1).unwrap(),
+            product_id: crate::ProductId::parse(1).unwrap(),
+            window: SaleWindow::parse(at(open), at(close)).unwrap(),
+            limited_quantity: crate::Quantity::parse("q", 10).unwrap(),
+            per_user_limit: crate::Quantity::parse("q", 1).unwrap(),
+            price: crate::Price::default(),
+            paused: false,
+            closed_at: closed.map(at),
+            mode: DropMode::FirstCome,
+            payment_window: None,
+        }
+    }
+
+    #[rstest]
+    #[case::no_drop(vec![], true)]
+    #[case::scheduled(vec![drop_of(1, 2, None)], false)]
+    #[case::on_sale(vec![drop_of(-1, 1, None)], false)]
+    #[case::paused(vec![LimitedDrop { paused: true, ..drop_of(-1, 1, None) }], false)]
+    #[case::closed_early(vec![drop_of(-1, 1, Some(0))], true)]
+    #[case::close_at_now(vec![drop_of(-1, 0, None)], true)]
+    #[case::ended(vec![drop_of(-2, -1, None)], true)]
+    #[case::one_ended_one_scheduled(vec![drop_of(-2, -1, None), drop_of(1, 2, None)], false)]
+    fn a_product_has_one_drop_that_has_not_ended(
+        #[case] drops: Vec<LimitedDrop>,
+        #[case] may_create: bool,
+    ) {
+        let checked = check_one_active_drop(&drops, NOW);
+        assert_eq!(checked.is_ok(), may_create, "{checked:?}");
+        if !may_create {
+            assert!(matches!(checked, Err(CreateDropError::DropAlreadyActive)));
+        }
+    }
+
+    #[rstest]
+    #[case::below(vec![drop_of(-1, 1, None)], Some(2), true)]
+    #[case::at(vec![drop_of(-1, 1, None), drop_of(1, 2, None)], Some(2), false)]
+    #[case::ended_ones_do_not_count(vec![drop_of(-1, 1, Some(0)), drop_of(-2, -1, None), drop_of(1, 2, None)], Some(2), true)]
+    #[case::no_quota(vec![drop_of(-1, 1, None), drop_of(1, 2, None)], None, true)]
+    #[case::zero(vec![], Some(0), false)]
+    fn a_seller_may_create_while_below_the_quota(
+        #[case] drops: Vec<LimitedDrop>,
+        #[case] max: Option<u32>,
+        #[case] may_create: bool,
+    ) {
+        let checked = check_seller_quota(&drops, NOW, max);
+        assert_eq!(checked.is_ok(), may_create, "{checked:?}");
+        if let (false, Some(limit)) = (may_create, max) {
+            assert!(
+                matches!(checked, Err(CreateDropError::QuotaExceeded { limit: l }) if l == limit)
+            );
+        }
     }
 }
 

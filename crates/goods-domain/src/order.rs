@@ -248,10 +248,26 @@ impl GoodsOrder {
         }
     }
 
-    /// Whether the expiry pass may expire this order (locked, as last committed): PENDING and
-    /// past its deadline. Exactly one of the transactions that lock it does.
-    pub fn expires_by(&self, expiry: Expiry) -> bool {
-        self.is_overdue(expiry)
+    /// Carries out what [`cancel_by`](Self::cancel_by) decided: CANCELLED or EXPIRED, or
+    /// nothing for a repeated cancel. Whether the order changed (its units then go back).
+    pub fn apply_cancel(&mut self, transition: CancelTransition) -> bool {
+        match transition {
+            CancelTransition::Cancel => self.status = OrderStatus::Cancelled,
+            CancelTransition::Expire => self.status = OrderStatus::Expired,
+            CancelTransition::AlreadyCancelled => return false,
+        }
+        true
+    }
+
+    /// The expiry pass on this order (locked, as last committed): EXPIRED when it is PENDING
+    /// and past its deadline; whether it expired. Exactly one of the transactions that lock
+    /// it does.
+    pub fn expire_by(&mut self, expiry: Expiry) -> bool {
+        let overdue = self.is_overdue(expiry);
+        if overdue {
+            self.status = OrderStatus::Expired;
+        }
+        overdue
     }
 
     /// Whether a request with this drop and quantity is the same request that created this
@@ -355,6 +371,20 @@ mod tests {
             .cancel_by(UserId::parse(by).unwrap(), by_cutoff(cutoff))
             .map_err(|e| format!("{e:?}"));
         assert_eq!(decided, expected.map_err(str::to_owned));
+        // Carried out, the decision is the order's new state; a repeated cancel changes nothing.
+        if let Ok(transition) = decided {
+            let mut order = order(status);
+            let changed = order.apply_cancel(transition);
+            let after = match transition {
+                Cancel => OrderStatus::Cancelled,
+                Expire => OrderStatus::Expired,
+                AlreadyCancelled => status,
+            };
+            assert_eq!(
+                (changed, order.status),
+                (transition != AlreadyCancelled, after)
+            );
+        }
     }
 
     #[rstest]
@@ -368,7 +398,14 @@ mod tests {
         #[case] cutoff: OffsetDateTime,
         #[case] expires: bool,
     ) {
-        assert_eq!(order(status).expires_by(by_cutoff(cutoff)), expires);
+        let mut order = order(status);
+        assert_eq!(order.expire_by(by_cutoff(cutoff)), expires);
+        let after = if expires {
+            OrderStatus::Expired
+        } else {
+            status
+        };
+        assert_eq!(order.status, after);
     }
 
     /// An order with a stored deadline (its drop's own window) expires at that deadline,

@@ -158,6 +158,18 @@ pub struct PaymentDecision {
 }
 
 impl GoodsOrder {
+    /// Carries out what [`apply_payment`](Self::apply_payment) decided: PAID with its
+    /// payment, or EXPIRED.
+    pub fn apply_payment_transition(&mut self, transition: PaymentTransition) {
+        match transition {
+            PaymentTransition::Pay(payment) => {
+                self.status = OrderStatus::Paid;
+                self.payment = Some(payment);
+            }
+            PaymentTransition::Expire => self.status = OrderStatus::Expired,
+        }
+    }
+
     /// What `event` does to this order (locked, as last committed) at `now`:
     ///
     /// 1. a failed attempt is recorded and changes nothing;
@@ -336,13 +348,20 @@ mod tests {
         assert_eq!(decision.outcome, expected);
         // Only a payment that wins changes the order to PAID, and only a PENDING order past its
         // window is expired by a late payment.
-        let transition = match decision.transition {
+        let mut after = order(status, paid_by);
+        let transition = match decision.transition.clone() {
             None => "none",
             Some(PaymentTransition::Pay(p)) => {
                 assert_eq!((p.reference.as_str(), p.at), (reference, now));
+                after.apply_payment_transition(PaymentTransition::Pay(p.clone()));
+                assert_eq!((after.status, after.payment), (OrderStatus::Paid, Some(p)));
                 "pay"
             }
-            Some(PaymentTransition::Expire) => "expire",
+            Some(PaymentTransition::Expire) => {
+                after.apply_payment_transition(PaymentTransition::Expire);
+                assert_eq!((after.status, after.payment), (OrderStatus::Expired, None));
+                "expire"
+            }
         };
         let expected_transition = match (expected, status) {
             (O::Paid, _) => "pay",

@@ -264,6 +264,12 @@ pub async fn drop_creation_checks_its_product<S: SqlStore>(store: S) {
         .await
         .unwrap();
     assert_ne!(second.id, first.id);
+    // A drop closed early has ended too, though its closeAt is ahead.
+    store.close(second.id, later).await.unwrap();
+    let third = DropRepository::create(&store, &new_drop(p.id, 5, 1, later), None, later, None)
+        .await
+        .unwrap();
+    assert_ne!(third.id, second.id);
 }
 
 pub async fn drops_round_trip_and_unclosed_ones_are_listed<S: SqlStore>(store: S) {

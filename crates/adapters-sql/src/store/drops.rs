@@ -27,6 +27,13 @@ impl<B: Backend> SqlStore<B> {
     }
 }
 
+/// The domain's drops of `rows`.
+fn domain_drops<E>(rows: Vec<DropRow>) -> Result<Vec<LimitedDrop>, TxError<E>> {
+    rows.into_iter()
+        .map(|row| row.into_domain().map_err(TxError::from))
+        .collect()
+}
+
 /// Drop ids per statement of [`DropRepository::get_many`].
 pub const GET_MANY_CHUNK: usize = 500;
 
@@ -44,6 +51,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
         seller_quota: Option<u32>,
     ) -> Result<LimitedDrop, CreateDropError> {
         let product = drop.product_id.get();
+        let instant = now;
         let now = to_db(now);
         let drop = *drop;
         if drop.mode.is_draw() != draw.is_some() {
@@ -78,18 +86,20 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                     if let Err(invalid) = drop.check_stock(u32::try_from(stock).unwrap_or(0)) {
                         return Err(TxError::Refused(CreateDropError::Invalid(vec![invalid])));
                     }
-                    let active = number::<B>(
-                        c,
-                        Sql::new("SELECT COUNT(*) AS n FROM limited_drops WHERE product_id = ")
+                    // Narrowed to the drops whose closeAt is ahead (an ended drop never
+                    // comes back); which of them have not ended is the domain's rule.
+                    let product_drops: Vec<DropRow> = c
+                        .rows(
+                            Sql::new(&format!(
+                                "SELECT {DROP_COLUMNS} FROM limited_drops WHERE product_id = "
+                            ))
                             .bind(Bind::BigInt(product))
                             .sql(" AND close_at > ")
-                            .bind(Bind::Timestamp(now))
-                            .sql(" AND closed_at IS NULL"),
-                    )
-                    .await?;
-                    if active > 0 {
-                        return Err(TxError::Refused(CreateDropError::DropAlreadyActive));
-                    }
+                            .bind(Bind::Timestamp(now)),
+                        )
+                        .await?;
+                    goods_domain::drop::check_one_active_drop(&domain_drops(product_drops)?, instant)
+                        .map_err(TxError::Refused)?;
                     if seller_quota.is_some() {
                         let owner = number::<B>(
                             c,
@@ -107,21 +117,20 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                                         .sql(&format!(" ORDER BY id{}", B::DIALECT.exclusive_read)),
                                 )
                                 .await?;
-                            let owned_active = number::<B>(
-                                c,
-                                Sql::new(
-                                    "SELECT COUNT(*) AS n FROM limited_drops INNER JOIN products \
-                                     ON products.id = limited_drops.product_id \
-                                     WHERE products.owner_id = ",
+                            let seller_drops: Vec<DropRow> = c
+                                .rows(
+                                    Sql::new(&format!(
+                                        "SELECT {DROP_COLUMNS} FROM limited_drops WHERE product_id IN \
+                                         (SELECT id FROM products WHERE owner_id = "
+                                    ))
+                                    .bind(Bind::BigInt(owner))
+                                    .sql(") AND close_at > ")
+                                    .bind(Bind::Timestamp(now)),
                                 )
-                                .bind(Bind::BigInt(owner))
-                                .sql(" AND limited_drops.close_at > ")
-                                .bind(Bind::Timestamp(now))
-                                .sql(" AND limited_drops.closed_at IS NULL"),
-                            )
-                            .await?;
+                                .await?;
                             goods_domain::drop::check_seller_quota(
-                                u32::try_from(owned_active).unwrap_or(u32::MAX),
+                                &domain_drops(seller_drops)?,
+                                instant,
                                 seller_quota,
                             )
                             .map_err(TxError::Refused)?;

@@ -12,8 +12,7 @@ use crate::{Backend, Bind, Exec, Sql, TxError};
 use goods_domain::ports::{AppliedPayment, Cancelled, PaymentEventError, StaleResolution, unix_ms};
 use goods_domain::{
     CancelOrderError, CancelTransition, Expiry, GoodsOrder, IdempotencyKey, InfraError, OrderId,
-    OrderStatus, PaymentEvent, PaymentOutcome, PaymentRecord, PaymentTransition, PaymentWindow,
-    UserId,
+    PaymentEvent, PaymentOutcome, PaymentRecord, PaymentTransition, PaymentWindow, UserId,
 };
 use time::OffsetDateTime;
 
@@ -33,19 +32,16 @@ impl<B: Backend> SqlStore<B> {
                     let mut order = lock_order::<B, _>(c, id)
                         .await?
                         .ok_or(TxError::Refused(CancelOrderError::NotFound))?;
-                    match order.cancel_by(by, expiry).map_err(TxError::Refused)? {
-                        CancelTransition::AlreadyCancelled => Ok(Cancelled::Already(order)),
-                        CancelTransition::Expire => {
-                            end_and_give_back::<B>(c, &mut order, OrderStatus::Expired).await?;
-                            log_end::<B>(c, &order, expiry.now).await?;
-                            Ok(Cancelled::Expired(order))
-                        }
-                        CancelTransition::Cancel => {
-                            end_and_give_back::<B>(c, &mut order, OrderStatus::Cancelled).await?;
-                            log_end::<B>(c, &order, expiry.now).await?;
-                            Ok(Cancelled::Now(order))
-                        }
+                    let transition = order.cancel_by(by, expiry).map_err(TxError::Refused)?;
+                    if !order.apply_cancel(transition) {
+                        return Ok(Cancelled::Already(order));
                     }
+                    end_and_give_back::<B>(c, &order).await?;
+                    log_end::<B>(c, &order, expiry.now).await?;
+                    Ok(match transition {
+                        CancelTransition::Expire => Cancelled::Expired(order),
+                        _ => Cancelled::Now(order),
+                    })
                 })
             },
         )
@@ -63,14 +59,15 @@ impl<B: Backend> SqlStore<B> {
             move |c, _| {
                 Box::pin(async move {
                     begin_write::<B>(c).await?;
-                    match lock_order::<B, _>(c, id).await? {
-                        Some(mut order) if order.expires_by(expiry) => {
-                            end_and_give_back::<B>(c, &mut order, OrderStatus::Expired).await?;
-                            log_end::<B>(c, &order, expiry.now).await?;
-                            Ok(Some(order))
-                        }
-                        _ => Ok(None),
+                    let Some(mut order) = lock_order::<B, _>(c, id).await? else {
+                        return Ok(None);
+                    };
+                    if !order.expire_by(expiry) {
+                        return Ok(None);
                     }
+                    end_and_give_back::<B>(c, &order).await?;
+                    log_end::<B>(c, &order, expiry.now).await?;
+                    Ok(Some(order))
                 })
             },
         )
@@ -185,10 +182,17 @@ async fn apply_payment<B: Backend>(
             match decision.transition {
                 None => {}
                 Some(PaymentTransition::Pay(payment)) => {
-                    mark_paid(c, &mut order, payment).await?;
+                    // As the database keeps it (its timestamps' precision).
+                    let at = crate::rows::from_db(to_db(payment.at));
+                    order.apply_payment_transition(PaymentTransition::Pay(goods_domain::Payment {
+                        at,
+                        ..payment
+                    }));
+                    mark_paid(c, &order).await?;
                 }
                 Some(PaymentTransition::Expire) => {
-                    end_and_give_back::<B>(c, &mut order, OrderStatus::Expired).await?;
+                    order.apply_payment_transition(PaymentTransition::Expire);
+                    end_and_give_back::<B>(c, &order).await?;
                     expired = Some(order.clone());
                 }
             }

@@ -74,23 +74,26 @@ pub(super) async fn lock_order<B: Backend, R>(
         .transpose()?)
 }
 
-/// Ends a locked PENDING order as `status` (CANCELLED or EXPIRED) and gives its units back to
-/// the buyer's holding, the product's stock and the drop, in the purchase's lock order
-/// (holding, stock, drop), so this and a purchase cannot deadlock on the hot rows.
+/// Writes a locked order that has just ended (CANCELLED or EXPIRED, as the aggregate decided)
+/// and gives its units back to the buyer's holding, the product's stock and the drop, in the
+/// purchase's lock order (holding, stock, drop), so this and a purchase cannot deadlock on the
+/// hot rows.
 pub(super) async fn end_and_give_back<B: Backend>(
     c: &mut B::Conn,
-    order: &mut GoodsOrder,
-    status: OrderStatus,
+    order: &GoodsOrder,
 ) -> QueryResult<()> {
+    debug_assert!(matches!(
+        order.status,
+        OrderStatus::Cancelled | OrderStatus::Expired
+    ));
     let q = column(order.quantity.get());
     c.run(
         Sql::new("UPDATE orders SET status = ")
-            .bind(Bind::Text(status.as_str().to_owned()))
+            .bind(Bind::Text(order.status.as_str().to_owned()))
             .sql(" WHERE id = ")
             .bind(Bind::BigInt(order.id.get())),
     )
     .await?;
-    order.status = status;
     c.run(
         Sql::new("UPDATE drop_holdings SET quantity = quantity - ")
             .bind(Bind::Integer(q))
@@ -117,15 +120,20 @@ pub(super) async fn end_and_give_back<B: Backend>(
     Ok(())
 }
 
-/// Marks a locked PENDING order PAID by `payment`.
-pub(super) async fn mark_paid(
-    c: &mut impl Exec,
-    order: &mut GoodsOrder,
-    payment: goods_domain::Payment,
-) -> QueryResult<()> {
+/// Writes a locked order that has just been PAID, as the aggregate decided.
+pub(super) async fn mark_paid(c: &mut impl Exec, order: &GoodsOrder) -> QueryResult<()> {
+    let Some(payment) = order
+        .payment
+        .as_ref()
+        .filter(|_| order.status == OrderStatus::Paid)
+    else {
+        return Err(diesel::result::Error::QueryBuilderError(
+            "an order is written PAID only with its payment".into(),
+        ));
+    };
     c.run(
         Sql::new("UPDATE orders SET status = ")
-            .bind(Bind::Text(OrderStatus::Paid.as_str().to_owned()))
+            .bind(Bind::Text(order.status.as_str().to_owned()))
             .sql(", paid_at = ")
             .bind(Bind::OptTimestamp(Some(to_db(payment.at))))
             .sql(", payment_key = ")
@@ -136,10 +144,5 @@ pub(super) async fn mark_paid(
             .bind(Bind::BigInt(order.id.get())),
     )
     .await?;
-    order.status = OrderStatus::Paid;
-    order.payment = Some(goods_domain::Payment {
-        at: crate::rows::from_db(to_db(payment.at)),
-        ..payment
-    });
     Ok(())
 }
