@@ -17,189 +17,100 @@ use actix_web::{HttpResponse, web};
 #[derive(Debug, Clone, Copy)]
 pub struct RouteLabel(pub &'static str);
 
+/// The method a resource allows: its route, and its name for the `Allow` header of a 405.
+#[derive(Debug, Clone, Copy)]
+enum Verb {
+    Get,
+    Post,
+    Put,
+}
+
+impl Verb {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Get => "GET",
+            Self::Post => "POST",
+            Self::Put => "PUT",
+        }
+    }
+
+    fn route(self) -> actix_web::Route {
+        match self {
+            Self::Get => web::get(),
+            Self::Post => web::post(),
+            Self::Put => web::put(),
+        }
+    }
+}
+
+use Verb::{Get, Post, Put};
+
 /// The methods a resource allows, for the `Allow` header of its 405.
 #[derive(Debug, Clone, Copy)]
 struct Allow(&'static str);
 
+/// The resource at `path` answering `verb` with `handler`, labelled by `path` for metrics and
+/// traces; any other method is a 405 naming `verb`.
+fn route<F, Args>(verb: Verb, path: &'static str, handler: F) -> actix_web::Resource
+where
+    F: actix_web::Handler<Args>,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    web::resource(path)
+        .app_data(Allow(verb.name()))
+        .app_data(RouteLabel(path))
+        .route(verb.route().to(handler))
+        .default_service(web::to(method_not_allowed))
+}
+
+/// `cfg` with one [`route`] a line: `Verb "path" => handler,`.
+macro_rules! routes {
+    ($cfg:expr, $($verb:ident $path:literal => $handler:path,)*) => {
+        $cfg$(.service(route($verb, $path, $handler)))*
+    };
+}
+
 /// Registers every route; anything else is a problem+json 404 (or 405 with `Allow` on a known
-/// path).
+/// path). actix tries routes in registration order, matching path parameters with a regex; the
+/// purchase route takes nearly all the traffic of a drop, so it is tried first.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    // actix tries routes in registration order, matching path parameters with a regex; the
-    // purchase route takes nearly all the traffic of a drop, so it is tried first.
-    cfg.service(
-        web::resource("/limited-drops/{dropId}/orders")
-            .app_data(Allow("POST"))
-            .app_data(RouteLabel("/limited-drops/{dropId}/orders"))
-            .post(drops::purchase)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(live())
-    .service(
-        web::resource("/limited-drops/{dropId}/entries")
-            .app_data(Allow("POST"))
-            .app_data(RouteLabel("/limited-drops/{dropId}/entries"))
-            .post(drops::enter)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/limited-drops/{dropId}/entries/me")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/limited-drops/{dropId}/entries/me"))
-            .get(drops::my_entry)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/limited-drops/{dropId}")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/limited-drops/{dropId}"))
-            .get(drops::get)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/limited-drops")
-            .app_data(Allow("POST"))
-            .app_data(RouteLabel("/limited-drops"))
-            .post(drops::create)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/limited-drops/{dropId}/pause")
-            .app_data(Allow("POST"))
-            .app_data(RouteLabel("/limited-drops/{dropId}/pause"))
-            .post(drops::pause)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/limited-drops/{dropId}/resume")
-            .app_data(Allow("POST"))
-            .app_data(RouteLabel("/limited-drops/{dropId}/resume"))
-            .post(drops::resume)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/limited-drops/{dropId}/close")
-            .app_data(Allow("POST"))
-            .app_data(RouteLabel("/limited-drops/{dropId}/close"))
-            .post(drops::close)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/limited-drops/{dropId}/stats")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/limited-drops/{dropId}/stats"))
-            .get(drops::stats)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/limited-drops/{dropId}/reconciliation")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/limited-drops/{dropId}/reconciliation"))
-            .get(drops::reconciliation)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/products")
-            .app_data(Allow("POST"))
-            .app_data(RouteLabel("/products"))
-            .post(products::create)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/products/{productId}")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/products/{productId}"))
-            .get(products::get)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/orders/{orderId}")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/orders/{orderId}"))
-            .get(orders::get)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/orders")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/orders"))
-            .get(orders::list)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/payments/events")
-            .app_data(Allow("POST"))
-            .app_data(RouteLabel("/payments/events"))
-            .post(payments::event)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/admin/events")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/admin/events"))
-            .get(events::list)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/admin/payments")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/admin/payments"))
-            .get(payments::list)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/orders/{orderId}/cancel")
-            .app_data(Allow("POST"))
-            .app_data(RouteLabel("/orders/{orderId}/cancel"))
-            .post(orders::cancel)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(ready())
-    .service(
-        web::resource("/admin/flags")
-            .app_data(Allow("GET"))
-            .app_data(RouteLabel("/admin/flags"))
-            .get(admin::flags)
-            .default_service(web::to(method_not_allowed)),
-    )
-    .service(
-        web::resource("/admin/flags/{name}")
-            .app_data(Allow("PUT"))
-            .app_data(RouteLabel("/admin/flags/{name}"))
-            .put(admin::set_flag)
-            .default_service(web::to(method_not_allowed)),
+    routes!(cfg,
+        Post "/limited-drops/{dropId}/orders" => drops::purchase,
+        Get "/health/live" => ops::live,
+        Post "/limited-drops/{dropId}/entries" => drops::enter,
+        Get "/limited-drops/{dropId}/entries/me" => drops::my_entry,
+        Get "/limited-drops/{dropId}" => drops::get,
+        Post "/limited-drops" => drops::create,
+        Post "/limited-drops/{dropId}/pause" => drops::pause,
+        Post "/limited-drops/{dropId}/resume" => drops::resume,
+        Post "/limited-drops/{dropId}/close" => drops::close,
+        Get "/limited-drops/{dropId}/stats" => drops::stats,
+        Get "/limited-drops/{dropId}/reconciliation" => drops::reconciliation,
+        Post "/products" => products::create,
+        Get "/products/{productId}" => products::get,
+        Get "/orders/{orderId}" => orders::get,
+        Get "/orders" => orders::list,
+        Post "/payments/events" => payments::event,
+        Get "/admin/events" => events::list,
+        Get "/admin/payments" => payments::list,
+        Post "/orders/{orderId}/cancel" => orders::cancel,
+        Get "/health/ready" => ops::ready,
+        Get "/admin/flags" => admin::flags,
+        Put "/admin/flags/{name}" => admin::set_flag,
     )
     .default_service(web::to(not_found));
-}
-
-fn live() -> actix_web::Resource {
-    web::resource("/health/live")
-        .app_data(Allow("GET"))
-        .app_data(RouteLabel("/health/live"))
-        .get(ops::live)
-        .default_service(web::to(method_not_allowed))
-}
-
-fn ready() -> actix_web::Resource {
-    web::resource("/health/ready")
-        .app_data(Allow("GET"))
-        .app_data(RouteLabel("/health/ready"))
-        .get(ops::ready)
-        .default_service(web::to(method_not_allowed))
 }
 
 /// The ops listener's routes: the probes and `/metrics`, for the scraper and the orchestrator
 /// only (`OPS_BIND_ADDR`); the API listener answers 404 for `/metrics`.
 pub fn configure_ops(cfg: &mut web::ServiceConfig) {
-    cfg.service(live())
-        .service(ready())
-        .service(
-            web::resource("/metrics")
-                .app_data(Allow("GET"))
-                .app_data(RouteLabel("/metrics"))
-                .get(ops::metrics)
-                .default_service(web::to(method_not_allowed)),
-        )
-        .default_service(web::to(not_found));
+    routes!(cfg,
+        Get "/health/live" => ops::live,
+        Get "/health/ready" => ops::ready,
+        Get "/metrics" => ops::metrics,
+    )
+    .default_service(web::to(not_found));
 }
 
 async fn not_found() -> Result<HttpResponse, Problem> {
