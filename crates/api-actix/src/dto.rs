@@ -1,6 +1,7 @@
 //! Request and response bodies (camelCase JSON, RFC 3339 UTC timestamps) and their conversion
 //! from and into domain and use-case types.
 
+use crate::rfc3339::format as rfc3339;
 use goods_app::{
     DrawView, DropStats, DropView, EntryView, EventPage, OrderPage, PaymentPage, Reconciliation,
 };
@@ -12,13 +13,7 @@ use goods_domain::{
 use serde::de::{Deserializer, Error as _, Visitor};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use time::format_description::well_known::Rfc3339;
-use time::{OffsetDateTime, UtcOffset};
-
-/// Formats an instant as RFC 3339 in UTC; `None` when it has no UTC form in range.
-pub fn rfc3339(at: OffsetDateTime) -> Option<String> {
-    at.checked_to_offset(UtcOffset::UTC)?.format(&Rfc3339).ok()
-}
+use time::OffsetDateTime;
 
 /// A JSON Schema `integer`: a JSON number with no fractional part, so `2` and `2.0` alike
 /// (serde alone refuses the second; the OpenAPI description allows it).

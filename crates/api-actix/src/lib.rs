@@ -14,6 +14,7 @@ mod problem;
 mod rate;
 mod refusals;
 mod request_id;
+mod rfc3339;
 mod routes;
 pub mod signature;
 mod timeout;

@@ -19,7 +19,7 @@ pub enum ListEventsError {
     Forbidden,
     /// The store failed.
     #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
+    Infra(#[from] goods_domain::InfraError),
 }
 
 /// Which events to list.
@@ -73,7 +73,7 @@ impl Events {
     /// A page of events matching `list` (admins).
     ///
     /// # Errors
-    /// [`ListEventsError::Forbidden`] unless `actor` is an admin; `Unexpected` when the store
+    /// [`ListEventsError::Forbidden`] unless `actor` is an admin; `Infra` when the store
     /// fails.
     #[tracing::instrument(skip_all, fields(user.id = %actor.user_id))]
     pub async fn list(&self, actor: Actor, list: ListEvents) -> Result<EventPage, ListEventsError> {
@@ -90,8 +90,7 @@ impl Events {
                 // One more than asked tells whether a next page exists.
                 limit: limit + 1,
             })
-            .await
-            .map_err(anyhow::Error::new)?;
+            .await?;
         let next_cursor = if items.len() > limit as usize {
             items.truncate(limit as usize);
             items.last().map(|e| e.cursor)

@@ -8,7 +8,7 @@ use goods_domain::{NewProduct, Product, ProductId};
 pub enum CreateProductError {
     /// The store failed.
     #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
+    Infra(#[from] goods_domain::InfraError),
 }
 
 /// Why a product could not be read.
@@ -19,32 +19,27 @@ pub enum GetProductError {
     NotFound,
     /// The store failed.
     #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
+    Infra(#[from] goods_domain::InfraError),
 }
 
 impl GoodsApp {
     /// Creates a product with its initial stock.
     ///
     /// # Errors
-    /// [`CreateProductError::Unexpected`] when the store fails.
+    /// [`CreateProductError::Infra`] when the store fails.
     #[tracing::instrument(skip_all)]
     pub async fn create_product(
         &self,
         product: &NewProduct,
     ) -> Result<Product, CreateProductError> {
-        Ok(self
-            .ports
-            .products
-            .create(product)
-            .await
-            .map_err(anyhow::Error::new)?)
+        Ok(self.ports.products.create(product).await?)
     }
 
     /// Reads a product and its stock. Buyers, its seller and admins may; to another seller
     /// it does not exist.
     ///
     /// # Errors
-    /// [`GetProductError::NotFound`], or `Unexpected` when the store fails.
+    /// [`GetProductError::NotFound`], or `Infra` when the store fails.
     #[tracing::instrument(skip_all, fields(product.id = %id))]
     pub async fn get_product(
         &self,
@@ -54,8 +49,7 @@ impl GoodsApp {
         self.ports
             .products
             .get(id)
-            .await
-            .map_err(anyhow::Error::new)?
+            .await?
             .filter(|p| actor.role == Role::Buyer || actor.manages(p.owner))
             .ok_or(GetProductError::NotFound)
     }

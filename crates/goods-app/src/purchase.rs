@@ -69,14 +69,12 @@ pub enum PurchaseError {
     /// Admitted, but no database write slot within the wait bound.
     #[error("throttled")]
     Throttled,
-    /// The database did not answer within its bound (pool, statement or transaction limit),
-    /// or the admission lease ran out first. No order was reported; if the outcome was
-    /// unknown, a retry with the same key replays the order or gets a fresh attempt.
-    #[error("service unavailable")]
-    Unavailable,
-    /// A store failed.
+    /// A store failed. [`InfraError::is_unavailable`] when the database did not answer
+    /// within its bound (pool, statement or transaction limit) or the admission lease ran out
+    /// first: no order was reported, and a retry with the same key replays the order or gets
+    /// a fresh attempt.
     #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
+    Infra(#[from] InfraError),
 }
 
 impl From<PlaceOrderError> for PurchaseError {
@@ -86,21 +84,12 @@ impl From<PlaceOrderError> for PurchaseError {
             PlaceOrderError::PerUserLimitExceeded { limit } => Self::PerUserLimitExceeded { limit },
             PlaceOrderError::KeyReused => Self::KeyReused,
             PlaceOrderError::OrderLimitReached { limit } => Self::OrderLimitReached { limit },
-            PlaceOrderError::LeaseExpired => Self::Unavailable,
+            PlaceOrderError::LeaseExpired => Self::Infra(InfraError::unavailable(
+                "the admission lease ran out before the order was committed",
+            )),
             PlaceOrderError::Closed => Self::Closed,
             PlaceOrderError::Throttled => Self::Throttled,
             PlaceOrderError::Infra(e) => e.into(),
-        }
-    }
-}
-
-impl From<InfraError> for PurchaseError {
-    fn from(error: InfraError) -> Self {
-        if error.is_unavailable() {
-            tracing::warn!(error = %error, "database unavailable");
-            Self::Unavailable
-        } else {
-            Self::Unexpected(error.into())
         }
     }
 }
@@ -120,8 +109,8 @@ impl PurchaseError {
             Self::PerUserLimitExceeded { .. } => "per_user_limit_exceeded",
             Self::OrderLimitReached { .. } => "order_limit_reached",
             Self::Throttled => "throttled",
-            Self::Unavailable => "unavailable",
-            Self::Unexpected(_) => "unexpected",
+            Self::Infra(e) if e.is_unavailable() => "unavailable",
+            Self::Infra(_) => "unexpected",
         }
     }
 
@@ -139,8 +128,7 @@ impl PurchaseError {
             | Self::DrawDrop
             | Self::KeyReused
             | Self::InProgress
-            | Self::Unavailable
-            | Self::Unexpected(_) => None,
+            | Self::Infra(_) => None,
         }
     }
 }
@@ -371,7 +359,10 @@ mod tests {
         gate.expect_cancel().times(0);
         gate.expect_confirm().times(0);
         let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
-        assert!(matches!(err, PurchaseError::Unexpected(_)));
+        assert!(
+            matches!(&err, PurchaseError::Infra(e) if !e.is_unavailable()),
+            "{err:?}"
+        );
     }
 
     #[rstest::rstest]
@@ -388,7 +379,10 @@ mod tests {
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(0);
         let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
-        assert!(matches!(err, PurchaseError::Unavailable), "{err:?}");
+        assert!(
+            matches!(&err, PurchaseError::Infra(e) if e.is_unavailable()),
+            "{err:?}"
+        );
     }
 
     #[tokio::test]
@@ -597,7 +591,7 @@ mod tests {
                     "the database's order, not the marker's"
                 );
             }
-            ("unavailable", Err(PurchaseError::Unavailable)) => {}
+            ("unavailable", Err(PurchaseError::Infra(e))) if e.is_unavailable() => {}
             (_, other) => panic!("{expected}: {other:?}"),
         }
         done.recv().await.expect("the drop is resynced");

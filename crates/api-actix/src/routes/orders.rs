@@ -83,6 +83,6 @@ pub async fn list(
         .app
         .list_orders(buyer, &query)
         .await
-        .map_err(|e| Problem::internal(&anyhow::Error::new(e)))?;
+        .map_err(Problem::from)?;
     Ok(HttpResponse::Ok().json(OrderPageBody::new(page, state.app.payment_window())))
 }

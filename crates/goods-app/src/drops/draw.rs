@@ -170,54 +170,32 @@ pub enum EntryError {
     /// No such drop.
     #[error("drop not found")]
     DropNotFound,
-    /// A FIRST_COME drop.
-    #[error("the drop is not a draw")]
-    NotADraw,
-    /// Before `openAt`.
-    #[error("the drop opens at {open_at}")]
-    TooEarly { open_at: OffsetDateTime },
-    /// Paused by its seller or an admin.
-    #[error("the drop is paused")]
-    Paused,
-    /// From `entryCloseAt` on (and the buyer has no entry).
-    #[error("entries are closed")]
-    EntriesClosed,
+    /// The entry window refused it (for `EntriesClosed`: and the buyer has no entry).
+    #[error(transparent)]
+    Refused(#[from] EntryRejection),
     /// The buyer has no entry in the drop.
     #[error("no entry")]
     EntryNotFound,
     /// No database write slot within the wait bound.
     #[error("throttled")]
     Throttled,
-    /// The database did not answer within its bound.
-    #[error("service unavailable")]
-    Unavailable,
-    /// A store failed.
+    /// A store failed (or did not answer within its bound: [`InfraError::is_unavailable`]).
     #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
-}
-
-impl From<InfraError> for EntryError {
-    fn from(error: InfraError) -> Self {
-        if error.is_unavailable() {
-            Self::Unavailable
-        } else {
-            Self::Unexpected(error.into())
-        }
-    }
+    Infra(#[from] InfraError),
 }
 
 impl EntryError {
     fn label(&self) -> &'static str {
         match self {
             Self::DropNotFound => "drop_not_found",
-            Self::NotADraw => "not_a_draw",
-            Self::TooEarly { .. } => "too_early",
-            Self::Paused => "paused",
-            Self::EntriesClosed => "entries_closed",
+            Self::Refused(EntryRejection::NotADraw) => "not_a_draw",
+            Self::Refused(EntryRejection::TooEarly { .. }) => "too_early",
+            Self::Refused(EntryRejection::Paused) => "paused",
+            Self::Refused(EntryRejection::EntriesClosed) => "entries_closed",
             Self::EntryNotFound => "entry_not_found",
             Self::Throttled => "throttled",
-            Self::Unavailable => "unavailable",
-            Self::Unexpected(_) => "unexpected",
+            Self::Infra(e) if e.is_unavailable() => "unavailable",
+            Self::Infra(_) => "unexpected",
         }
     }
 }
@@ -272,18 +250,14 @@ impl GoodsApp {
         let now = self.ports.clock.now();
         match check_entry(&drop, now) {
             Ok(()) => {}
-            Err(EntryRejection::NotADraw) => return Err(EntryError::NotADraw),
-            Err(EntryRejection::TooEarly { open_at }) => {
-                return Err(EntryError::TooEarly { open_at });
-            }
-            Err(EntryRejection::Paused) => return Err(EntryError::Paused),
             Err(EntryRejection::EntriesClosed) => {
                 // A buyer who entered still gets their entry; only closed drops pay this read.
                 return self
                     .entry_view(&drop, actor.user_id, now)
                     .await?
-                    .ok_or(EntryError::EntriesClosed);
+                    .ok_or(EntryRejection::EntriesClosed.into());
             }
+            Err(refused) => return Err(refused.into()),
         }
         let Some(_permit) = self.buffer.acquire().await else {
             return Err(EntryError::Throttled);
@@ -314,7 +288,7 @@ impl GoodsApp {
             Err(EnterError::EntriesClosed) => self
                 .entry_view(&drop, actor.user_id, now)
                 .await?
-                .ok_or(EntryError::EntriesClosed),
+                .ok_or(EntryRejection::EntriesClosed.into()),
             Err(EnterError::Infra(error)) => Err(error.into()),
         }
     }
@@ -328,7 +302,7 @@ impl GoodsApp {
     pub async fn my_entry(&self, id: DropId, actor: Actor) -> Result<EntryView, EntryError> {
         let drop = self.draw_drop(id).await?;
         if !drop.mode.is_draw() {
-            return Err(EntryError::NotADraw);
+            return Err(EntryRejection::NotADraw.into());
         }
         self.entry_view(&drop, actor.user_id, self.ports.clock.now())
             .await?

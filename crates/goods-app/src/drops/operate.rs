@@ -21,13 +21,7 @@ pub enum OperateDropError {
     Closed,
     /// A store failed.
     #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
-}
-
-impl From<InfraError> for OperateDropError {
-    fn from(error: InfraError) -> Self {
-        Self::Unexpected(error.into())
-    }
+    Infra(#[from] InfraError),
 }
 
 impl GoodsApp {

@@ -21,41 +21,24 @@ impl GoodsApp {
     /// Reads a drop's outcome counters and units, for the seller of its product or an admin.
     ///
     /// # Errors
-    /// [`DropReadError::NotFound`] (also for a drop `actor` does not manage), or `Unexpected`
+    /// [`DropReadError::NotFound`] (also for a drop `actor` does not manage), or `Infra`
     /// when a store fails.
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
     pub async fn drop_stats(&self, id: DropId, actor: Actor) -> Result<DropStats, DropReadError> {
         let drop = self
             .managed_drop(id, actor)
-            .await
-            .map_err(anyhow::Error::new)?
+            .await?
             .ok_or(DropReadError::NotFound)?;
-        let counts = self
-            .ports
-            .stats
-            .counts(id)
-            .await
-            .map_err(anyhow::Error::new)?;
-        let sold_quantity = self
-            .ports
-            .drops
-            .sold_quantity(id)
-            .await
-            .map_err(anyhow::Error::new)?;
-        let units = self
-            .ports
-            .orders
-            .units_by_status(id)
-            .await
-            .map_err(anyhow::Error::new)?;
-        let remaining = self.remaining(&drop).await.map_err(anyhow::Error::new)?;
+        let counts = self.ports.stats.counts(id).await?;
+        let sold_quantity = self.ports.drops.sold_quantity(id).await?;
+        let units = self.ports.orders.units_by_status(id).await?;
+        let remaining = self.remaining(&drop).await?;
         let draw = match drop.mode.is_draw() {
             true => Some(
                 self.ports
                     .draws
                     .draw(id)
-                    .await
-                    .map_err(anyhow::Error::new)?
+                    .await?
                     .map(|d| d.counts)
                     .unwrap_or_default(),
             ),

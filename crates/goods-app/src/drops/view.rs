@@ -50,7 +50,7 @@ pub enum DropReadError {
     NotFound,
     /// The store failed.
     #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
+    Infra(#[from] InfraError),
 }
 
 impl GoodsApp {
@@ -58,21 +58,14 @@ impl GoodsApp {
     /// off).
     ///
     /// # Errors
-    /// [`DropReadError::NotFound`], or `Unexpected` when the store fails.
+    /// [`DropReadError::NotFound`], or `Infra` when the store fails.
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
     pub async fn get_drop(&self, id: DropId) -> Result<DropView, DropReadError> {
         if !self.drops_on() {
             return Err(DropReadError::NotFound);
         }
-        let drop = self
-            .drops
-            .load(id)
-            .await
-            .map_err(anyhow::Error::new)?
-            .ok_or(DropReadError::NotFound)?;
-        self.view_of(drop)
-            .await
-            .map_err(|e| anyhow::Error::new(e).into())
+        let drop = self.drops.load(id).await?.ok_or(DropReadError::NotFound)?;
+        self.view_of(drop).await.map_err(Into::into)
     }
 
     /// `drop` as clients see it now: units left, status, and a draw drop's draw.

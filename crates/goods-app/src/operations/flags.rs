@@ -50,13 +50,7 @@ pub enum FlagError {
     NotFound,
     /// The store failed.
     #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
-}
-
-impl From<InfraError> for FlagError {
-    fn from(error: InfraError) -> Self {
-        Self::Unexpected(error.into())
-    }
+    Infra(#[from] InfraError),
 }
 
 /// Every flag: the stored ones, and the defaults of those never set.

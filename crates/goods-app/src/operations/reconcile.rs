@@ -31,7 +31,7 @@ impl GoodsApp {
     /// alert when the database sold too much.
     ///
     /// # Errors
-    /// [`DropReadError::NotFound`] (also for a drop `actor` does not manage), or `Unexpected` when the database fails (an unreachable
+    /// [`DropReadError::NotFound`] (also for a drop `actor` does not manage), or `Infra` when the database fails (an unreachable
     /// gate is reported as `gate_remaining: None`, not as an error).
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
     pub async fn reconcile_drop(
@@ -41,25 +41,14 @@ impl GoodsApp {
     ) -> Result<Reconciliation, DropReadError> {
         let drop = self
             .managed_drop(id, actor)
-            .await
-            .map_err(anyhow::Error::new)?
+            .await?
             .ok_or(DropReadError::NotFound)?;
         self.reconcile(&drop).await
     }
 
     async fn reconcile(&self, drop: &LimitedDrop) -> Result<Reconciliation, DropReadError> {
-        let sold = self
-            .ports
-            .drops
-            .sold_quantity(drop.id)
-            .await
-            .map_err(anyhow::Error::new)?;
-        let units = self
-            .ports
-            .orders
-            .units_by_status(drop.id)
-            .await
-            .map_err(anyhow::Error::new)?;
+        let sold = self.ports.drops.sold_quantity(drop.id).await?;
+        let units = self.ports.orders.units_by_status(drop.id).await?;
         let gate_remaining = match self.gate().filter(|_| !drop.mode.is_draw()) {
             Some(gate) => gate.remaining(drop.id).await.unwrap_or_else(|error| {
                 self.breaker.trip();

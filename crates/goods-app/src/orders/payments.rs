@@ -14,7 +14,7 @@ pub enum ListPaymentsError {
     Forbidden,
     /// The store failed.
     #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
+    Infra(#[from] goods_domain::InfraError),
 }
 
 /// Which recorded events to list.
@@ -80,7 +80,7 @@ impl GoodsApp {
     /// Recorded payment events, newest first, a page at a time (admins).
     ///
     /// # Errors
-    /// [`ListPaymentsError::Forbidden`] unless `actor` is an admin; `Unexpected` when the store
+    /// [`ListPaymentsError::Forbidden`] unless `actor` is an admin; `Infra` when the store
     /// fails.
     #[tracing::instrument(skip_all, fields(user.id = %actor.user_id))]
     pub async fn list_payments(
@@ -101,8 +101,7 @@ impl GoodsApp {
                 // One more than asked tells whether a next page exists.
                 limit: limit + 1,
             })
-            .await
-            .map_err(anyhow::Error::new)?;
+            .await?;
         let next_cursor = if items.len() > limit as usize {
             items.truncate(limit as usize);
             items.last().map(|r| r.seq)

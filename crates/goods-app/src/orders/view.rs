@@ -14,7 +14,7 @@ pub enum GetOrderError {
     Forbidden,
     /// The store failed.
     #[error(transparent)]
-    Unexpected(#[from] anyhow::Error),
+    Infra(#[from] goods_domain::InfraError),
 }
 
 impl GoodsApp {
@@ -28,20 +28,12 @@ impl GoodsApp {
             .ports
             .orders
             .get(id)
-            .await
-            .map_err(anyhow::Error::new)?
+            .await?
             .ok_or(GetOrderError::NotFound)?;
         if order.user_id == actor.user_id
-            || (actor.role != Role::Buyer
-                && self
-                    .manages_product(order.product_id, actor)
-                    .await
-                    .map_err(anyhow::Error::new)?)
+            || (actor.role != Role::Buyer && self.manages_product(order.product_id, actor).await?)
         {
-            Ok(self
-                .settle_overdue(order)
-                .await
-                .map_err(anyhow::Error::new)?)
+            Ok(self.settle_overdue(order).await?)
         } else {
             Err(GetOrderError::Forbidden)
         }

@@ -194,9 +194,9 @@ impl GoodsApp {
                 };
                 // Nothing of this request in the database: the marker is false, and the resync
                 // drops it; until then the buyer is asked to retry.
-                self.find_replay(&cmd)
-                    .await?
-                    .ok_or(PurchaseError::Unavailable)
+                self.find_replay(&cmd).await?.ok_or_else(|| {
+                    InfraError::unavailable("the gate holds a marker the database does not").into()
+                })
             }
             ReserveOutcome::InProgress { .. } => Err(PurchaseError::InProgress),
             ReserveOutcome::KeyReused => Err(PurchaseError::KeyReused),
@@ -205,7 +205,7 @@ impl GoodsApp {
                 Err(PurchaseError::PerUserLimitExceeded { limit })
             }
             ReserveOutcome::NotSeeded => {
-                Err(anyhow::anyhow!("gate not seeded after seeding").into())
+                Err(InfraError::msg("gate not seeded after seeding").into())
             }
         }
     }
@@ -233,7 +233,7 @@ fn settlement(result: &Result<Purchased, PurchaseError>) -> Settlement {
             order,
             replayed: false,
         }) => Settlement::Confirm(order.id),
-        Err(PurchaseError::Unavailable | PurchaseError::Unexpected(_)) => Settlement::Leave,
+        Err(PurchaseError::Infra(_)) => Settlement::Leave,
         _ => Settlement::Cancel,
     }
 }

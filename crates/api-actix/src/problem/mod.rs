@@ -1,5 +1,7 @@
-//! `application/problem+json` (RFC 9457) errors, and the single mapping from use-case errors
-//! to HTTP statuses and stable `code`s.
+//! `application/problem+json` (RFC 9457) errors: the type, its rendering, and the one mapping
+//! of an infrastructure failure. The use cases' errors map to it in [`mappings`].
+
+mod mappings;
 
 use actix_web::dev::ServiceResponse;
 use actix_web::http::StatusCode;
@@ -7,18 +9,11 @@ use actix_web::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use actix_web::middleware::ErrorHandlerResponse;
 use actix_web::web::Bytes;
 use actix_web::{HttpResponse, ResponseError};
-use goods_app::{
-    CreateProductError, DropReadError, EntryError, FlagError, GetOrderError, GetProductError,
-    OperateDropError, PurchaseError,
-};
-use goods_domain::ValidationError;
-use goods_domain::ports::PaymentEventError;
-use goods_domain::{CancelOrderError, CreateDropError};
+use goods_domain::{InfraError, ValidationError};
 use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::LazyLock;
-use time::OffsetDateTime;
 
 const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
 
@@ -197,16 +192,14 @@ impl Problem {
         )
         .retry_after(1)
     }
+}
 
-    /// 500 INTERNAL: logs the cause once, here, and tells the client nothing about it; or 503
-    /// when the cause is a bound on the database that ran out.
-    pub fn internal(error: &anyhow::Error) -> Self {
-        let unavailable = error.chain().any(|cause| {
-            cause
-                .downcast_ref::<goods_domain::InfraError>()
-                .is_some_and(goods_domain::InfraError::is_unavailable)
-        });
-        if unavailable {
+/// The one mapping of an infrastructure failure: 503 `SERVICE_UNAVAILABLE` when a bound on the
+/// database ran out ([`InfraError::is_unavailable`]), else 500 `INTERNAL`. The cause is logged
+/// once, here, and the client is told nothing about it.
+impl From<InfraError> for Problem {
+    fn from(error: InfraError) -> Self {
+        if error.is_unavailable() {
             tracing::warn!(error = format!("{error:#}"), "database unavailable");
             return Self::unavailable();
         }
@@ -299,295 +292,6 @@ impl fmt::Display for ProblemType {
     }
 }
 
-fn rfc3339(at: OffsetDateTime) -> Value {
-    crate::dto::rfc3339(at).map_or(Value::Null, Value::String)
-}
-
-impl From<goods_app::RateLimited> for Problem {
-    fn from(limited: goods_app::RateLimited) -> Self {
-        Self::rate_limited(&limited)
-    }
-}
-
-impl From<PurchaseError> for Problem {
-    fn from(error: PurchaseError) -> Self {
-        use StatusCode as S;
-        match error {
-            PurchaseError::DropNotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
-            PurchaseError::TooEarly { open_at } => {
-                Self::too_early(open_at, OffsetDateTime::now_utc())
-            }
-            PurchaseError::KeyReused => Self::new(
-                S::UNPROCESSABLE_ENTITY,
-                "IDEMPOTENCY_KEY_REUSED",
-                "Idempotency key reused",
-                "this Idempotency-Key was used for a different request",
-            ),
-            PurchaseError::InProgress => Self::new(
-                S::CONFLICT,
-                "IDEMPOTENCY_KEY_IN_PROGRESS",
-                "Request in progress",
-                "a request with this Idempotency-Key is still being processed",
-            )
-            .retry_after(1),
-            PurchaseError::Closed => {
-                Self::new(S::CONFLICT, "CLOSED", "Drop closed", "the drop is closed")
-            }
-            PurchaseError::Paused => Self::paused(),
-            PurchaseError::DrawDrop => Self::new(
-                S::CONFLICT,
-                "DRAW_DROP",
-                "Draw drop",
-                "this drop sells by draw: enter it with POST /limited-drops/{dropId}/entries",
-            ),
-            PurchaseError::SoldOut { remaining: 0 } => Self {
-                rendered: Some(sold_out_none_left()),
-                ..Self::sold_out(0)
-            },
-            PurchaseError::SoldOut { remaining } => Self::sold_out(remaining),
-            PurchaseError::PerUserLimitExceeded { limit } => Self::new(
-                S::FORBIDDEN,
-                "PER_USER_LIMIT_EXCEEDED",
-                "Per-user limit exceeded",
-                format!("a buyer may hold at most {limit} units of this drop"),
-            )
-            .with("limit", json!(limit)),
-            PurchaseError::OrderLimitReached { limit } => Self::new(
-                S::CONFLICT,
-                "ORDER_LIMIT_REACHED",
-                "Order limit reached",
-                format!(
-                    "a buyer may place at most {limit} orders in this drop, cancelled ones included"
-                ),
-            )
-            .with("limit", json!(limit)),
-            PurchaseError::Throttled => Self::new(
-                S::TOO_MANY_REQUESTS,
-                "THROTTLED",
-                "Throttled",
-                "admitted, but no database write slot was free in time; nothing was bought",
-            )
-            .retry_after(1),
-            PurchaseError::Unavailable => Self::unavailable(),
-            PurchaseError::Unexpected(e) => Self::internal(&e),
-        }
-    }
-}
-
-impl Problem {
-    /// 425 `TOO_EARLY` before `open_at`, asking to retry no sooner: `Retry-After` is the wait
-    /// rounded up to whole seconds (a client that waits what it says is never early).
-    fn too_early(open_at: OffsetDateTime, now: OffsetDateTime) -> Self {
-        let wait_ms =
-            u64::try_from((open_at - now).whole_milliseconds().max(0)).unwrap_or(u64::MAX);
-        let wait_s = wait_ms.div_ceil(1000);
-        Self::new(
-            StatusCode::from_u16(425).unwrap_or(StatusCode::CONFLICT),
-            "TOO_EARLY",
-            "Too early",
-            "the drop is not open yet; do not retry before openAt",
-        )
-        .with("openAt", rfc3339(open_at))
-        .retry_after(wait_s.max(1))
-    }
-
-    fn paused() -> Self {
-        Self::new(
-            StatusCode::CONFLICT,
-            "DROP_PAUSED",
-            "Drop paused",
-            "the drop is paused by its seller; retry later",
-        )
-        .retry_after(PAUSED_RETRY_AFTER_S)
-    }
-}
-
-impl From<EntryError> for Problem {
-    fn from(error: EntryError) -> Self {
-        use StatusCode as S;
-        match error {
-            EntryError::DropNotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
-            EntryError::NotADraw => Self::new(
-                S::CONFLICT,
-                "NOT_A_DRAW",
-                "Not a draw",
-                "this drop sells first come, first served: buy with POST /limited-drops/{dropId}/orders",
-            ),
-            EntryError::TooEarly { open_at } => Self::too_early(open_at, OffsetDateTime::now_utc()),
-            EntryError::Paused => Self::paused(),
-            EntryError::EntriesClosed => Self::new(
-                S::CONFLICT,
-                "ENTRIES_CLOSED",
-                "Entries closed",
-                "the draw's entries are closed",
-            ),
-            EntryError::EntryNotFound => {
-                Self::not_found("ENTRY_NOT_FOUND", "you have no entry in this drop")
-            }
-            EntryError::Throttled => Self::new(
-                S::TOO_MANY_REQUESTS,
-                "THROTTLED",
-                "Throttled",
-                "no database write slot was free in time; nothing was entered",
-            )
-            .retry_after(1),
-            EntryError::Unavailable => Self::unavailable(),
-            EntryError::Unexpected(e) => Self::internal(&e),
-        }
-    }
-}
-
-impl From<CreateDropError> for Problem {
-    fn from(error: CreateDropError) -> Self {
-        match error {
-            CreateDropError::Invalid(errors) => Self::validation(&errors),
-            CreateDropError::ProductNotFound => {
-                Self::not_found("PRODUCT_NOT_FOUND", "no such product")
-            }
-            // The kill switch: as if the feature did not exist.
-            CreateDropError::FeatureOff => Self::not_found("DROP_NOT_FOUND", "no such drop"),
-            CreateDropError::DropAlreadyActive => Self::new(
-                StatusCode::CONFLICT,
-                "DROP_ALREADY_ACTIVE",
-                "Drop already active",
-                "the product already has a drop that is not closed",
-            ),
-            CreateDropError::QuotaExceeded { limit } => Self::new(
-                StatusCode::CONFLICT,
-                "QUOTA_EXCEEDED",
-                "Quota exceeded",
-                format!(
-                    "the seller has {limit} drops not yet closed, the most allowed; close one first"
-                ),
-            )
-            .with("limit", json!(limit)),
-            CreateDropError::DrawsNotConfigured => Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "DRAWS_NOT_CONFIGURED",
-                "Draws not configured",
-                "no seal key for draw seeds is configured (DRAW_SEAL_KEY)",
-            ),
-            CreateDropError::Infra(e) => Self::internal(&anyhow::Error::new(e)),
-        }
-    }
-}
-
-impl From<CreateProductError> for Problem {
-    fn from(error: CreateProductError) -> Self {
-        match error {
-            CreateProductError::Unexpected(e) => Self::internal(&e),
-        }
-    }
-}
-
-impl From<GetProductError> for Problem {
-    fn from(error: GetProductError) -> Self {
-        match error {
-            GetProductError::NotFound => Self::not_found("PRODUCT_NOT_FOUND", "no such product"),
-            GetProductError::Unexpected(e) => Self::internal(&e),
-        }
-    }
-}
-
-impl From<DropReadError> for Problem {
-    fn from(error: DropReadError) -> Self {
-        match error {
-            DropReadError::NotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
-            DropReadError::Unexpected(e) => Self::internal(&e),
-        }
-    }
-}
-
-/// How long a buyer of a paused drop is told to wait before trying again.
-const PAUSED_RETRY_AFTER_S: u64 = 5;
-
-impl From<FlagError> for Problem {
-    fn from(error: FlagError) -> Self {
-        match error {
-            FlagError::Forbidden => Self::forbidden("flags are for admins"),
-            FlagError::NotFound => Self::not_found("FLAG_NOT_FOUND", "no such flag"),
-            FlagError::Unexpected(e) => Self::internal(&e),
-        }
-    }
-}
-
-impl From<OperateDropError> for Problem {
-    fn from(error: OperateDropError) -> Self {
-        match error {
-            OperateDropError::NotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
-            OperateDropError::Closed => Self::new(
-                StatusCode::CONFLICT,
-                "CLOSED",
-                "Drop closed",
-                "the drop is closed; it cannot be paused or resumed",
-            ),
-            OperateDropError::Unexpected(e) => Self::internal(&e),
-        }
-    }
-}
-
-impl From<GetOrderError> for Problem {
-    fn from(error: GetOrderError) -> Self {
-        match error {
-            // Another's order answers exactly as one that does not exist: no existence oracle.
-            GetOrderError::NotFound | GetOrderError::Forbidden => {
-                Self::not_found("ORDER_NOT_FOUND", "no such order")
-            }
-            GetOrderError::Unexpected(e) => Self::internal(&e),
-        }
-    }
-}
-
-impl From<PaymentEventError> for Problem {
-    fn from(error: PaymentEventError) -> Self {
-        match error {
-            PaymentEventError::EventIdReused => Self::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "EVENT_ID_REUSED",
-                "Event id reused",
-                "this eventId was applied before with another body",
-            ),
-            PaymentEventError::Infra(e) => Self::internal(&anyhow::Error::new(e)),
-        }
-    }
-}
-
-impl From<goods_app::ListPaymentsError> for Problem {
-    fn from(error: goods_app::ListPaymentsError) -> Self {
-        match error {
-            goods_app::ListPaymentsError::Forbidden => Self::forbidden("payments are for admins"),
-            goods_app::ListPaymentsError::Unexpected(e) => Self::internal(&e),
-        }
-    }
-}
-
-impl From<goods_app::ListEventsError> for Problem {
-    fn from(error: goods_app::ListEventsError) -> Self {
-        match error {
-            goods_app::ListEventsError::Forbidden => Self::forbidden("events are for admins"),
-            goods_app::ListEventsError::Unexpected(e) => Self::internal(&e),
-        }
-    }
-}
-
-impl From<CancelOrderError> for Problem {
-    fn from(error: CancelOrderError) -> Self {
-        match error {
-            // Another's order answers exactly as one that does not exist: no existence oracle.
-            CancelOrderError::NotFound | CancelOrderError::NotOwner => {
-                Self::not_found("ORDER_NOT_FOUND", "no such order")
-            }
-            CancelOrderError::NotCancellable(status) => Self::new(
-                StatusCode::CONFLICT,
-                "ORDER_NOT_CANCELLABLE",
-                "Order not cancellable",
-                format!("an order in state {} cannot be cancelled", status.as_str()),
-            ),
-            CancelOrderError::Infra(e) => Self::internal(&anyhow::Error::new(e)),
-        }
-    }
-}
-
 /// Rewrites an error response that did not come from a [`Problem`] (the framework's own: a body
 /// over the size limit, a request it could not read) into problem+json, so every error a client
 /// sees has a `code`.
@@ -633,6 +337,8 @@ pub fn framework_errors<B>(res: ServiceResponse<B>) -> actix_web::Result<ErrorHa
 mod tests {
     use super::*;
     use actix_web::body::MessageBody as _;
+    use goods_app::PurchaseError;
+    use time::OffsetDateTime;
 
     fn body(problem: &Problem) -> Bytes {
         problem
@@ -659,6 +365,38 @@ mod tests {
             })))
             .unwrap_or_default();
         assert_eq!(some_left["remaining"], 2);
+    }
+
+    /// Every use case's infrastructure failure takes this one path: a bound that ran out is a
+    /// 503 to retry, anything else a 500 that says nothing of its cause.
+    #[rstest::rstest]
+    #[case::a_bound_ran_out(|| InfraError::unavailable("pool timed out"), 503, "SERVICE_UNAVAILABLE", Some("1"))]
+    #[case::anything_else(|| InfraError::msg("corrupt row in table orders"), 500, "INTERNAL", None)]
+    fn an_infrastructure_failure_is_a_503_when_a_bound_ran_out_else_a_500(
+        #[case] error: fn() -> InfraError,
+        #[case] status: u16,
+        #[case] code: &str,
+        #[case] retry_after: Option<&str>,
+    ) {
+        for problem in [
+            Problem::from(PurchaseError::from(error())),
+            Problem::from(goods_app::EntryError::from(error())),
+            Problem::from(goods_domain::CancelOrderError::from(error())),
+            Problem::from(goods_app::GetOrderError::from(error())),
+        ] {
+            let response = problem.error_response();
+            assert_eq!(response.status().as_u16(), status);
+            assert_eq!(
+                response
+                    .headers()
+                    .get(RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok()),
+                retry_after
+            );
+            let parsed: Value = serde_json::from_slice(&body(&problem)).unwrap_or_default();
+            assert_eq!(parsed["code"], code);
+            assert!(!parsed.to_string().contains("corrupt"), "{parsed}");
+        }
     }
 
     #[test]
