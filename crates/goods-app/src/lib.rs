@@ -35,9 +35,9 @@ pub use mechanisms::tasks::Tasks;
 pub use operations::flags::FlagError;
 pub use operations::reconcile::Reconciliation;
 pub use orders::lifecycle::{ListOrders, OrderPage};
-pub use orders::payments::{ListPayments, ListPaymentsError, PaymentPage};
+pub use orders::payments::{ListPayments, ListPaymentsError, PaymentLog, PaymentPage};
 pub use orders::view::GetOrderError;
-pub use products::{CreateProductError, GetProductError};
+pub use products::{CreateProductError, GetProductError, Products};
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
 pub use rate_limits::{RateLimited, RateLimits};
 
@@ -302,6 +302,16 @@ impl GoodsApp {
     /// The ports, for the health check and the reconciliation task.
     pub fn ports(&self) -> &Ports {
         &self.ports
+    }
+
+    /// Products and their stock (`/products`).
+    pub fn products(&self) -> Products {
+        Products::new(Arc::clone(&self.ports.products))
+    }
+
+    /// The recorded payment events (`/admin/payments`).
+    pub fn payment_log(&self) -> PaymentLog {
+        PaymentLog::new(Arc::clone(&self.ports.payments))
     }
 
     /// The event log's reader (`/admin/events`).

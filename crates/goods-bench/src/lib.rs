@@ -43,7 +43,8 @@ pub async fn app_with_drop<S: Store>(
     )
     .with_group_commit(batching);
     let product = app
-        .create_product(&NewProduct::parse("bench", limited).map_err(|e| anyhow::anyhow!("{e:?}"))?)
+        .products()
+        .create(&NewProduct::parse("bench", limited).map_err(|e| anyhow::anyhow!("{e:?}"))?)
         .await?;
     let now = time::OffsetDateTime::now_utc();
     let drop = app

@@ -94,6 +94,6 @@ pub async fn list(
     req: HttpRequest,
 ) -> Result<HttpResponse, Problem> {
     let query = super::admin_query::<ListQuery>(&who, &req, "payments")?.parse()?;
-    let page = state.app.list_payments(who.0, query).await?;
+    let page = state.app.payment_log().list(who.0, query).await?;
     Ok(HttpResponse::Ok().json(PaymentPageBody::from(page)))
 }

@@ -21,7 +21,7 @@ pub async fn create(
     let product = NewProduct::parse(&input.name, input.stock_quantity)
         .map_err(|errors| Problem::validation(&errors))?
         .owned_by(seller.user_id);
-    let product = state.app.create_product(&product).await?;
+    let product = state.app.products().create(&product).await?;
     Ok(HttpResponse::Created()
         .insert_header((LOCATION, format!("/products/{}", product.id)))
         .json(ProductBody::from(product)))
@@ -34,6 +34,6 @@ pub async fn get(
     id: web::Path<String>,
 ) -> Result<HttpResponse, Problem> {
     let id = path_id(&id, ProductId::parse, "PRODUCT_NOT_FOUND")?;
-    let product = state.app.get_product(id, who.0).await?;
+    let product = state.app.products().get(id, who.0).await?;
     Ok(HttpResponse::Ok().json(ProductBody::from(product)))
 }

@@ -3,8 +3,9 @@
 //! outcome, and lists recorded events for admins.
 
 use crate::{Actor, GoodsApp, Role, telemetry};
-use goods_domain::ports::{PaymentEventError, PaymentQuery};
+use goods_domain::ports::{PaymentEventError, PaymentQuery, PaymentRepository};
 use goods_domain::{PaymentEvent, PaymentOutcome, PaymentRecord};
+use std::sync::Arc;
 
 /// Why recorded events were not listed.
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +77,18 @@ impl GoodsApp {
         }
         Ok(applied.record)
     }
+}
+
+/// The recorded payment events, over the payment repository alone.
+#[derive(Clone)]
+pub struct PaymentLog {
+    payments: Arc<dyn PaymentRepository>,
+}
+
+impl PaymentLog {
+    pub fn new(payments: Arc<dyn PaymentRepository>) -> Self {
+        Self { payments }
+    }
 
     /// Recorded payment events, newest first, a page at a time (admins).
     ///
@@ -83,7 +96,7 @@ impl GoodsApp {
     /// [`ListPaymentsError::Forbidden`] unless `actor` is an admin; `Infra` when the store
     /// fails.
     #[tracing::instrument(skip_all, fields(user.id = %actor.user_id))]
-    pub async fn list_payments(
+    pub async fn list(
         &self,
         actor: Actor,
         list: ListPayments,
@@ -93,7 +106,6 @@ impl GoodsApp {
         }
         let limit = list.limit.clamp(1, 100);
         let mut items = self
-            .ports
             .payments
             .list_payments(&PaymentQuery {
                 outcome: list.outcome,
@@ -202,8 +214,8 @@ mod tests {
 
     #[tokio::test]
     async fn only_admins_list_payments_and_a_page_ends_where_the_next_begins() {
-        let mut m = Mocks::at(OPEN);
-        m.payments
+        let mut payments = goods_domain::ports::MockPaymentRepository::new();
+        payments
             .expect_list_payments()
             .withf(|q| q.limit == 3 && q.before == Some(10) && q.outcome.is_none())
             .times(1)
@@ -217,17 +229,17 @@ mod tests {
                     })
                     .collect())
             });
-        let app = m.app(None);
+        let log = PaymentLog::new(Arc::new(payments));
         let list = ListPayments {
             outcome: None,
             after: Some(10),
             limit: 2,
         };
         assert!(matches!(
-            app.list_payments(seller(5), list).await,
+            log.list(seller(5), list).await,
             Err(ListPaymentsError::Forbidden)
         ));
-        let page = app.list_payments(admin(), list).await.unwrap();
+        let page = log.list(admin(), list).await.unwrap();
         assert_eq!(page.items.iter().map(|r| r.seq).collect::<Vec<_>>(), [9, 8]);
         assert_eq!(page.next_cursor, Some(8));
     }
