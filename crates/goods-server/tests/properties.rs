@@ -96,7 +96,8 @@ impl World {
             WriteBuffer::new(4, Duration::from_secs(5)),
         );
         let product = app
-            .create_product(&NewProduct::parse("Sneaker", i64::from(STOCK)).unwrap())
+            .products()
+            .create(&NewProduct::parse("Sneaker", i64::from(STOCK)).unwrap())
             .await
             .unwrap();
         let drop = app
@@ -237,7 +238,8 @@ impl World {
         }
         let stock = self
             .app
-            .get_product(self.product, ADMIN)
+            .products()
+            .get(self.product, ADMIN)
             .await
             .unwrap()
             .stock

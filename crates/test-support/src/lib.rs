@@ -37,11 +37,73 @@ pub fn run_id() -> String {
     std::env::var("TEST_RUN_ID").unwrap_or_else(|_| "manual".into())
 }
 
-/// Sends `signal` (`STOP`, `CONT`, `KILL`, ...) to `child` with `kill(1)`.
-pub fn signal(child: &std::process::Child, signal: &str) {
-    let _ = std::process::Command::new("kill")
+/// Sends `signal` (`STOP`, `CONT`, `KILL`, ...) to `child` with `kill(1)`; whether it was
+/// delivered.
+fn try_signal(child: &std::process::Child, signal: &str) -> bool {
+    std::process::Command::new("kill")
         .args([format!("-{signal}"), child.id().to_string()])
-        .status();
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Sends `signal` to `child`, which must receive it: a fault test whose fault was not
+/// injected proves nothing, so a signal that is not delivered fails the test here.
+pub fn signal(child: &std::process::Child, signal: &str) {
+    assert!(
+        try_signal(child, signal),
+        "kill -{signal} {} was not delivered",
+        child.id()
+    );
+}
+
+/// Pauses `child` with SIGSTOP and returns once the kernel says it is stopped (`T` in
+/// `/proc/<pid>/stat`): `kill` returns when the signal is sent, and a thread busy on another
+/// core could still answer a request sent right after it. Panics when it does not stop within
+/// 2 s.
+pub fn pause(child: &std::process::Child) {
+    signal(child, "STOP");
+    wait_for_state(child, true);
+}
+
+/// Resumes `child` with SIGCONT, returning once it runs again.
+pub fn resume(child: &std::process::Child) {
+    signal(child, "CONT");
+    wait_for_state(child, false);
+}
+
+/// Waits up to 2 s until `child` is stopped (or, with `stopped` false, no longer stopped).
+fn wait_for_state(child: &std::process::Child, stopped: bool) {
+    let stat = format!("/proc/{}/stat", child.id());
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while std::time::Instant::now() < until {
+        let state = std::fs::read_to_string(&stat).unwrap_or_default();
+        // `pid (comm) state ...`: the state follows the last ')'.
+        let is_stopped = state
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('T'));
+        if is_stopped == stopped {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let want = if stopped { "stop" } else { "run again" };
+    panic!("process {} did not {want} within 2 s", child.id());
+}
+
+/// Kills `child` with SIGKILL (after a SIGCONT, so a paused one dies too) and reaps it.
+/// Panics when it is still running afterwards.
+pub fn kill(child: &mut std::process::Child) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    let _ = try_signal(child, "CONT");
+    let _ = child.kill();
+    assert!(
+        child.wait().is_ok(),
+        "process {} was not reaped after SIGKILL",
+        child.id()
+    );
 }
 
 /// The process of a server a test owns (none between a kill and the next start): killed with
@@ -60,40 +122,62 @@ impl Daemon {
     /// SIGKILL, and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.0.take() {
-            signal(&child, "CONT");
-            let _ = child.kill();
-            let _ = child.wait();
+            kill(&mut child);
         }
     }
 
     /// SIGSTOP: connections stay open and nothing answers. Returns once the process is
-    /// stopped: `kill` returns when the signal is sent, and a thread busy on another core
-    /// could still answer a request sent right after it.
+    /// stopped (see [`pause`]).
     pub fn pause(&self) {
         if let Some(child) = &self.0 {
-            signal(child, "STOP");
-            let stat = format!("/proc/{}/stat", child.id());
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
-            while std::time::Instant::now() < until {
-                let state = std::fs::read_to_string(&stat).unwrap_or_default();
-                // `pid (comm) state ...`: the state follows the last ')'.
-                if state
-                    .rsplit(')')
-                    .next()
-                    .is_some_and(|rest| rest.trim_start().starts_with('T'))
-                {
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            panic!("process {} did not stop within 2 s of SIGSTOP", child.id());
+            pause(child);
         }
     }
 
-    /// SIGCONT.
+    /// SIGCONT, returning once it runs again.
     pub fn resume(&self) {
         if let Some(child) = &self.0 {
-            signal(child, "CONT");
+            resume(child);
         }
+    }
+}
+
+#[cfg(test)]
+mod signal_tests {
+    use super::*;
+
+    fn state(child: &std::process::Child) -> char {
+        std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+            .unwrap_or_default()
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.trim_start().chars().next())
+            .unwrap_or('?')
+    }
+
+    #[test]
+    fn a_paused_process_is_stopped_when_pause_returns_and_runs_when_resume_returns() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        pause(&child);
+        assert_eq!(state(&child), 'T');
+        resume(&child);
+        assert_ne!(state(&child), 'T');
+        pause(&child);
+        kill(&mut child);
+        assert!(matches!(child.try_wait(), Ok(Some(_))), "reaped");
+    }
+
+    #[test]
+    fn a_signal_that_is_not_delivered_fails_the_test() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        child.wait().unwrap();
+        let refused = std::panic::catch_unwind(|| signal(&child, "STOP"));
+        assert!(
+            refused.is_err(),
+            "a signal to a reaped process must not pass silently"
+        );
     }
 }

@@ -258,12 +258,12 @@ impl PrivateRedis {
 
     /// Stops the process with SIGSTOP: connections stay open and nothing answers, as in a stall.
     pub fn pause(&self) {
-        crate::signal(&self.child, "STOP");
+        crate::pause(&self.child);
     }
 
     /// Resumes a paused server with SIGCONT; its data is intact.
     pub fn resume(&self) {
-        crate::signal(&self.child, "CONT");
+        crate::resume(&self.child);
     }
 
     fn wait_until_up(&self) {
@@ -330,9 +330,7 @@ impl PrivateRedis {
 
     /// Kills the server (fault injection).
     pub fn kill(&mut self) {
-        crate::signal(&self.child, "CONT");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::kill(&mut self.child);
     }
 }
 
