@@ -889,6 +889,11 @@ async fn a_stalled_mariadb_mid_sale_answers_every_buyer_within_the_bounds_and_he
     let drop = client.open_drop(&server.base, LIMITED).await;
     let answers = wave(&client, &server.base, drop, 1..=40).await;
     assert_eq!(answers.values().filter(|a| a.status == 202).count(), 40);
+    let product = client
+        .seller_json(&server.base, &format!("/limited-drops/{drop}"))
+        .await["productId"]
+        .as_i64()
+        .expect("the drop's product");
 
     mariadb.pause();
     let timed = (41..=80).map(|user| {
@@ -914,15 +919,144 @@ async fn a_stalled_mariadb_mid_sale_answers_every_buyer_within_the_bounds_and_he
         );
         slowest = slowest.max(took);
     }
+    // Every other route that reads or writes the database answers within the same bound, each
+    // on its own clock, and says so: 503 SERVICE_UNAVAILABLE, nothing changed.
+    let (buyer, order) = answers
+        .iter()
+        .find_map(|(user, a)| a.order.map(|order| (*user, order)))
+        .expect("an order of the first wave");
+    let mut slowest_probe = Duration::ZERO;
+    for (answer, took, probe) in
+        stalled_probes(&client, &server.base, drop, product, buyer, order).await
+    {
+        assert!(
+            took <= bound,
+            "{probe} answered after {took:?}, past {bound:?}"
+        );
+        assert_eq!(
+            (answer.status, answer.code.as_deref()),
+            (503, Some("SERVICE_UNAVAILABLE")),
+            "{probe}"
+        );
+        slowest_probe = slowest_probe.max(took);
+    }
     let paused = Instant::now();
     until_ready_status(&client.http, &server.base, 503).await;
     eprintln!(
-        "stalled: slowest purchase answered in {slowest:?} (bound {bound:?}); ready 503 within {:?}",
+        "stalled: slowest purchase answered in {slowest:?}, slowest of 11 other routes in \
+         {slowest_probe:?} (bound {bound:?}); ready 503 within {:?}",
         paused.elapsed()
     );
 
     mariadb.resume();
     sells_out_after_mariadb_is_back(&mariadb, &client, &server, drop, LIMITED, 81, answers).await;
+}
+
+/// Sends, at once, one request to every route that reads or writes the database (but the
+/// purchase, which the caller times itself, and the payment webhook, which needs the provider's
+/// signature): each answer, how long it took, and what was asked.
+async fn stalled_probes(
+    client: &Client,
+    base: &str,
+    drop: i64,
+    product: i64,
+    buyer: i64,
+    order: i64,
+) -> Vec<(Answer, Duration, String)> {
+    let now = time::OffsetDateTime::now_utc();
+    let at = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    let new_drop = json!({
+        "productId": product, "openAt": at(now + time::Duration::hours(1)),
+        "closeAt": at(now + time::Duration::hours(2)), "limitedQuantity": 1, "perUserLimit": 1,
+    });
+    // (method, path, (user, role), body)
+    type Probe<'a> = (&'a str, String, (i64, &'a str), Option<serde_json::Value>);
+    let probes: Vec<Probe> = vec![
+        (
+            "GET",
+            format!("/limited-drops/{drop}/stats"),
+            (SELLER, "seller"),
+            None,
+        ),
+        (
+            "GET",
+            format!("/limited-drops/{drop}/reconciliation"),
+            (SELLER, "seller"),
+            None,
+        ),
+        (
+            "POST",
+            format!("/limited-drops/{drop}/pause"),
+            (SELLER, "seller"),
+            None,
+        ),
+        (
+            "POST",
+            "/limited-drops".into(),
+            (SELLER, "seller"),
+            Some(new_drop),
+        ),
+        (
+            "POST",
+            "/products".into(),
+            (SELLER, "seller"),
+            Some(json!({"name": "Boot", "stockQuantity": 1})),
+        ),
+        (
+            "GET",
+            format!("/products/{product}"),
+            (SELLER, "seller"),
+            None,
+        ),
+        ("GET", format!("/orders/{order}"), (buyer, "buyer"), None),
+        ("GET", "/orders".into(), (buyer, "buyer"), None),
+        (
+            "POST",
+            format!("/orders/{order}/cancel"),
+            (buyer, "buyer"),
+            None,
+        ),
+        ("GET", "/admin/events".into(), (1, "admin"), None),
+        ("GET", "/admin/payments".into(), (1, "admin"), None),
+    ];
+    join_all(
+        probes
+            .into_iter()
+            .map(|(method, path, (user, role), body)| {
+                let http = client.http.clone();
+                let url = format!("{base}{path}");
+                async move {
+                    let request = match method {
+                        "GET" => http.get(&url),
+                        _ => http.post(&url),
+                    };
+                    let request = match body {
+                        Some(body) => request.json(&body),
+                        None => request,
+                    };
+                    let request =
+                        as_user(request, user, role).header("Idempotency-Key", "stalled-probe");
+                    let sent = Instant::now();
+                    let response = request
+                        .send()
+                        .await
+                        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+                    let took = sent.elapsed();
+                    let status = response.status().as_u16();
+                    let body: serde_json::Value = response.json().await.unwrap_or_default();
+                    let answer = Answer {
+                        status,
+                        code: body["code"].as_str().map(str::to_owned),
+                        order: None,
+                    };
+                    (answer, took, format!("{method} {path} as {role} {user}"))
+                }
+            }),
+    )
+    .await
 }
 
 /// The design document's oversell at the gate: the gate admitting more than the database can
