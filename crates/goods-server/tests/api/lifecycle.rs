@@ -25,12 +25,27 @@ async fn stats(app: &TestApp, drop: i64) -> Value {
 
 /// 32 payment events for one order race its deadline (the clock crosses it while they run,
 /// and a healing pass races them): one outcome, paid or expired, never both; every event that
-/// lost to the expiry says so (`REFUND_REQUIRED`).
+/// lost to the expiry says so (`REFUND_REQUIRED`). Rounds alternate when the clock crosses
+/// (at once, or after the payments had 20 ms), until each outcome has won a round.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_payments_at_the_deadline_have_one_outcome() {
     let app = TestApp::spawn_with(&[("RECONCILE_INTERVAL_MS", "10")]).await;
+    let mut seen = std::collections::BTreeSet::new();
+    for round in 0..20 {
+        let head_start = if round % 2 == 0 { 0 } else { 20 };
+        seen.insert(payment_race(&app, round, Duration::from_millis(head_start)).await);
+        if seen.len() == 2 {
+            return;
+        }
+    }
+    panic!("20 rounds saw only {seen:?}");
+}
+
+/// One round: an order's 32 payments race its deadline, the clock crossing it `head_start`
+/// after they were sent; how the order ended, once every invariant of that ending held.
+async fn payment_race(app: &TestApp, round: usize, head_start: Duration) -> &'static str {
     let (product, drop) = app.open_drop(10, 5, 3).await;
-    let res = app.purchase(drop, 7, "big", 3).await;
+    let res = app.purchase(drop, 7, &format!("big-{round}"), 3).await;
     assert_eq!(res.status(), StatusCode::ACCEPTED);
     let order = body(res).await;
     let id = order["orderId"].as_i64().unwrap();
@@ -39,9 +54,11 @@ async fn racing_payments_at_the_deadline_have_one_outcome() {
         .map(|i| {
             let provider = app.provider();
             let order = order.clone();
-            tokio::spawn(async move { provider.pay(&order, &format!("evt_{i}"), "pi_1").await })
+            let event = format!("evt_{round}_{i}");
+            tokio::spawn(async move { provider.pay(&order, &event, "pi_1").await })
         })
         .collect();
+    tokio::time::sleep(head_start).await;
     for _ in 0..10 {
         app.clock.advance(time::Duration::milliseconds(1));
         tokio::task::yield_now().await;
@@ -54,8 +71,8 @@ async fn racing_payments_at_the_deadline_have_one_outcome() {
     }
     let count = |o: &str| outcomes.iter().filter(|x| *x == o).count();
     let order = body(app.get(&format!("/orders/{id}"), Some((7, "buyer"))).await).await;
-    let stats = stats(&app, drop).await;
-    match order["status"].as_str().unwrap() {
+    let stats = stats(app, drop).await;
+    let ended = match order["status"].as_str().unwrap() {
         "PAID" => {
             assert_eq!(count("PAID"), 1, "exactly one payment won: {outcomes:?}");
             assert_eq!(
@@ -64,6 +81,7 @@ async fn racing_payments_at_the_deadline_have_one_outcome() {
             );
             assert_eq!(stats["paidQuantity"], 3);
             assert_eq!(app.stock(product).await, 7);
+            "PAID"
         }
         "EXPIRED" => {
             assert_eq!(
@@ -73,13 +91,15 @@ async fn racing_payments_at_the_deadline_have_one_outcome() {
             );
             assert_eq!(stats["expiredQuantity"], 3);
             assert_eq!(app.stock(product).await, 10);
+            "EXPIRED"
         }
         other => panic!("the order ended {other}"),
-    }
+    };
     assert_eq!(
         stats["soldQuantity"].as_i64().unwrap(),
         stats["paidQuantity"].as_i64().unwrap() + stats["pendingQuantity"].as_i64().unwrap()
     );
+    ended
 }
 
 /// The healing pass expires an unpaid order, and the unit reaches another buyer within one
