@@ -79,9 +79,6 @@ impl<B: Backend> SqlStore<B> {
     /// Whatever mirrors this database elsewhere (the gate's Redis keys) is named by it, so a
     /// database reset or restored, or another one sharing that place, never reads a mirror that
     /// is not its own.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the database fails or has no identity (not migrated).
     pub async fn identity(&self) -> Result<String, InfraError> {
         let rows: Vec<crate::rows::IdentityRow> = self
             .read(

@@ -103,9 +103,6 @@ impl Events {
     /// Deletes events older than `retention` at `now`, in bounded batches (at most
     /// `PRUNE_BATCH` x `PRUNE_BATCHES` per call, so one pass never holds the log long): how
     /// many it deleted.
-    ///
-    /// # Errors
-    /// [`goods_domain::InfraError`] when the store fails.
     pub async fn prune(
         &self,
         now: time::OffsetDateTime,

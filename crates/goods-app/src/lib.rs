@@ -321,9 +321,6 @@ impl GoodsApp {
 
     /// Re-reads the flags and every cached drop, and scans for drops created through other
     /// instances (the binary runs it every `DROP_REFRESH_MS`).
-    ///
-    /// # Errors
-    /// [`InfraError`] when the database fails; what was cached is kept.
     pub async fn refresh(&self) -> Result<(), InfraError> {
         self.refresh_flags().await?;
         self.drops.refresh().await.map(drop)

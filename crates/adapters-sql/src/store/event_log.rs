@@ -469,9 +469,6 @@ impl<B: Backend> SqlStore<B> {
     /// Moves every waiting batch row into `events` (at most [`EXPAND_ROUNDS`] transactions of
     /// [`EXPAND_BATCHES`]; the rest waits for the next reader). With none waiting it costs one
     /// read, and no write transaction.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails, or a batch row does not read back.
     pub async fn expand_batches(&self) -> Result<(), InfraError> {
         let waiting: Vec<crate::rows::NumberRow> = self
             .read(

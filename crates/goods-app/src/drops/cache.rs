@@ -50,9 +50,6 @@ impl DropCache {
     /// The drop with `id`, from memory or the database. An id the index of drop ids does not
     /// hold is answered without reading the drop: below the highest id at once, just above it
     /// after a scan for new ids that many such requests share.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the database fails.
     pub(crate) async fn load(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
         if let Some(drop) = self.drops.read().ok().and_then(|m| m.get(&id).copied()) {
             return Ok(Some(drop));
@@ -120,9 +117,6 @@ impl DropCache {
     /// Re-reads every drop in memory in one query, so a pause, a resume or a close made through
     /// another instance reaches this one, and scans for drops created since. Returns how many
     /// drops changed.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the database fails; what was in memory is kept.
     pub(crate) async fn refresh(&self) -> Result<usize, InfraError> {
         let ids: Vec<DropId> = self
             .drops
@@ -184,9 +178,6 @@ impl DropCache {
     }
 
     /// The units left of `drop` by the database's count, reused for [`REMAINING_TTL`].
-    ///
-    /// # Errors
-    /// [`InfraError`] when the database fails.
     pub(crate) async fn counted_remaining(&self, drop: &LimitedDrop) -> Result<u32, InfraError> {
         let fresh = self.counts.read().ok().and_then(|counts| {
             counts

@@ -450,9 +450,6 @@ impl GoodsApp {
     /// Run after a winner's order is cancelled or expires, and by the draws' own schedule (so
     /// a promotion lost to a crash happens on the next tick). Returns the promotions this call
     /// made.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     pub async fn promote_waitlist(&self, drop: &LimitedDrop) -> Result<u32, InfraError> {
         let now = self.ports.clock.now();
         let drawn = self

@@ -64,9 +64,6 @@ impl Relay {
     /// A round on the relay's schedule: `None` while it backs off from a broker that took
     /// nothing in the last round ([`FIRST_BACKOFF`], doubling to [`MAX_BACKOFF`]); any event
     /// the broker acknowledges ends the backoff.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the log cannot be read.
     pub async fn tick(&self) -> Result<Option<RelayReport>, InfraError> {
         let now = Instant::now();
         if self
@@ -98,9 +95,6 @@ impl Relay {
     /// One round: up to [`RELAY_BATCH`] unpublished events, each drop's published in order
     /// and marked up to the last one the broker acknowledged. A drop that fails stops there
     /// (its later events must not overtake it); the others go on.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the log cannot be read.
     pub async fn relay_once(&self) -> Result<RelayReport, InfraError> {
         let events = self.log.pending_events(RELAY_BATCH).await?;
         let mut report = RelayReport::default();
@@ -145,9 +139,6 @@ impl Relay {
     }
 
     /// Sets the backlog gauges from the log.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the log cannot be read.
     pub async fn record_backlog(&self) -> Result<(), InfraError> {
         let backlog = self.log.backlog().await?;
         #[allow(clippy::cast_precision_loss)]

@@ -140,9 +140,6 @@ impl Drop for ResyncClaim {
 impl GoodsApp {
     /// Rebuilds the drop's gate from the database (see [`AdmissionGate::resync`]). Returns
     /// `false` when there is no gate or a resync of this drop is already running here.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the database or the gate fails.
     #[tracing::instrument(skip_all, fields(drop.id = %drop.id))]
     pub async fn resync_drop(&self, drop: &LimitedDrop) -> Result<bool, InfraError> {
         let Some(gate) = &self.ports.gate else {

@@ -79,9 +79,6 @@ impl DropIndex {
 
     /// Scans for new ids unless a scan started after `asked` (whose answer is as new), waiting
     /// first until [`MIN_SCAN_INTERVAL`] has passed since the last one when `paced`.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails; the index keeps what it had.
     pub(crate) async fn scan(
         &self,
         drops: &dyn DropRepository,

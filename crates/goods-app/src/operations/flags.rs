@@ -125,9 +125,6 @@ impl GoodsApp {
     /// configuration, `FLAGS_AT_FIRST_START=off`), then the flags are applied. A flag set before
     /// (by an admin, or by an earlier start) keeps its value, so a restart of a dark release
     /// that an admin has since switched on stays on.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     pub async fn ship_dark(&self) -> Result<(), InfraError> {
         let now = self.ports.clock.now();
         for name in FlagName::ALL {
@@ -142,9 +139,6 @@ impl GoodsApp {
     }
 
     /// Re-reads the flags from the store and applies them (the refresh loop calls it).
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails; the flags keep their last values.
     pub async fn refresh_flags(&self) -> Result<(), InfraError> {
         let epoch = self.flags_cache.epoch.load(Ordering::SeqCst);
         let flags = complete(self.ports.flags.flags().await?);

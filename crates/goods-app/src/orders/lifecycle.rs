@@ -41,9 +41,6 @@ pub struct OrderPage {
 
 impl GoodsApp {
     /// The caller's orders, newest first, a page at a time.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     #[tracing::instrument(skip_all, fields(user.id = %actor.user_id))]
     pub async fn list_orders(
         &self,
@@ -80,9 +77,6 @@ impl GoodsApp {
     /// Expires every order past its payment window, in batches (the healing pass runs it).
     /// Every instance may run it at once: each order is expired by exactly one of them.
     /// Returns how many orders this call expired.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails; what was expired stays expired.
     pub async fn expire_overdue(&self) -> Result<usize, InfraError> {
         const BATCH: u32 = 200;
         const BATCHES_PER_PASS: usize = 10;

@@ -13,15 +13,9 @@ use time::OffsetDateTime;
 #[async_trait]
 pub trait ProductRepository: Send + Sync + 'static {
     /// Stores a new product with its initial stock.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn create(&self, product: &NewProduct) -> Result<Product, InfraError>;
 
     /// The product with `id`, if any.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn get(&self, id: ProductId) -> Result<Option<Product>, InfraError>;
 }
 
@@ -52,42 +46,24 @@ pub trait DropRepository: Send + Sync + 'static {
     ) -> Result<LimitedDrop, CreateDropError>;
 
     /// The drop with `id`, if any.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn get(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError>;
 
     /// The ids of the drops whose id is above `after` (all of them for `None`), ascending.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn ids_after(&self, after: Option<DropId>) -> Result<Vec<DropId>, InfraError>;
 
     /// The drops among `ids` that exist, in one read.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn get_many(&self, ids: &[DropId]) -> Result<Vec<LimitedDrop>, InfraError>;
 
     /// Units sold: the sum over the drop's orders that are not cancelled.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn sold_quantity(&self, id: DropId) -> Result<u32, InfraError>;
 
     /// Sets the drop's paused flag; `None` when there is no such drop.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn set_paused(&self, id: DropId, paused: bool)
     -> Result<Option<LimitedDrop>, InfraError>;
 
     /// Ends the sale at `at` unless it has ended already, and lifts a pause. No order commits
     /// after this returns. Returns the drop as stored afterwards (an already closed drop
     /// unchanged); `None` when there is no such drop.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn close(
         &self,
         id: DropId,
@@ -97,15 +73,9 @@ pub trait DropRepository: Send + Sync + 'static {
     /// Drops whose sale had not ended at `now`: `closeAt` after it, and not closed early before
     /// it. The healing pass asks with a time an hour back, so a drop that ended recently is
     /// still healed (its in-flight work settles, its draw is revealed).
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn list_unclosed(&self, now: OffsetDateTime) -> Result<Vec<LimitedDrop>, InfraError>;
 
     /// Everything an admission gate needs to be rebuilt from the database's truth.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn gate_seed(&self, drop: &LimitedDrop) -> Result<GateSeed, InfraError>;
 }
 
@@ -114,15 +84,9 @@ pub trait DropRepository: Send + Sync + 'static {
 #[async_trait]
 pub trait OrderRepository: Send + Sync + 'static {
     /// The order with `id`, if any.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn get(&self, id: OrderId) -> Result<Option<GoodsOrder>, InfraError>;
 
     /// The order `user` created with `key`, if any.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn find_by_key(
         &self,
         user: UserId,
@@ -131,21 +95,12 @@ pub trait OrderRepository: Send + Sync + 'static {
 
     /// A page of `query.user`'s orders, newest (highest id) first, below `query.before` when
     /// given.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn list_for_buyer(&self, query: &OrderQuery) -> Result<Vec<GoodsOrder>, InfraError>;
 
     /// Up to `limit` PENDING orders past their payment window at `expiry`.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn overdue(&self, expiry: Expiry, limit: u32) -> Result<Vec<OrderId>, InfraError>;
 
     /// Units of a drop's orders by status.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn units_by_status(&self, drop: DropId) -> Result<UnitsByStatus, InfraError>;
 }
 

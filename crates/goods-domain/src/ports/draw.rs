@@ -51,56 +51,32 @@ pub trait DrawRepository: Send + Sync + 'static {
     async fn enter(&self, drop: DropId, entries: &[NewEntry]) -> Result<Vec<Entered>, EnterError>;
 
     /// `user`'s entry in `drop`, with whether its order was given back.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn entry(&self, drop: DropId, user: UserId) -> Result<Option<Entry>, InfraError>;
 
     /// The draw of `drop` with its counts (a draw drop has one from creation).
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn draw(&self, drop: DropId) -> Result<Option<Draw>, InfraError>;
 
     /// Closes the entries of `drop` at `at`, waiting for the batches being written; a second
     /// call changes nothing.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn close_entries(&self, drop: DropId, at: OffsetDateTime) -> Result<(), InfraError>;
 
     /// Every entrant of `drop`, by user id ascending (the entry set, once entries are closed).
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn entrants(&self, drop: DropId) -> Result<Vec<UserId>, InfraError>;
 
     /// Publishes the root of the closed entry set of `drop`, once: a root already published
     /// stays.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn publish_root(&self, drop: DropId, root: &EntriesRoot) -> Result<(), InfraError>;
 
     /// Stores each entry's rank and rank key (the same on every run: the ranking is a function
     /// of the seed and the entry set).
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn rank_entries(&self, drop: DropId, ranked: &[Ranked]) -> Result<(), InfraError>;
 
     /// Up to `limit` ranked entries of `drop` still waiting (no order, not voided), lowest
     /// rank first.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn waiting(&self, drop: DropId, limit: u32) -> Result<Vec<UserId>, InfraError>;
 
     /// Records the orders given to entries of `drop` at `at` (a promotion's when `promoted`)
     /// and counts them; an entry keeps the first order it got.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn award(
         &self,
         drop: DropId,
@@ -111,9 +87,6 @@ pub trait DrawRepository: Send + Sync + 'static {
 
     /// Voids `user`'s waiting entry in `drop` with the refusal's `reason` at `at` and counts
     /// it: `false` when it was not waiting any more.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn void(
         &self,
         drop: DropId,
@@ -124,16 +97,10 @@ pub trait DrawRepository: Send + Sync + 'static {
 
     /// The rank key of the highest-ranked entry with an order: before any promotion, the
     /// draw's last winner.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn last_awarded(&self, drop: DropId) -> Result<Option<RankKey>, InfraError>;
 
     /// Marks the draw of `drop` done at `at` with `cutoff`, writing its `seed` in the clear
     /// (the reveal): `false` when it was done already.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn finish_draw(
         &self,
         drop: DropId,

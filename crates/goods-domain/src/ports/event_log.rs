@@ -112,38 +112,23 @@ pub struct Backlog {
 #[async_trait]
 pub trait EventLog: Send + Sync + 'static {
     /// Up to `query.limit` events matching `query`, oldest first.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn events(&self, query: &EventQuery) -> Result<Vec<LoggedEvent>, InfraError>;
 
     /// Writes `facts`, all of one drop, at `at`, in a transaction of their own: for what is
     /// found rather than decided (an oversell seen by reconciliation).
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn record(&self, facts: &[Fact], at: OffsetDateTime) -> Result<(), InfraError>;
 
     /// Writes the gate fact `fact` (degraded or recovered) at `at`, in a transaction of its own,
     /// only if it is news for its drop ([`crate::event::gate_fact_is_news`] against the drop's
     /// latest gate event, read under the drop row's lock): whether it was written.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn record_gate(&self, fact: &Fact, at: OffsetDateTime) -> Result<bool, InfraError>;
 
     /// Up to `limit` events not published yet, by drop and, within a drop, in `dropseq`
     /// order. A drop's event is committed only after every smaller number of the drop (the
     /// numbers follow commit order), so a drop's unpublished events have no hole.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn pending_events(&self, limit: u32) -> Result<Vec<LoggedEvent>, InfraError>;
 
     /// Marks `drop`'s events up to and including `dropseq` published at `at`.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn mark_relayed(
         &self,
         drop: DropId,
@@ -153,9 +138,6 @@ pub trait EventLog: Send + Sync + 'static {
 
     /// Deletes up to `limit` events written before `before` (oldest first), only those
     /// published when `published_only`: how many it deleted.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn prune(
         &self,
         before: OffsetDateTime,
@@ -164,9 +146,6 @@ pub trait EventLog: Send + Sync + 'static {
     ) -> Result<u64, InfraError>;
 
     /// How many events wait to be published, and since when.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn backlog(&self) -> Result<Backlog, InfraError>;
 }
 

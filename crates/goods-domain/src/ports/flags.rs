@@ -61,15 +61,9 @@ impl Flag {
 #[async_trait]
 pub trait FlagStore: Send + Sync + 'static {
     /// Every flag that was ever set; flags never set are at their default.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn flags(&self) -> Result<Vec<Flag>, InfraError>;
 
     /// Sets a flag and returns it as stored.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn set_flag(
         &self,
         name: FlagName,
@@ -81,9 +75,6 @@ pub trait FlagStore: Send + Sync + 'static {
     /// Sets a flag only if it was never set (a new database: the release ships dark), as set
     /// by the configuration (no user); a flag already set keeps its value, so a restart never
     /// undoes an operator's switch. Returns the flag as stored.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn set_flag_if_unset(
         &self,
         name: FlagName,

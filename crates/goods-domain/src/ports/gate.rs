@@ -106,9 +106,6 @@ pub struct GateSeed {
 #[async_trait]
 pub trait AdmissionGate: Send + Sync + 'static {
     /// Seeds the gate for a drop unless it already holds it; running it twice changes nothing.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the gate cannot be reached.
     async fn seed_if_absent(&self, seed: &GateSeed) -> Result<(), InfraError>;
 
     /// Atomically: idempotency marker, units left, per-buyer limit, then take the units.
@@ -127,17 +124,11 @@ pub trait AdmissionGate: Send + Sync + 'static {
     }
 
     /// Marks an admitted reservation done with its order, so retries replay it.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the gate cannot be reached.
     async fn confirm(&self, reservation: &Reservation, order: OrderId) -> Result<(), InfraError>;
 
     /// Gives an admitted reservation's units and buyer count back and clears its marker, once:
     /// cancelling twice restores once. Only the attempt that set the marker is cancelled (same
     /// units and deadline): a later attempt with the same key is left alone.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the gate cannot be reached.
     async fn cancel(&self, reservation: &Reservation) -> Result<(), InfraError>;
 
     /// Atomically rebuilds the drop's counter, buyers' holdings and done markers from the
@@ -145,15 +136,9 @@ pub trait AdmissionGate: Send + Sync + 'static {
     /// done marker of an order the seed does not list (it committed after the seed was read),
     /// keeps its units taken. Seeds the gate when it holds nothing. Safe to run concurrently
     /// from several instances: a stale seed can only hold units back, never admit too many.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the gate cannot be reached.
     async fn resync(&self, seed: &GateSeed) -> Result<(), InfraError>;
 
     /// The drop's in-progress reservations whose lease ended before `now`.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the gate cannot be reached.
     async fn stale(
         &self,
         drop_id: DropId,
@@ -162,9 +147,6 @@ pub trait AdmissionGate: Send + Sync + 'static {
 
     /// Gives back the units of a cancelled order (the order's marker stays, for replays).
     /// The caller calls it once per cancelled order.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the gate cannot be reached.
     async fn release(
         &self,
         drop_id: DropId,
@@ -176,22 +158,13 @@ pub trait AdmissionGate: Send + Sync + 'static {
     /// the drop's state one grace period after `at` (as it does after `closeAt`), keeping it
     /// until then for purchases in flight to settle. Nothing is admitted meanwhile: closed
     /// drops are refused before the gate.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the gate cannot be reached.
     async fn closed(&self, drop_id: DropId, at: OffsetDateTime) -> Result<(), InfraError>;
 
     /// Units the gate will still admit, or `None` when it holds nothing for the drop.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the gate cannot be reached.
     async fn remaining(&self, drop_id: DropId) -> Result<Option<u32>, InfraError>;
 
     /// The (buyer, key) pairs whose done markers the gate holds for the drop now (read before
     /// a seed, to tell which of them the seed cannot explain).
-    ///
-    /// # Errors
-    /// [`InfraError`] when the gate cannot be reached.
     async fn done_markers(
         &self,
         drop_id: DropId,

@@ -23,8 +23,5 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// Takes or renews lease `name` for `holder` until `ttl` from now (store time): `true` when
     /// `holder` holds it now. It is taken only when free (never held, or lapsed), so a holder
     /// that stops renewing (it died) loses it `ttl` after its last renewal.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails; the caller must then act as if it did not hold it.
     async fn try_lead(&self, name: &str, holder: &str, ttl: Duration) -> Result<bool, InfraError>;
 }

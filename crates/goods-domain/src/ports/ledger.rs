@@ -228,9 +228,6 @@ pub trait PurchaseLedger: Send + Sync + 'static {
     /// In one transaction: expire the order if it is still PENDING and past its payment window
     /// at `expiry`, giving its units back to the product's stock, the drop's and the buyer's
     /// counts. `Some` only for the call that expired it.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn expire_order(
         &self,
         id: OrderId,
@@ -241,9 +238,6 @@ pub trait PurchaseLedger: Send + Sync + 'static {
     /// (buyer, key) order, so a purchase transaction still running is waited for, and only once
     /// the database's own clock is past `deadline` (the clock [`place_orders`] checks), so no
     /// purchase can commit after an `Abandoned` answer.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     ///
     /// [`place_orders`]: PurchaseLedger::place_orders
     async fn resolve_stale(

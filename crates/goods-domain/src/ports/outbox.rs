@@ -23,9 +23,6 @@ pub trait EventOutbox: Send + Sync + 'static {
     /// (all of one drop) in the event log, in one transaction: `true` when this call recorded
     /// them. Concurrent callers (every instance) record them once between them; a call that
     /// fails records neither, so the next one records both.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn record_once(
         &self,
         key: &str,
@@ -35,14 +32,8 @@ pub trait EventOutbox: Send + Sync + 'static {
     ) -> Result<bool, InfraError>;
 
     /// Up to `limit` events not marked published yet, oldest first.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn unpublished(&self, limit: u32) -> Result<Vec<OutboxEntry>, InfraError>;
 
     /// Marks the event published.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn mark_published(&self, id: i64, at: OffsetDateTime) -> Result<(), InfraError>;
 }

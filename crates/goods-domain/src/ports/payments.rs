@@ -19,8 +19,5 @@ pub struct PaymentQuery {
 #[async_trait]
 pub trait PaymentRepository: Send + Sync + 'static {
     /// A page of recorded events, newest first.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store fails.
     async fn list_payments(&self, query: &PaymentQuery) -> Result<Vec<PaymentRecord>, InfraError>;
 }

@@ -10,8 +10,5 @@ use async_trait::async_trait;
 pub trait RateLimiter: Send + Sync + 'static {
     /// Counts one request of `key` against its bucket under `limit`: allowed (and spent) or
     /// refused (and nothing spent).
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store of the buckets fails.
     async fn admit(&self, key: RateKey, limit: RateLimit) -> Result<RateDecision, InfraError>;
 }
