@@ -3,6 +3,7 @@
 
 mod app;
 mod events;
+mod listeners;
 mod shared;
 mod signals;
 mod store;
@@ -10,13 +11,13 @@ mod store;
 pub use store::migrate;
 
 use crate::config::{Auth, Config, GateKind};
-use anyhow::Context as _;
 use api_actix::{ApiState, Readiness};
 use goods_app::GoodsApp;
 use goods_domain::ports::{Clock, LeaseStore, SystemClock};
+use listeners::Listeners;
 use shared::Redis;
 use signals::StopSignals;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,6 +72,11 @@ impl Application {
     /// # Errors
     /// As [`build`](Self::build).
     pub async fn build_with_clock(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+        let signals = StopSignals::listen();
+        // Bound first: the first two log lines name the addresses (scripts and tests read the
+        // chosen ports from them), whatever the store or Redis say while they are opened.
+        // Connections wait in the backlog until the server runs.
+        let listeners = Listeners::bind(&config.http)?;
         // The database's identity names the gate's keys in Redis (RedisConnection::mirroring).
         let (sql, identity) = store::open(&config.database).await?;
         let redis = match &config.redis {
@@ -104,9 +110,8 @@ impl Application {
                 .then(|| sql.store.clone() as Arc<dyn LeaseStore>),
             relay,
         };
-        let signals = StopSignals::listen();
         Ok(Self {
-            bound: Self::bind(&config, state, signals)?,
+            bound: Self::serve_on(&config, listeners, state, signals)?,
             app,
             background,
             redis,
@@ -115,23 +120,19 @@ impl Application {
         })
     }
 
-    /// Binds both listeners over `state`; the rest of the application is the caller's to fill.
-    fn bind(config: &Config, state: ApiState, signals: StopSignals) -> anyhow::Result<Bound> {
+    /// The servers over `state` on the listeners bound at the start.
+    fn serve_on(
+        config: &Config,
+        listeners: Listeners,
+        state: ApiState,
+        signals: StopSignals,
+    ) -> anyhow::Result<Bound> {
         let http = &config.http;
-        let listener = TcpListener::bind(http.bind_addr)
-            .with_context(|| format!("binding {}", http.bind_addr))?;
-        let address = listener.local_addr()?;
-        let ops_listener = TcpListener::bind(http.ops_addr)
-            .with_context(|| format!("binding OPS_BIND_ADDR {}", http.ops_addr))?;
-        let ops_address = ops_listener.local_addr()?;
-        // The first two log lines; scripts and tests read the chosen ports from them.
-        tracing::info!("listening on {address}");
-        tracing::info!("ops listening on {ops_address}");
         if let Some(broker) = &config.events.broker {
             tracing::info!(stream = %broker.stream, "events are published to NATS JetStream");
         }
-        let ops = api_actix::ops_server(ops_listener, state.clone())?;
-        let server = api_actix::server(listener, state, http.workers, http.shutdown_grace)?;
+        let ops = api_actix::ops_server(listeners.ops, state.clone())?;
+        let server = api_actix::server(listeners.api, state, http.workers, http.shutdown_grace)?;
         if let Auth::TrustedHeader { proxies } = &config.auth {
             let proxies: Vec<String> = proxies.iter().map(ToString::to_string).collect();
             tracing::warn!(
@@ -141,9 +142,9 @@ impl Application {
         }
         Ok(Bound {
             server,
-            address,
+            address: listeners.address,
             ops,
-            ops_address,
+            ops_address: listeners.ops_address,
             shutdown_grace: http.shutdown_grace,
             signals,
         })

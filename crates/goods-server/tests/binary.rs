@@ -29,16 +29,32 @@ async fn exit_code(mut child: Child) -> Option<i32> {
         .code()
 }
 
+/// The first two log lines name the listeners whatever happens while the rest is opened: a
+/// Redis that does not answer at start warns (and purchases use the database), after them.
+/// `process::spawn` reads the addresses from exactly those two lines and fails otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_two_log_lines_name_the_listeners_even_when_redis_does_not_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, base) = start(
+        dir.path(),
+        &[("REDIS_URL", "redis://127.0.0.1:1"), ("GATE", "redis")],
+    );
+    let live = reqwest::get(format!("{base}/health/live")).await.unwrap();
+    assert_eq!(live.status(), 200);
+    sigterm(&child);
+    assert_eq!(exit_code(child).await, Some(0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, base) = start(dir.path(), &[("DB_WRITE_WAIT_MS", "60000")]);
+    let client = reqwest::Client::new();
+    let drop = harness::Client::new().open_drop(&base, 5).await;
     assert!(
         dir.path().join("data/goods.db").exists(),
         "the embedded default keeps its file under ./data"
     );
-    let client = reqwest::Client::new();
-    let drop = harness::Client::new().open_drop(&base, 5).await;
 
     let slots = || process::metric(&client, &base, "db_write_slots_available");
     let free = slots().await;

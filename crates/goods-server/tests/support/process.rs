@@ -51,7 +51,25 @@ pub fn spawn<'a>(
             eprintln!("[server] {line}");
         }
     });
+    // The listeners are bound (and named) before the store is opened and migrated: the server
+    // is built once the ops listener answers. A test that starts a second instance on the same
+    // database must not find the first still migrating.
+    until_built(&ops);
     (child, base)
+}
+
+/// Waits until the ops listener at `addr` answers `/health/live`: a connection made earlier
+/// waits in the backlog until the server runs, and is closed unanswered if the start fails
+/// (the caller then finds the process exited).
+fn until_built(addr: &str) {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return;
+    };
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(60)));
+    let _ = stream.write_all(b"GET /health/live HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    let mut first = [0_u8; 12];
+    let _ = stream.read(&mut first);
 }
 
 /// The ops listener of the server at `base`.
