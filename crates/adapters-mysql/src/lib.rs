@@ -328,13 +328,55 @@ fn lost_a_lock(error: &anyhow::Error) -> bool {
     text.contains("Deadlock found") || text.contains("Lock wait timeout")
 }
 
+/// How long a migration run waits for another to finish before it gives up.
+const MIGRATION_LOCK_WAIT_S: u32 = 120;
+
 async fn migrate_once(url: &str, to: Option<&str>, tls: &MysqlTls) -> anyhow::Result<Vec<String>> {
-    let conn = establish(url, tls)
+    let mut conn = establish(url, tls)
         .await
         .context("connecting to MySQL for migrations")?;
+    // Instances starting at once on a fresh database would run the same DDL twice: each run
+    // takes the database's named lock first, so they take turns and the later ones find the
+    // migrations applied. A lock-less server (a Galera node refusing it) runs as before.
+    let locked = migration_lock(&mut conn, "GET_LOCK", &format!(", {MIGRATION_LOCK_WAIT_S}")).await;
+    match &locked {
+        Ok(Some(1)) => {}
+        Ok(_) => anyhow::bail!(
+            "another instance has been migrating this database for {MIGRATION_LOCK_WAIT_S} s; try again"
+        ),
+        Err(error) => {
+            tracing::warn!(error = %error, "migration lock not available; migrating without it");
+        }
+    }
     let mut harness = AsyncMigrationHarness::new(conn);
-    adapters_sql::apply_migrations(&mut harness, &MIGRATIONS, to)
-        .context("applying MySQL migrations")
+    let applied = adapters_sql::apply_migrations(&mut harness, &MIGRATIONS, to)
+        .context("applying MySQL migrations");
+    let mut conn = harness.into_inner();
+    if matches!(locked, Ok(Some(1))) {
+        let _ = migration_lock(&mut conn, "RELEASE_LOCK", "").await;
+    }
+    applied
+}
+
+/// `function` (`GET_LOCK`, `RELEASE_LOCK`) on the database's migration lock, named after the
+/// database so two databases on one server do not wait for each other.
+async fn migration_lock(
+    conn: &mut AsyncMysqlConnection,
+    function: &str,
+    args: &str,
+) -> Result<Option<i64>, DbError> {
+    use diesel_async::RunQueryDsl as _;
+    #[derive(diesel::QueryableByName)]
+    struct Locked {
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+        n: Option<i64>,
+    }
+    diesel::sql_query(format!(
+        "SELECT CAST({function}(CONCAT('goods-server migrations ', DATABASE()){args}) AS SIGNED) AS n"
+    ))
+    .get_result::<Locked>(conn)
+    .await
+    .map(|row| row.n)
 }
 
 /// The versions of this release's migrations not applied to the database at `url` yet.

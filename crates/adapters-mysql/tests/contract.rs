@@ -42,6 +42,37 @@ async fn migrations_are_idempotent_and_create_the_documented_indexes() {
     assert!(orders.iter().any(|i| i == "orders_user_key"), "{orders:?}");
 }
 
+/// Instances that start at once on a fresh database with `DATABASE_MIGRATE=true` migrate one
+/// after the other: one applies every migration, the others find them applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_migrating_a_fresh_database_at_once_take_turns() {
+    let url = test_support::mysql::fresh_database().await;
+    let all = adapters_mysql::pending_migrations(&url, &MysqlTls::default())
+        .await
+        .unwrap()
+        .len();
+    let mut runs = tokio::task::JoinSet::new();
+    for _ in 0..3 {
+        let url = url.clone();
+        runs.spawn(async move {
+            adapters_mysql::migrate_database(&url, None, &MysqlTls::default()).await
+        });
+    }
+    let mut applied = Vec::new();
+    while let Some(run) = runs.join_next().await {
+        match run.unwrap() {
+            Ok(done) => applied.push(done.len()),
+            Err(error) => panic!("a migration run failed: {error:#}"),
+        }
+    }
+    applied.sort_unstable();
+    assert_eq!(
+        applied,
+        [0, 0, all],
+        "one run applied all {all}, the others none"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_connection_of_the_pool_is_open_before_the_first_request() {
     let url = test_support::mysql::fresh_database().await;
