@@ -1,6 +1,7 @@
 //! Who is calling.
 
-use goods_domain::UserId;
+use goods_domain::ports::ProductRepository;
+use goods_domain::{InfraError, ProductId, UserId};
 
 /// A caller's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +37,22 @@ impl Actor {
     pub fn sells(&self) -> bool {
         matches!(self.role, Role::Seller | Role::Admin)
     }
+}
+
+/// Whether `actor` manages `product` (its seller, or an admin); `false` when it does not
+/// exist.
+pub(crate) async fn manages_product(
+    products: &dyn ProductRepository,
+    product: ProductId,
+    actor: Actor,
+) -> Result<bool, InfraError> {
+    if actor.role == Role::Admin {
+        return Ok(true);
+    }
+    Ok(products
+        .get(product)
+        .await?
+        .is_some_and(|p| actor.manages(p.owner)))
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub use mechanisms::group_commit::GroupCommit;
 pub use mechanisms::tasks::Tasks;
 pub use operations::flags::FlagError;
 pub use operations::reconcile::Reconciliation;
+pub use orders::Orders;
 pub use orders::lifecycle::{ListOrders, OrderPage};
 pub use orders::payments::{ListPayments, ListPaymentsError, PaymentLog, PaymentPage};
 pub use orders::view::GetOrderError;
@@ -332,18 +333,9 @@ impl GoodsApp {
         self.flags_cache.drops_on()
     }
 
-    /// Whether `actor` manages `product` (its seller, or an admin); `false` when it does not
-    /// exist.
+    /// Whether `actor` manages `product` (its seller, or an admin).
     async fn manages_product(&self, product: ProductId, actor: Actor) -> Result<bool, InfraError> {
-        if actor.role == Role::Admin {
-            return Ok(true);
-        }
-        Ok(self
-            .ports
-            .products
-            .get(product)
-            .await?
-            .is_some_and(|p| actor.manages(p.owner)))
+        actor::manages_product(&*self.ports.products, product, actor).await
     }
 
     /// The drop, when it exists and `actor` manages its product. Another seller's drop is

@@ -150,7 +150,8 @@ impl GoodsApp {
                 order,
                 replayed: true,
             }) => self
-                .settle_overdue(order)
+                .orders()
+                .settle(order)
                 .await
                 .map(|order| Purchased {
                     order,

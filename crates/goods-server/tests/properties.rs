@@ -181,7 +181,7 @@ impl World {
             }
             Step::Cancel { nth } => {
                 if let Some(&(order, user)) = self.orders.get(nth) {
-                    match self.app.cancel_order(order, Self::actor(user)).await {
+                    match self.app.orders().cancel(order, Self::actor(user)).await {
                         Ok(cancelled) => assert_eq!(cancelled.status, OrderStatus::Cancelled),
                         Err(CancelOrderError::NotCancellable(
                             OrderStatus::Paid | OrderStatus::Expired,
@@ -200,7 +200,13 @@ impl World {
                         amount: Money::parse("amountMinor", 0, Currency::NONE).unwrap(),
                         reference: PaymentReference::parse("ref").unwrap(),
                     };
-                    let outcome = self.app.apply_payment_event(event).await.unwrap().outcome;
+                    let outcome = self
+                        .app
+                        .orders()
+                        .apply_payment(event)
+                        .await
+                        .unwrap()
+                        .outcome;
                     assert!(
                         matches!(
                             outcome,
@@ -224,7 +230,7 @@ impl World {
         let mut held: HashMap<i64, u32> = HashMap::new();
         let mut live = 0;
         for &(id, user) in &self.orders {
-            let order = self.app.get_order(id, Self::actor(user)).await.unwrap();
+            let order = self.app.orders().get(id, Self::actor(user)).await.unwrap();
             if order.status.is_live() {
                 *held.entry(user).or_default() += order.quantity.get();
                 live += order.quantity.get();

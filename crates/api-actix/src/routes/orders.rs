@@ -21,7 +21,7 @@ pub async fn get(
     who: Identity,
     id: web::Path<String>,
 ) -> Result<HttpResponse, Problem> {
-    let order = state.app.get_order(order_id(&id)?, who.0).await?;
+    let order = state.app.orders().get(order_id(&id)?, who.0).await?;
     Ok(HttpResponse::Ok().json(OrderBody::new(order, state.app.payment_window())))
 }
 
@@ -36,7 +36,7 @@ pub async fn cancel(
         state.app.limit_buyer(who.0.user_id, None).await?;
     }
     body.none()?;
-    let order = state.app.cancel_order(order_id(&id)?, who.0).await?;
+    let order = state.app.orders().cancel(order_id(&id)?, who.0).await?;
     Ok(HttpResponse::Ok().json(OrderBody::new(order, state.app.payment_window())))
 }
 
@@ -81,7 +81,8 @@ pub async fn list(
         .parse()?;
     let page = state
         .app
-        .list_orders(buyer, &query)
+        .orders()
+        .list(buyer, &query)
         .await
         .map_err(Problem::from)?;
     Ok(HttpResponse::Ok().json(OrderPageBody::new(page, state.app.payment_window())))

@@ -48,7 +48,7 @@ pub async fn event(
     let event = input
         .into_domain()
         .map_err(|errors| Problem::validation(&errors))?;
-    let record = state.app.apply_payment_event(event).await?;
+    let record = state.app.orders().apply_payment(event).await?;
     let answer = PaymentAnswer::from(&record);
     if record.outcome == PaymentOutcome::OrderNotFound {
         return Err(

@@ -338,7 +338,7 @@ impl GoodsApp {
             metrics::gauge!(crate::telemetry::DRAW_OVERDUE).set(0.0);
             return Ok(report);
         }
-        match self.expire_overdue().await {
+        match self.orders().expire_overdue().await {
             Ok(expired) => report.expired = expired,
             Err(error) => {
                 report.failed += 1;
@@ -395,7 +395,7 @@ impl GoodsApp {
                 tracing::warn!(drop.id = %drop.id, error = %error, "healing the drop failed");
             }
         }
-        match self.expire_overdue().await {
+        match self.orders().expire_overdue().await {
             Ok(expired) => report.expired = expired,
             Err(error) => {
                 report.failed += 1;

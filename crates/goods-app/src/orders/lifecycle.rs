@@ -7,7 +7,8 @@
 //! one of them wins. Units given back by an expiry go back to the gate too (which tells every
 //! instance's sold-out flag), exactly once: only the call that expired the order releases them.
 
-use crate::{Actor, GoodsApp, telemetry};
+use super::Orders;
+use crate::{Actor, telemetry};
 use goods_domain::ports::OrderQuery;
 use goods_domain::{DropId, Expiry, GoodsOrder, InfraError, OrderId, OrderStatus};
 
@@ -39,17 +40,12 @@ pub struct OrderPage {
     pub next_cursor: Option<OrderId>,
 }
 
-impl GoodsApp {
+impl Orders {
     /// The caller's orders, newest first, a page at a time.
     #[tracing::instrument(skip_all, fields(user.id = %actor.user_id))]
-    pub async fn list_orders(
-        &self,
-        actor: Actor,
-        list: &ListOrders,
-    ) -> Result<OrderPage, InfraError> {
+    pub async fn list(&self, actor: Actor, list: &ListOrders) -> Result<OrderPage, InfraError> {
         let limit = list.limit.clamp(1, ListOrders::MAX_LIMIT);
         let mut items = self
-            .ports
             .orders
             .list_for_buyer(&OrderQuery {
                 user: actor.user_id,
@@ -67,7 +63,7 @@ impl GoodsApp {
             None
         };
         for order in &mut items {
-            *order = self.settle_overdue(order.clone()).await?;
+            *order = self.settle(order.clone()).await?;
         }
         // An order listed as PENDING that just expired no longer matches the filter; it is
         // shown as it is now (the next listing leaves it out).
@@ -82,10 +78,10 @@ impl GoodsApp {
         const BATCHES_PER_PASS: usize = 10;
         let mut expired = 0;
         for _ in 0..BATCHES_PER_PASS {
-            let expiry = Expiry::at(self.ports.clock.now(), self.payment_window);
-            let due = self.ports.orders.overdue(expiry, BATCH).await?;
+            let expiry = Expiry::at(self.clock.now(), self.payment_window);
+            let due = self.orders.overdue(expiry, BATCH).await?;
             for id in &due {
-                if let Some(order) = self.ports.ledger.expire_order(*id, expiry).await? {
+                if let Some(order) = self.ledger.expire_order(*id, expiry).await? {
                     self.expired(&order).await;
                     expired += 1;
                 }
@@ -99,18 +95,18 @@ impl GoodsApp {
 
     /// `order` as it is now: an order still PENDING past its deadline is expired first (by
     /// this call, or by whoever got there first).
-    pub(crate) async fn settle_overdue(&self, order: GoodsOrder) -> Result<GoodsOrder, InfraError> {
-        let now = self.ports.clock.now();
+    pub(crate) async fn settle(&self, order: GoodsOrder) -> Result<GoodsOrder, InfraError> {
+        let now = self.clock.now();
         let expiry = Expiry::at(now, self.payment_window);
         if !order.is_overdue(expiry) {
             return Ok(order);
         }
-        if let Some(expired) = self.ports.ledger.expire_order(order.id, expiry).await? {
+        if let Some(expired) = self.ledger.expire_order(order.id, expiry).await? {
             self.expired(&expired).await;
             return Ok(expired);
         }
         // Someone else changed it meanwhile: read what they left.
-        Ok(self.ports.orders.get(order.id).await?.unwrap_or(order))
+        Ok(self.orders.get(order.id).await?.unwrap_or(order))
     }
 
     /// After the ledger expired `order`: its units go back, once, since only one call expires
@@ -118,27 +114,62 @@ impl GoodsApp {
     pub(crate) async fn expired(&self, order: &GoodsOrder) {
         metrics::counter!(telemetry::ORDER_TRANSITIONS, "to" => "EXPIRED").increment(1);
         tracing::info!(order.id = %order.id, drop.id = %order.drop_id, "order expired unpaid");
-        self.units_back(order).await;
+        self.freed.units_back(order).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::orders::testing::OrderMocks;
+    use crate::test_support::*;
+
+    fn numbered(id: i64) -> GoodsOrder {
+        GoodsOrder {
+            id: OrderId::parse(id).unwrap(),
+            ..sample_order(OrderStatus::Paid)
+        }
     }
 
-    /// After the ledger gave `order`'s units back (cancelled or expired, by exactly one call):
-    /// the gate gets them back (and tells every instance's sold-out flag), or, in a draw drop,
-    /// the first waitlisted entry does.
-    pub(crate) async fn units_back(&self, order: &GoodsOrder) {
-        self.drops.units_changed(order.drop_id);
-        let draw = matches!(self.drops.load(order.drop_id).await, Ok(Some(d)) if d.mode.is_draw());
-        if draw {
-            self.promote_after(order);
-            return;
-        }
-        if let Some(gate) = &self.ports.gate
-            && let Err(error) = gate
-                .release(order.drop_id, order.user_id, order.quantity)
-                .await
-        {
-            // The database gave the units back; a gate that missed it under-sells until the
-            // healer sees the same drift on two passes and resyncs it.
-            tracing::warn!(error = %error, "gate did not take the units back");
-        }
+    #[tokio::test]
+    async fn a_page_asks_one_more_than_it_shows_and_names_its_last_order_as_the_cursor() {
+        let mut m = OrderMocks::new().freeing(0);
+        m.orders
+            .expect_list_for_buyer()
+            .withf(|q| q.limit == 3 && q.user == buyer().user_id && q.before.is_none())
+            .times(1)
+            .returning(|_| Ok((0..3).map(|i| numbered(9 - i)).collect()));
+        let list = ListOrders {
+            drop: None,
+            status: None,
+            after: None,
+            limit: 2,
+        };
+        let page = m.service().list(buyer(), &list).await.unwrap();
+        let ids: Vec<i64> = page.items.iter().map(|o| o.id.get()).collect();
+        assert_eq!(ids, [9, 8]);
+        assert_eq!(page.next_cursor, Some(OrderId::parse(8).unwrap()));
+    }
+
+    #[tokio::test]
+    async fn expiry_runs_in_batches_of_200_and_frees_only_what_this_call_expired() {
+        let mut m = OrderMocks::new().freeing(399);
+        let mut batch = 0;
+        m.orders
+            .expect_overdue()
+            .times(3)
+            .returning(move |_, limit| {
+                assert_eq!(limit, 200);
+                let first = batch * 200 + 1;
+                batch += 1;
+                let ids = if batch < 3 { first..first + 200 } else { 0..0 };
+                Ok(ids.map(|i| OrderId::parse(i).unwrap()).collect())
+            });
+        // Order 7 was expired by another instance first.
+        m.ledger
+            .expect_expire_order()
+            .times(400)
+            .returning(|id, _| Ok((id.get() != 7).then(|| sample_order(OrderStatus::Expired))));
+        assert_eq!(m.service().expire_overdue().await.unwrap(), 399);
     }
 }

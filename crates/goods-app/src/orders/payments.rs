@@ -2,7 +2,8 @@
 //! The signature is the edge's to check; this use case applies an event once and counts its
 //! outcome, and lists recorded events for admins.
 
-use crate::{Actor, GoodsApp, Role, telemetry};
+use super::Orders;
+use crate::{Actor, Role, telemetry};
 use goods_domain::ports::{PaymentEventError, PaymentQuery, PaymentRepository};
 use goods_domain::{PaymentEvent, PaymentOutcome, PaymentRecord};
 use std::sync::Arc;
@@ -37,7 +38,7 @@ pub struct PaymentPage {
     pub next_cursor: Option<i64>,
 }
 
-impl GoodsApp {
+impl Orders {
     /// Applies a verified provider event to its order, once per event id: a repeat answers the
     /// first outcome and changes nothing. A payment that arrives after the order's window
     /// expires the order (its units go back to the gate too) and is answered
@@ -47,13 +48,12 @@ impl GoodsApp {
     /// [`PaymentEventError::EventIdReused`] for a known id with other contents; `Infra` when
     /// the store fails.
     #[tracing::instrument(skip_all, fields(order.id = %event.order_id, payment.event_id = event.id.as_str()))]
-    pub async fn apply_payment_event(
+    pub async fn apply_payment(
         &self,
         event: PaymentEvent,
     ) -> Result<PaymentRecord, PaymentEventError> {
-        let now = self.ports.clock.now();
+        let now = self.clock.now();
         let applied = self
-            .ports
             .ledger
             .apply_payment(&event, now, self.payment_window)
             .await?;
@@ -127,8 +127,9 @@ impl PaymentLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::orders::testing::OrderMocks;
     use crate::test_support::*;
-    use goods_domain::ports::{AppliedPayment, MockAdmissionGate};
+    use goods_domain::ports::AppliedPayment;
     use goods_domain::{
         Currency, Money, OrderStatus, PaymentEventId, PaymentEventKind, PaymentReference,
         PaymentWindow,
@@ -158,22 +159,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_payment_that_expired_its_order_gives_the_units_back_to_the_gate_once() {
-        let mut m = Mocks::at(OPEN);
+    async fn a_payment_that_expired_its_order_frees_the_units_once() {
+        let mut m = OrderMocks::new().freeing(1);
         m.ledger
             .expect_apply_payment()
             .withf(|e, now, w| e == &event() && *now == OPEN && *w == PaymentWindow::default())
             .times(1)
             .returning(|_, _, _| Ok(applied(PaymentOutcome::RefundRequired, false, true)));
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
-        gate.expect_release().times(1).returning(|_, _, _| Ok(()));
         let (snapshotter, _guard) = local_metrics();
-        let record = m
-            .app(Some(gate))
-            .apply_payment_event(event())
-            .await
-            .unwrap();
+        let record = m.service().apply_payment(event()).await.unwrap();
         assert_eq!(record.outcome, PaymentOutcome::RefundRequired);
         let counted = counters(&snapshotter);
         assert_eq!(
@@ -185,30 +179,23 @@ mod tests {
 
     #[tokio::test]
     async fn a_repeated_event_is_answered_with_its_first_outcome_and_counted_once() {
-        let mut m = Mocks::at(OPEN);
+        let mut m = OrderMocks::new().freeing(0);
         m.ledger
             .expect_apply_payment()
             .returning(|_, _, _| Ok(applied(PaymentOutcome::Paid, true, false)));
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
-        gate.expect_release().never();
         let (snapshotter, _guard) = local_metrics();
-        let record = m
-            .app(Some(gate))
-            .apply_payment_event(event())
-            .await
-            .unwrap();
+        let record = m.service().apply_payment(event()).await.unwrap();
         assert_eq!(record.outcome, PaymentOutcome::Paid);
         assert!(counters(&snapshotter).is_empty());
     }
 
     #[tokio::test]
     async fn an_event_id_reused_with_another_body_is_refused() {
-        let mut m = Mocks::at(OPEN);
+        let mut m = OrderMocks::new().freeing(0);
         m.ledger
             .expect_apply_payment()
             .returning(|_, _, _| Err(PaymentEventError::EventIdReused));
-        let err = m.app(None).apply_payment_event(event()).await.unwrap_err();
+        let err = m.service().apply_payment(event()).await.unwrap_err();
         assert!(matches!(err, PaymentEventError::EventIdReused), "{err:?}");
     }
 
