@@ -32,7 +32,7 @@ pub use mechanisms::buffer::WriteBuffer;
 pub use mechanisms::drop_index::MIN_SCAN_INTERVAL as DROP_SCAN_INTERVAL;
 pub use mechanisms::group_commit::GroupCommit;
 pub use mechanisms::tasks::Tasks;
-pub use operations::flags::FlagError;
+pub use operations::flags::{FlagError, Flags};
 pub use operations::reconcile::Reconciliation;
 pub use orders::Orders;
 pub use orders::lifecycle::{ListOrders, OrderPage};
@@ -323,7 +323,7 @@ impl GoodsApp {
     /// Re-reads the flags and every cached drop, and scans for drops created through other
     /// instances (the binary runs it every `DROP_REFRESH_MS`).
     pub async fn refresh(&self) -> Result<(), InfraError> {
-        self.refresh_flags().await?;
+        self.flags().refresh().await?;
         self.drops.refresh().await.map(drop)
     }
 

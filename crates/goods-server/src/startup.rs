@@ -97,7 +97,7 @@ impl Application {
         let app = app::app(&config, &sql, gate, clock);
         if !config.flags_at_first_start {
             // Before the listener opens: a dark release never serves a drop route.
-            app.ship_dark().await?;
+            app.flags().ship_dark().await?;
         }
         let prometheus = crate::metrics::recorder(config.background.reconcile_interval);
         let state = app::api_state(&config, &app, &sql, readiness.clone(), prometheus.clone());

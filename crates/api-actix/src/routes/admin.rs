@@ -9,7 +9,7 @@ use actix_web::{HttpResponse, web};
 
 /// `GET /admin/flags`.
 pub async fn flags(state: web::Data<ApiState>, who: Identity) -> Result<HttpResponse, Problem> {
-    let flags = state.app.flags(who.0).await?;
+    let flags = state.app.flags().list(who.0).await?;
     Ok(HttpResponse::Ok().json(flags.into_iter().map(FlagBody::from).collect::<Vec<_>>()))
 }
 
@@ -25,6 +25,6 @@ pub async fn set_flag(
         return Err(Problem::forbidden("flags are for admins"));
     }
     let input: SetFlag = body.json()?;
-    let flag = state.app.set_flag(&name, input.enabled, who.0).await?;
+    let flag = state.app.flags().set(&name, input.enabled, who.0).await?;
     Ok(HttpResponse::Ok().json(FlagBody::from(flag)))
 }

@@ -4,7 +4,8 @@
 
 use crate::{Actor, GoodsApp, Role, telemetry};
 use goods_domain::InfraError;
-use goods_domain::ports::{DomainEvent, Flag, FlagName};
+use goods_domain::ports::{Clock, DomainEvent, EventPublisher, Flag, FlagName, FlagStore};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// This instance's view of the flags. Both start on (their default) until the first read.
@@ -67,122 +68,46 @@ fn complete(stored: Vec<Flag>) -> Vec<Flag> {
         .collect()
 }
 
+/// What a flag change needs from the core.
+#[cfg_attr(test, mockall::automock)]
+#[async_trait::async_trait]
+pub(crate) trait FlagHooks: Send + Sync {
+    /// Resyncs the gate of every drop this instance serves that is still on sale; `false`
+    /// if one failed.
+    async fn resync_served_drops(&self) -> bool;
+    /// Tells the other instances, in the background, that a flag changed.
+    fn announce_change(&self);
+}
+
+/// Runtime flags, stored, cached here and applied.
+#[derive(Clone)]
+pub struct Flags {
+    store: Arc<dyn FlagStore>,
+    events: Arc<dyn EventPublisher>,
+    clock: Arc<dyn Clock>,
+    cache: Arc<FlagCache>,
+    /// Whether a gate is configured; without one the gate flag applies with nothing to resync.
+    gated: bool,
+    core: Arc<dyn FlagHooks>,
+}
+
 impl GoodsApp {
-    /// Every flag with its value and its last change (admins only).
-    ///
-    /// # Errors
-    /// [`FlagError::Forbidden`] for anyone but an admin, or a store failure.
-    pub async fn flags(&self, actor: Actor) -> Result<Vec<Flag>, FlagError> {
-        if actor.role != Role::Admin {
-            return Err(FlagError::Forbidden);
-        }
-        Ok(complete(self.ports.flags.flags().await?))
-    }
-
-    /// Sets the flag named `name` (admins only), applies it on this instance at once, and
-    /// records the change as an event naming the admin, and in `flag_changes_total`.
-    ///
-    /// # Errors
-    /// [`FlagError`]: not an admin, an unknown name, or a store failure.
-    #[tracing::instrument(skip_all, fields(flag = name, enabled))]
-    pub async fn set_flag(
-        &self,
-        name: &str,
-        enabled: bool,
-        actor: Actor,
-    ) -> Result<Flag, FlagError> {
-        if actor.role != Role::Admin {
-            return Err(FlagError::Forbidden);
-        }
-        let name = FlagName::parse(name).ok_or(FlagError::NotFound)?;
-        let now = self.ports.clock.now();
-        let flag = self
-            .ports
-            .flags
-            .set_flag(name, enabled, actor.user_id, now)
-            .await?;
-        self.flags_cache.epoch.fetch_add(1, Ordering::SeqCst);
-        self.apply_flag(name, enabled).await;
-        self.announce_change();
-        metrics::counter!(
-            telemetry::FLAG_CHANGES,
-            "flag" => name.as_str(),
-            "enabled" => if enabled { "true" } else { "false" }
-        )
-        .increment(1);
-        let event = DomainEvent::FlagSet {
-            name,
-            enabled,
-            by: actor.user_id,
-        };
-        if let Err(error) = self.ports.events.publish(event).await {
-            tracing::warn!(error = %error, "flag change event not published");
-        }
-        Ok(flag)
-    }
-
-    /// Ships the release dark: every flag that was never set is set off (by the
-    /// configuration, `FLAGS_AT_FIRST_START=off`), then the flags are applied. A flag set before
-    /// (by an admin, or by an earlier start) keeps its value, so a restart of a dark release
-    /// that an admin has since switched on stays on.
-    pub async fn ship_dark(&self) -> Result<(), InfraError> {
-        let now = self.ports.clock.now();
-        for name in FlagName::ALL {
-            let flag = self.ports.flags.set_flag_if_unset(name, false, now).await?;
-            tracing::info!(
-                flag = name.as_str(),
-                enabled = flag.enabled,
-                "flag at first start"
-            );
-        }
-        self.refresh_flags().await
-    }
-
-    /// Re-reads the flags from the store and applies them (the refresh loop calls it).
-    pub async fn refresh_flags(&self) -> Result<(), InfraError> {
-        let epoch = self.flags_cache.epoch.load(Ordering::SeqCst);
-        let flags = complete(self.ports.flags.flags().await?);
-        for flag in flags {
-            // A change made here while the store was being read is newer than what was read.
-            if self.flags_cache.epoch.load(Ordering::SeqCst) != epoch {
-                break;
-            }
-            self.apply_flag(flag.name, flag.enabled).await;
-        }
-        Ok(())
-    }
-
-    /// Applies one flag's value on this instance. Turning the gate back on first resyncs
-    /// every drop this instance serves from the database (sales made meanwhile went to the
-    /// database alone); only then does the gate admit again. A failed resync keeps the gate
-    /// off until the next refresh tries again.
-    async fn apply_flag(&self, name: FlagName, enabled: bool) {
-        match name {
-            FlagName::LimitedDrop => self.flags_cache.drops.store(enabled, Ordering::Relaxed),
-            FlagName::RedisGate => {
-                if !enabled {
-                    self.flags_cache.gate.store(false, Ordering::Relaxed);
-                    return;
-                }
-                if self.flags_cache.gate_on() {
-                    return;
-                }
-                let epoch = self.flags_cache.epoch.load(Ordering::SeqCst);
-                if self.ports.gate.is_some() && !self.resync_cached_drops().await {
-                    return;
-                }
-                // Turned off again (here) during the resync: that change wins.
-                if self.flags_cache.epoch.load(Ordering::SeqCst) != epoch {
-                    return;
-                }
-                self.flags_cache.gate.store(true, Ordering::Relaxed);
-                tracing::info!("the gate admits again, resynced from the database");
-            }
+    /// The runtime flags (`/admin/flags`, the refresh loop, `FLAGS_AT_FIRST_START`).
+    pub fn flags(&self) -> Flags {
+        Flags {
+            store: Arc::clone(&self.ports.flags),
+            events: Arc::clone(&self.ports.events),
+            clock: Arc::clone(&self.ports.clock),
+            cache: Arc::clone(&self.flags_cache),
+            gated: self.ports.gate.is_some(),
+            core: Arc::new(self.clone()),
         }
     }
+}
 
-    /// Resyncs the gate of every cached drop that is still on sale; `false` if one failed.
-    async fn resync_cached_drops(&self) -> bool {
+#[async_trait::async_trait]
+impl FlagHooks for GoodsApp {
+    async fn resync_served_drops(&self) -> bool {
         let now = self.ports.clock.now();
         let drops = self.drops.cached();
         let mut all = true;
@@ -212,14 +137,126 @@ impl GoodsApp {
         }
         all
     }
+
+    fn announce_change(&self) {
+        GoodsApp::announce_change(self);
+    }
+}
+
+impl Flags {
+    /// Every flag with its value and its last change (admins only).
+    ///
+    /// # Errors
+    /// [`FlagError::Forbidden`] for anyone but an admin, or a store failure.
+    pub async fn list(&self, actor: Actor) -> Result<Vec<Flag>, FlagError> {
+        if actor.role != Role::Admin {
+            return Err(FlagError::Forbidden);
+        }
+        Ok(complete(self.store.flags().await?))
+    }
+
+    /// Sets the flag named `name` (admins only), applies it on this instance at once, and
+    /// records the change as an event naming the admin, and in `flag_changes_total`.
+    ///
+    /// # Errors
+    /// [`FlagError`]: not an admin, an unknown name, or a store failure.
+    #[tracing::instrument(skip_all, fields(flag = name, enabled))]
+    pub async fn set(&self, name: &str, enabled: bool, actor: Actor) -> Result<Flag, FlagError> {
+        if actor.role != Role::Admin {
+            return Err(FlagError::Forbidden);
+        }
+        let name = FlagName::parse(name).ok_or(FlagError::NotFound)?;
+        let now = self.clock.now();
+        let flag = self
+            .store
+            .set_flag(name, enabled, actor.user_id, now)
+            .await?;
+        self.cache.epoch.fetch_add(1, Ordering::SeqCst);
+        self.apply(name, enabled).await;
+        self.core.announce_change();
+        metrics::counter!(
+            telemetry::FLAG_CHANGES,
+            "flag" => name.as_str(),
+            "enabled" => if enabled { "true" } else { "false" }
+        )
+        .increment(1);
+        let event = DomainEvent::FlagSet {
+            name,
+            enabled,
+            by: actor.user_id,
+        };
+        if let Err(error) = self.events.publish(event).await {
+            tracing::warn!(error = %error, "flag change event not published");
+        }
+        Ok(flag)
+    }
+
+    /// Ships the release dark: every flag that was never set is set off (by the
+    /// configuration, `FLAGS_AT_FIRST_START=off`), then the flags are applied. A flag set before
+    /// (by an admin, or by an earlier start) keeps its value, so a restart of a dark release
+    /// that an admin has since switched on stays on.
+    pub async fn ship_dark(&self) -> Result<(), InfraError> {
+        let now = self.clock.now();
+        for name in FlagName::ALL {
+            let flag = self.store.set_flag_if_unset(name, false, now).await?;
+            tracing::info!(
+                flag = name.as_str(),
+                enabled = flag.enabled,
+                "flag at first start"
+            );
+        }
+        self.refresh().await
+    }
+
+    /// Re-reads the flags from the store and applies them (the refresh loop calls it).
+    pub async fn refresh(&self) -> Result<(), InfraError> {
+        let epoch = self.cache.epoch.load(Ordering::SeqCst);
+        let flags = complete(self.store.flags().await?);
+        for flag in flags {
+            // A change made here while the store was being read is newer than what was read.
+            if self.cache.epoch.load(Ordering::SeqCst) != epoch {
+                break;
+            }
+            self.apply(flag.name, flag.enabled).await;
+        }
+        Ok(())
+    }
+
+    /// Applies one flag's value on this instance. Turning the gate back on first resyncs
+    /// every drop this instance serves from the database (sales made meanwhile went to the
+    /// database alone); only then does the gate admit again. A failed resync keeps the gate
+    /// off until the next refresh tries again.
+    async fn apply(&self, name: FlagName, enabled: bool) {
+        match name {
+            FlagName::LimitedDrop => self.cache.drops.store(enabled, Ordering::Relaxed),
+            FlagName::RedisGate => {
+                if !enabled {
+                    self.cache.gate.store(false, Ordering::Relaxed);
+                    return;
+                }
+                if self.cache.gate_on() {
+                    return;
+                }
+                let epoch = self.cache.epoch.load(Ordering::SeqCst);
+                if self.gated && !self.core.resync_served_drops().await {
+                    return;
+                }
+                // Turned off again (here) during the resync: that change wins.
+                if self.cache.epoch.load(Ordering::SeqCst) != epoch {
+                    return;
+                }
+                self.cache.gate.store(true, Ordering::Relaxed);
+                tracing::info!("the gate admits again, resynced from the database");
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_support::*;
-    use goods_domain::ports::{MockAdmissionGate, MockFlagStore};
-    use std::sync::Arc;
+    use goods_domain::ports::{MockAdmissionGate, MockClock, MockEventPublisher, MockFlagStore};
 
     fn stored(name: FlagName, enabled: bool) -> Flag {
         Flag {
@@ -228,48 +265,110 @@ mod tests {
         }
     }
 
+    /// The service over `store`, with a gate, events accepted and `core` as the core.
+    fn flags_over(store: MockFlagStore, core: MockFlagHooks) -> Flags {
+        let mut clock = MockClock::new();
+        clock.expect_now().return_const(OPEN);
+        let mut events = MockEventPublisher::new();
+        events.expect_publish().returning(|_| Ok(()));
+        Flags {
+            store: Arc::new(store),
+            events: Arc::new(events),
+            clock: Arc::new(clock),
+            cache: Arc::default(),
+            gated: true,
+            core: Arc::new(core),
+        }
+    }
+
+    /// A store whose `flags` answers the gate flag as `answers` say, one read each.
+    fn gate_flag_reads(answers: Vec<bool>) -> MockFlagStore {
+        let mut answers = answers.into_iter();
+        let mut store = MockFlagStore::new();
+        store.expect_flags().returning(move || {
+            Ok(answers
+                .next()
+                .map(|on| vec![stored(FlagName::RedisGate, on)])
+                .unwrap_or_default())
+        });
+        store
+    }
+
     #[tokio::test]
     async fn only_admins_see_flags_and_unset_ones_are_on() {
-        let mut m = Mocks::at(OPEN);
-        let mut flags = MockFlagStore::new();
-        flags
-            .expect_flags()
-            .returning(|| Ok(vec![stored(FlagName::RedisGate, false)]));
-        m.flags = flags;
-        let app = m.app(None);
-        assert!(matches!(
-            app.flags(buyer()).await,
-            Err(FlagError::Forbidden)
-        ));
-        assert!(matches!(
-            app.flags(seller(7)).await,
-            Err(FlagError::Forbidden)
-        ));
-        let all = app.flags(admin()).await.unwrap();
+        let flags = flags_over(gate_flag_reads(vec![false]), MockFlagHooks::new());
+        for refused in [buyer(), seller(7)] {
+            assert!(matches!(
+                flags.list(refused).await,
+                Err(FlagError::Forbidden)
+            ));
+        }
+        let all = flags.list(admin()).await.unwrap();
         assert_eq!(
             all.iter().map(|f| (f.name, f.enabled)).collect::<Vec<_>>(),
             vec![(FlagName::LimitedDrop, true), (FlagName::RedisGate, false)]
         );
         assert!(matches!(
-            app.set_flag("no.such.flag", true, admin()).await,
+            flags.set("no.such.flag", true, admin()).await,
             Err(FlagError::NotFound)
         ));
     }
 
     #[tokio::test]
-    async fn the_gate_comes_back_only_after_every_cached_drop_was_resynced() {
-        let mut m = Mocks::at(OPEN);
-        let mut flags = MockFlagStore::new();
-        let mut answers = vec![
-            vec![stored(FlagName::RedisGate, false)],
-            vec![stored(FlagName::RedisGate, true)],
-            vec![stored(FlagName::RedisGate, true)],
-        ]
-        .into_iter();
+    async fn the_gate_flag_applies_only_once_the_served_drops_are_resynced() {
+        let mut core = MockFlagHooks::new();
+        let mut resyncs = vec![false, true].into_iter();
+        core.expect_resync_served_drops()
+            .times(2)
+            .returning(move || resyncs.next().unwrap_or(true));
+        let flags = flags_over(gate_flag_reads(vec![false, true, true, true]), core);
+        flags.refresh().await.unwrap();
+        assert!(!flags.cache.gate_on());
+        // The first resync fails: the gate stays off until a refresh resyncs it.
+        flags.refresh().await.unwrap();
+        assert!(!flags.cache.gate_on());
+        flags.refresh().await.unwrap();
+        assert!(flags.cache.gate_on());
+        // On already: nothing to resync.
+        flags.refresh().await.unwrap();
+        assert!(flags.cache.gate_on());
+    }
+
+    #[tokio::test]
+    async fn a_flag_change_is_announced_once_it_is_stored_and_a_refusal_is_not() {
+        let mut store = MockFlagStore::new();
+        store
+            .expect_set_flag()
+            .times(1)
+            .returning(|name, enabled, by, at| {
+                Ok(Flag {
+                    name,
+                    enabled,
+                    updated_at: Some(at),
+                    updated_by: Some(by),
+                })
+            });
+        let mut core = MockFlagHooks::new();
+        core.expect_announce_change().times(1).return_const(());
+        let flags = flags_over(store, core);
+        assert!(
+            flags
+                .set("limited-drop.enabled", false, buyer())
+                .await
+                .is_err()
+        );
+        assert!(flags.set("no.such.flag", false, admin()).await.is_err());
         flags
-            .expect_flags()
-            .returning(move || Ok(answers.next().unwrap_or_default()));
-        m.flags = flags;
+            .set("limited-drop.enabled", false, admin())
+            .await
+            .unwrap();
+        assert!(!flags.cache.drops_on());
+    }
+
+    #[tokio::test]
+    async fn the_app_resyncs_every_served_drop_before_its_gate_admits_again() {
+        let mut m = Mocks::at(OPEN);
+        m.flags = gate_flag_reads(vec![false, true, true]);
         m.drops.expect_gate_seed().returning(|drop| {
             Ok(goods_domain::ports::GateSeed {
                 unexplained: Vec::new(),
@@ -288,32 +387,20 @@ mod tests {
         gate.expect_remaining().returning(|_| Ok(Some(100)));
         let app = m.app(Some(gate));
         app.get_drop(drop_id()).await.unwrap(); // caches the drop
-        app.refresh_flags().await.unwrap();
-        assert!(!app.flags_cache.gate_on());
-        // The first resync fails: the gate stays off.
-        app.refresh_flags().await.unwrap();
-        assert!(!app.flags_cache.gate_on());
-        app.refresh_flags().await.unwrap();
-        assert!(app.flags_cache.gate_on());
+        assert!(!app.resync_served_drops().await);
+        assert!(app.resync_served_drops().await);
     }
 
     #[tokio::test]
-    async fn a_flag_change_is_announced_once_it_is_stored_and_a_refusal_is_not() {
+    async fn the_app_sends_one_notice_per_stored_change() {
         let mut m = Mocks::at(OPEN);
-        let mut flags = MockFlagStore::new();
-        flags
-            .expect_set_flag()
-            .times(1)
-            .returning(|name, enabled, by, at| {
-                Ok(Flag {
-                    name,
-                    enabled,
-                    updated_at: Some(at),
-                    updated_by: Some(by),
-                })
-            });
-        m.flags = flags;
-        m.events.expect_publish().times(1).returning(|_| Ok(()));
+        m.flags.expect_set_flag().returning(|name, enabled, _, _| {
+            Ok(Flag {
+                enabled,
+                ..Flag::default_of(name)
+            })
+        });
+        m.events.expect_publish().returning(|_| Ok(()));
         let (sent, mut received) = tokio::sync::mpsc::unbounded_channel();
         let mut notifier = goods_domain::ports::MockChangeNotifier::new();
         notifier.expect_changed().returning(move || {
@@ -321,13 +408,8 @@ mod tests {
             Ok(())
         });
         let app = m.app(None).with_change_notifier(Arc::new(notifier));
-        assert!(
-            app.set_flag("limited-drop.enabled", false, buyer())
-                .await
-                .is_err()
-        );
-        assert!(app.set_flag("no.such.flag", false, admin()).await.is_err());
-        app.set_flag("limited-drop.enabled", false, admin())
+        app.flags()
+            .set("limited-drop.enabled", false, admin())
             .await
             .unwrap();
         received.recv().await.unwrap();
