@@ -18,6 +18,7 @@ mod rate_limits;
 pub mod telemetry;
 
 pub use actor::{Actor, Role};
+pub use drops::Drops;
 pub use drops::draw::{DrawView, EntryError, EntryView};
 pub use drops::operate::OperateDropError;
 pub use drops::stats::DropStats;
@@ -47,7 +48,7 @@ use goods_domain::ports::{
     EventPublisher, OrderRepository, PaymentRepository, ProductRepository, PurchaseLedger,
     SeedVault, SourceOfTruth, StatsRecorder,
 };
-use goods_domain::{DropId, InfraError, LimitedDrop, PaymentWindow, ProductId};
+use goods_domain::{DropId, InfraError, LimitedDrop, PaymentWindow};
 use mechanisms::single_flight::{self, Shared, unshared};
 use mechanisms::{breaker, group_commit};
 use std::sync::Arc;
@@ -333,25 +334,20 @@ impl GoodsApp {
         self.flags_cache.drops_on()
     }
 
-    /// Whether `actor` manages `product` (its seller, or an admin).
-    async fn manages_product(&self, product: ProductId, actor: Actor) -> Result<bool, InfraError> {
-        actor::manages_product(&*self.ports.products, product, actor).await
-    }
-
-    /// The drop, when it exists and `actor` manages its product. Another seller's drop is
-    /// reported as missing, so its existence is not disclosed.
+    /// The drop, when it exists and `actor` manages its product.
     async fn managed_drop(
         &self,
         id: DropId,
         actor: Actor,
     ) -> Result<Option<LimitedDrop>, InfraError> {
-        if !self.drops_on() {
-            return Ok(None);
-        }
-        match self.drops.load(id).await? {
-            Some(drop) if self.manages_product(drop.product_id, actor).await? => Ok(Some(drop)),
-            _ => Ok(None),
-        }
+        drops::managed_drop(
+            &self.drops,
+            &self.flags_cache,
+            &*self.ports.products,
+            id,
+            actor,
+        )
+        .await
     }
 
     /// The gate, unless there is none, the `limited-drop.redis-gate.enabled` flag is off, or

@@ -48,7 +48,8 @@ pub async fn app_with_drop<S: Store>(
         .await?;
     let now = time::OffsetDateTime::now_utc();
     let drop = app
-        .create_drop(
+        .drops()
+        .create(
             DropInput {
                 product_id: product.id.get(),
                 open_at: now - time::Duration::seconds(1),

@@ -101,7 +101,8 @@ impl World {
             .await
             .unwrap();
         let drop = app
-            .create_drop(
+            .drops()
+            .create(
                 DropInput {
                     product_id: product.id.get(),
                     open_at: start + time::Duration::seconds(60),

@@ -48,7 +48,8 @@ pub async fn create(
     let input: CreateDrop = body.json()?;
     let view = state
         .app
-        .create_drop(
+        .drops()
+        .create(
             DropInput {
                 product_id: input.product_id,
                 open_at: input.open_at,
@@ -78,7 +79,7 @@ pub async fn get(
     state: web::Data<ApiState>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, Problem> {
-    let view = state.app.get_drop(drop_id(&id)?).await?;
+    let view = state.app.drops().get(drop_id(&id)?).await?;
     Ok(HttpResponse::Ok().json(DropBody::from(view)))
 }
 
@@ -203,7 +204,8 @@ async fn set_paused(
     body.none()?;
     let view = state
         .app
-        .set_drop_paused(drop_id(id)?, seller, paused)
+        .drops()
+        .set_paused(drop_id(id)?, seller, paused)
         .await?;
     Ok(HttpResponse::Ok().json(DropBody::from(view)))
 }
@@ -217,7 +219,7 @@ pub async fn close(
 ) -> Result<HttpResponse, Problem> {
     let seller = who.seller()?;
     body.none()?;
-    let view = state.app.close_drop(drop_id(&id)?, seller).await?;
+    let view = state.app.drops().close(drop_id(&id)?, seller).await?;
     Ok(HttpResponse::Ok().json(DropBody::from(view)))
 }
 
@@ -228,7 +230,7 @@ pub async fn stats(
     id: web::Path<String>,
 ) -> Result<HttpResponse, Problem> {
     let seller = who.seller()?;
-    let stats = state.app.drop_stats(drop_id(&id)?, seller).await?;
+    let stats = state.app.drops().stats(drop_id(&id)?, seller).await?;
     Ok(HttpResponse::Ok().json(StatsBody::from(stats)))
 }
 

@@ -1,10 +1,11 @@
 //! CreateLimitedDrop: store the drop, then seed the gate.
 
-use crate::{Actor, DrawView, DropView, GoodsApp};
+use super::Drops;
+use crate::{Actor, DrawView, DropView};
 use goods_domain::ports::GateSeed;
 use goods_domain::{CreateDropError, DrawCounts, DrawToSeal, DropInput, NewLimitedDrop};
 
-impl GoodsApp {
+impl Drops {
     /// Validates and stores a drop of a product `actor` manages, then seeds the admission gate
     /// with its quantity.
     ///
@@ -14,18 +15,18 @@ impl GoodsApp {
     /// # Errors
     /// [`CreateDropError`] naming the failed rule, or `Infra` when the store fails.
     #[tracing::instrument(skip_all, fields(product.id = input.product_id))]
-    pub async fn create_drop(
+    pub async fn create(
         &self,
         input: DropInput,
         actor: Actor,
     ) -> Result<DropView, CreateDropError> {
-        if !self.drops_on() {
+        if !self.flags.drops_on() {
             return Err(CreateDropError::FeatureOff);
         }
-        let now = self.ports.clock.now();
+        let now = self.clock.now();
         let new = NewLimitedDrop::parse(&input, now).map_err(CreateDropError::Invalid)?;
         // Another seller's product does not exist for this caller.
-        if !self.manages_product(new.product_id, actor).await? {
+        if !crate::actor::manages_product(&*self.products, new.product_id, actor).await? {
             return Err(CreateDropError::ProductNotFound);
         }
         // A draw's secret seed is drawn now and stored sealed with the drop, for the drop's id
@@ -33,9 +34,9 @@ impl GoodsApp {
         // until the draw, and the clear seed leaves this function only inside the vault's seal.
         let draw = match new.mode.is_draw() {
             true => {
-                let seed = self.ports.seeds.seed()?;
+                let seed = self.seeds.seed()?;
                 let commitment = seed.commitment();
-                let seeds = std::sync::Arc::clone(&self.ports.seeds);
+                let seeds = std::sync::Arc::clone(&self.seeds);
                 Some(DrawToSeal::new(commitment, move |drop| {
                     seeds.seal(drop, &seed, &commitment)
                 }))
@@ -44,14 +45,13 @@ impl GoodsApp {
         };
         let commitment = draw.as_ref().map(|d| d.commitment);
         let drop = self
-            .ports
             .drops
             .create(&new, draw, now, self.seller_quota)
             .await?;
-        self.drops.created(&drop);
+        self.cache.created(&drop);
         // The other instances learn of it by the notice at once (or their next scan).
-        self.announce_change();
-        if let Some(gate) = self.ports.gate.as_ref().filter(|_| !drop.mode.is_draw()) {
+        self.core.announce_change();
+        if let Some(gate) = self.gate.as_ref().filter(|_| !drop.mode.is_draw()) {
             let seed = GateSeed {
                 unexplained: Vec::new(),
                 drop_id: drop.id,
@@ -86,6 +86,7 @@ impl GoodsApp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::drops::testing::DropMocks;
     use crate::test_support::*;
     use goods_domain::ports::MockAdmissionGate;
 
@@ -106,7 +107,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_valid_drop_is_stored_and_the_gate_seeded_with_its_quantity() {
-        let mut m = Mocks::at(OPEN);
+        let mut m = DropMocks::new();
         m.drops
             .expect_create()
             .times(1)
@@ -117,11 +118,9 @@ mod tests {
             .withf(|seed| seed.remaining == 100 && seed.orders.is_empty())
             .times(1)
             .returning(|_| Ok(()));
-        let view = m
-            .app(Some(gate))
-            .create_drop(input(), admin())
-            .await
-            .unwrap();
+        m.gate = Some(gate);
+        m.core.expect_announce_change().times(1).return_const(());
+        let view = m.service().create(input(), admin()).await.unwrap();
         assert_eq!(view.remaining, 100);
     }
 
@@ -138,22 +137,18 @@ mod tests {
 
     #[tokio::test]
     async fn another_sellers_product_does_not_exist_for_the_caller_and_nothing_is_stored() {
-        let mut m = Mocks::at(OPEN);
+        let mut m = DropMocks::new();
         m.products
             .expect_get()
             .returning(|_| Ok(Some(product_owned_by(7))));
         m.drops.expect_create().never();
-        let err = m
-            .app(None)
-            .create_drop(input(), seller(8))
-            .await
-            .unwrap_err();
+        let err = m.service().create(input(), seller(8)).await.unwrap_err();
         assert!(matches!(err, CreateDropError::ProductNotFound));
     }
 
     #[tokio::test]
     async fn the_owning_seller_creates_a_drop_and_a_product_without_owner_is_for_admins_only() {
-        let mut m = Mocks::at(OPEN);
+        let mut m = DropMocks::new();
         m.products
             .expect_get()
             .returning(|_| Ok(Some(product_owned_by(7))));
@@ -161,29 +156,26 @@ mod tests {
             .expect_create()
             .times(1)
             .returning(|_, _, _, _| Ok(sample_drop(100, 1)));
-        assert!(m.app(None).create_drop(input(), seller(7)).await.is_ok());
+        m.core.expect_announce_change().return_const(());
+        assert!(m.service().create(input(), seller(7)).await.is_ok());
 
-        let mut m = Mocks::at(OPEN);
+        let mut m = DropMocks::new();
         m.products
             .expect_get()
             .returning(|_| Ok(Some(product_owned_by(0))));
         m.drops.expect_create().never();
-        let err = m
-            .app(None)
-            .create_drop(input(), seller(7))
-            .await
-            .unwrap_err();
+        let err = m.service().create(input(), seller(7)).await.unwrap_err();
         assert!(matches!(err, CreateDropError::ProductNotFound));
     }
 
     #[tokio::test]
     async fn an_invalid_drop_reaches_no_store() {
-        let m = Mocks::at(OPEN);
+        let m = DropMocks::new();
         let bad = DropInput {
             per_user_limit: 0,
             ..input()
         };
-        let err = m.app(None).create_drop(bad, admin()).await.unwrap_err();
+        let err = m.service().create(bad, admin()).await.unwrap_err();
         assert!(
             matches!(err, CreateDropError::Invalid(fields) if fields[0].field == "perUserLimit")
         );
@@ -191,14 +183,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_stock_below_the_limited_quantity_is_reported_on_that_field() {
-        let mut m = Mocks::at(OPEN);
+        let mut m = DropMocks::new();
         // The store checks the stock with the drop's own rule, in its transaction.
         m.drops.expect_create().returning(|drop, _, _, _| {
             Err(CreateDropError::Invalid(
                 drop.check_stock(10).err().into_iter().collect(),
             ))
         });
-        let err = m.app(None).create_drop(input(), admin()).await.unwrap_err();
+        let err = m.service().create(input(), admin()).await.unwrap_err();
         assert!(
             matches!(err, CreateDropError::Invalid(fields) if fields[0].field == "limitedQuantity")
         );

@@ -2,11 +2,12 @@
 //! product or an admin. Each is recorded as an event naming who did it, and counted.
 //!
 //! The database is the truth; this instance's cache takes the new state at once, and every
-//! other instance within [`GoodsApp::refresh`]'s period. Closing is exact across the
+//! other instance within [`crate::GoodsApp::refresh`]'s period. Closing is exact across the
 //! fleet regardless: no order commits after the close (the purchase transaction refuses a
 //! closed drop).
 
-use crate::{Actor, DropView, GoodsApp, telemetry};
+use super::Drops;
+use crate::{Actor, DropView, telemetry};
 use goods_domain::ports::{DomainEvent, DropOperation};
 use goods_domain::{Closing, DropId, DropTransitionError, InfraError, LimitedDrop};
 
@@ -24,28 +25,27 @@ pub enum OperateDropError {
     Infra(#[from] InfraError),
 }
 
-impl GoodsApp {
+impl Drops {
     /// Pauses (`true`) or resumes (`false`) a drop: while paused, purchases are refused with
     /// `DROP_PAUSED` before the gate and the database. Idempotent.
     ///
     /// # Errors
     /// [`OperateDropError`]: not found (or another seller's), closed, or a store failure.
     #[tracing::instrument(skip_all, fields(drop.id = %id, paused))]
-    pub async fn set_drop_paused(
+    pub async fn set_paused(
         &self,
         id: DropId,
         actor: Actor,
         paused: bool,
     ) -> Result<DropView, OperateDropError> {
         let drop = self
-            .managed_drop(id, actor)
+            .managed(id, actor)
             .await?
             .ok_or(OperateDropError::NotFound)?;
-        let now = self.ports.clock.now();
+        let now = self.clock.now();
         drop.set_paused(now, paused)
             .map_err(|DropTransitionError::Closed| OperateDropError::Closed)?;
         let stored = self
-            .ports
             .drops
             .set_paused(id, paused)
             .await?
@@ -67,22 +67,21 @@ impl GoodsApp {
     /// # Errors
     /// [`OperateDropError::NotFound`] (also for another seller's drop), or a store failure.
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
-    pub async fn close_drop(&self, id: DropId, actor: Actor) -> Result<DropView, OperateDropError> {
+    pub async fn close(&self, id: DropId, actor: Actor) -> Result<DropView, OperateDropError> {
         let drop = self
-            .managed_drop(id, actor)
+            .managed(id, actor)
             .await?
             .ok_or(OperateDropError::NotFound)?;
-        let now = self.ports.clock.now();
+        let now = self.clock.now();
         let Closing::CloseAt(at) = drop.close(now) else {
             return self.view(drop).await;
         };
         let stored = self
-            .ports
             .drops
             .close(id, at)
             .await?
             .ok_or(OperateDropError::NotFound)?;
-        if let Some(gate) = &self.ports.gate
+        if let Some(gate) = &self.gate
             && let Err(error) = gate.closed(id, stored.ends_at()).await
         {
             // Its keys still expire an hour after closeAt; nothing is admitted meanwhile.
@@ -97,8 +96,8 @@ impl GoodsApp {
         operation: DropOperation,
         actor: Actor,
     ) -> Result<DropView, OperateDropError> {
-        self.drops.put(drop);
-        self.announce_change();
+        self.cache.put(drop);
+        self.core.announce_change();
         metrics::counter!(telemetry::DROP_OPERATIONS, "operation" => operation.as_str())
             .increment(1);
         let event = DomainEvent::DropOperated {
@@ -106,7 +105,7 @@ impl GoodsApp {
             operation,
             by: actor.user_id,
         };
-        if let Err(error) = self.ports.events.publish(event).await {
+        if let Err(error) = self.events.publish(event).await {
             tracing::warn!(error = %error, "drop operation event not published");
         }
         self.view(drop).await
@@ -120,6 +119,7 @@ impl GoodsApp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::drops::testing::DropMocks;
     use crate::test_support::*;
     use goods_domain::ports::MockAdmissionGate;
 
@@ -162,7 +162,7 @@ mod tests {
         // A replay still wins over CLOSED, so the refusal looks for one first.
         m.orders.expect_find_by_key().returning(|_, _| Ok(None));
         let app = m.app(Some(gate));
-        let view = app.close_drop(drop_id(), admin()).await.unwrap();
+        let view = app.drops().close(drop_id(), admin()).await.unwrap();
         assert_eq!(view.status, goods_domain::DropStatus::Closed);
         // The cache has the close: the next purchase is refused before any port.
         let refused = app
@@ -178,34 +178,34 @@ mod tests {
 
     #[tokio::test]
     async fn closing_a_closed_drop_answers_the_same_and_writes_nothing() {
-        let mut m = Mocks::at(OPEN);
-        // Not the default drop Mocks::at serves: this one is closed.
+        let mut m = DropMocks::new();
+        // Not the default drop served: this one is closed.
         let drop = closed(sample_drop(10, 1), OPEN);
         m.drops = drops_serving(drop);
         m.drops.expect_close().never();
-        m.drops.expect_sold_quantity().returning(|_| Ok(3));
         m.events.expect_publish().never();
-        let view = m.app(None).close_drop(drop_id(), admin()).await.unwrap();
+        m.core.expect_announce_change().never();
+        let view = m.service().close(drop_id(), admin()).await.unwrap();
         assert_eq!(view.drop, drop);
         assert_eq!(view.status, goods_domain::DropStatus::Closed);
     }
 
     #[tokio::test]
     async fn a_closed_drop_cannot_be_paused_and_another_sellers_drop_is_not_found() {
-        let mut m = Mocks::at(OPEN);
-        // Not the default drop Mocks::at serves: this one is closed.
+        let mut m = DropMocks::new();
+        // Not the default drop served: this one is closed.
         let drop = closed(sample_drop(10, 1), OPEN);
         m.drops = drops_serving(drop);
         m.drops.expect_set_paused().never();
         m.products.expect_get().returning(|_| Ok(None));
-        let app = m.app(None);
-        let err = app
-            .set_drop_paused(drop_id(), admin(), true)
+        let drops = m.service();
+        let err = drops
+            .set_paused(drop_id(), admin(), true)
             .await
             .unwrap_err();
         assert!(matches!(err, OperateDropError::Closed));
-        let err = app
-            .set_drop_paused(drop_id(), seller(7), true)
+        let err = drops
+            .set_paused(drop_id(), seller(7), true)
             .await
             .unwrap_err();
         assert!(matches!(err, OperateDropError::NotFound));

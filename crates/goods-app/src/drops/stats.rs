@@ -1,6 +1,7 @@
 //! GetDropStats (FR-9).
 
-use crate::{Actor, DropReadError, GoodsApp};
+use super::Drops;
+use crate::{Actor, DropReadError};
 use goods_domain::DropId;
 use goods_domain::ports::{OutcomeCounts, UnitsByStatus};
 
@@ -17,26 +18,25 @@ pub struct DropStats {
     pub draw: Option<goods_domain::DrawCounts>,
 }
 
-impl GoodsApp {
+impl Drops {
     /// Reads a drop's outcome counters and units, for the seller of its product or an admin.
     ///
     /// # Errors
     /// [`DropReadError::NotFound`] (also for a drop `actor` does not manage), or `Infra`
     /// when a store fails.
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
-    pub async fn drop_stats(&self, id: DropId, actor: Actor) -> Result<DropStats, DropReadError> {
+    pub async fn stats(&self, id: DropId, actor: Actor) -> Result<DropStats, DropReadError> {
         let drop = self
-            .managed_drop(id, actor)
+            .managed(id, actor)
             .await?
             .ok_or(DropReadError::NotFound)?;
-        let counts = self.ports.stats.counts(id).await?;
-        let sold_quantity = self.ports.drops.sold_quantity(id).await?;
-        let units = self.ports.orders.units_by_status(id).await?;
-        let remaining = self.remaining(&drop).await?;
+        let counts = self.stats.counts(id).await?;
+        let sold_quantity = self.drops.sold_quantity(id).await?;
+        let units = self.orders.units_by_status(id).await?;
+        let remaining = self.core.remaining(&drop).await?;
         let draw = match drop.mode.is_draw() {
             true => Some(
-                self.ports
-                    .draws
+                self.draws
                     .draw(id)
                     .await?
                     .map(|d| d.counts)
@@ -52,5 +52,57 @@ impl GoodsApp {
             remaining,
             units,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drops::testing::DropMocks;
+    use crate::test_support::*;
+
+    #[tokio::test]
+    async fn stats_add_the_databases_units_to_the_counters_and_units_left() {
+        let mut m = DropMocks::new();
+        m.stats.expect_counts().returning(|_| {
+            Ok(OutcomeCounts {
+                success: 7,
+                sold_out: 40,
+                ..OutcomeCounts::default()
+            })
+        });
+        m.drops.expect_sold_quantity().returning(|_| Ok(9));
+        m.orders.expect_units_by_status().returning(|_| {
+            Ok(UnitsByStatus {
+                pending: 4,
+                paid: 5,
+                cancelled: 1,
+                expired: 0,
+            })
+        });
+        m.core.checkpoint();
+        m.core.expect_remaining().times(1).returning(|_| Ok(91));
+        m.draws.expect_draw().never();
+        let stats = m.service().stats(drop_id(), admin()).await.unwrap();
+        assert_eq!(
+            (
+                stats.counts.success,
+                stats.counts.sold_out,
+                stats.sold_quantity,
+                stats.remaining
+            ),
+            (7, 40, 9, 91)
+        );
+        assert_eq!(stats.units.pending + stats.units.paid, 9);
+        assert_eq!(stats.draw, None);
+    }
+
+    #[tokio::test]
+    async fn another_sellers_drop_has_no_stats_and_nothing_is_counted() {
+        let mut m = DropMocks::new();
+        m.products.expect_get().returning(|_| Ok(None));
+        m.stats.expect_counts().never();
+        let err = m.service().stats(drop_id(), seller(7)).await.unwrap_err();
+        assert!(matches!(err, DropReadError::NotFound), "{err:?}");
     }
 }

@@ -1,6 +1,7 @@
 //! GetLimitedDrop.
 
-use crate::{DrawView, GoodsApp};
+use super::Drops;
+use crate::DrawView;
 use goods_domain::{DropId, DropStatus, InfraError, LimitedDrop};
 use time::OffsetDateTime;
 
@@ -53,28 +54,56 @@ pub enum DropReadError {
     Infra(#[from] InfraError),
 }
 
-impl GoodsApp {
+impl Drops {
     /// Reads a drop with its units left and status (not found while `limited-drop.enabled` is
     /// off).
     ///
     /// # Errors
     /// [`DropReadError::NotFound`], or `Infra` when the store fails.
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
-    pub async fn get_drop(&self, id: DropId) -> Result<DropView, DropReadError> {
-        if !self.drops_on() {
+    pub async fn get(&self, id: DropId) -> Result<DropView, DropReadError> {
+        if !self.flags.drops_on() {
             return Err(DropReadError::NotFound);
         }
-        let drop = self.drops.load(id).await?.ok_or(DropReadError::NotFound)?;
+        let drop = self.cache.load(id).await?.ok_or(DropReadError::NotFound)?;
         self.view_of(drop).await.map_err(Into::into)
     }
 
     /// `drop` as clients see it now: units left, status, and a draw drop's draw.
     pub(crate) async fn view_of(&self, drop: LimitedDrop) -> Result<DropView, InfraError> {
-        let remaining = self.remaining(&drop).await?;
-        let draw = self.draw_view(&drop).await?;
-        Ok(
-            DropView::new(drop, self.ports.clock.now(), remaining, self.payment_window)
-                .with_draw(draw),
-        )
+        let remaining = self.core.remaining(&drop).await?;
+        let draw = self.core.draw_view(&drop).await?;
+        Ok(DropView::new(drop, self.clock.now(), remaining, self.payment_window).with_draw(draw))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drops::testing::DropMocks;
+    use crate::test_support::*;
+
+    #[tokio::test]
+    async fn a_drop_is_seen_with_the_cores_units_left_and_its_status_now() {
+        let mut m = DropMocks::new();
+        m.core.checkpoint();
+        m.core.expect_remaining().times(1).returning(|_| Ok(0));
+        m.core.expect_draw_view().times(1).returning(|_| Ok(None));
+        let view = m.service().get(drop_id()).await.unwrap();
+        assert_eq!(view.remaining, 0);
+        assert_eq!(view.status, DropStatus::SoldOut);
+    }
+
+    #[tokio::test]
+    async fn with_the_feature_off_no_drop_exists_and_no_store_is_read() {
+        let mut m = DropMocks::new();
+        m.drops.checkpoint();
+        m.drops.expect_get().never();
+        let drops = m.service();
+        drops.flags.set_drops_on(false);
+        assert!(matches!(
+            drops.get(drop_id()).await,
+            Err(DropReadError::NotFound)
+        ));
     }
 }

@@ -144,7 +144,8 @@ mod tests {
         let mut m = crate::test_support::Mocks::at(crate::test_support::OPEN);
         m.drops.expect_sold_quantity().returning(|_| Ok(0));
         let (app, drops) = m.app_holding_drops(None);
-        let reads = join_all((0..30).map(|_| app.get_drop(crate::test_support::drop_id())));
+        let service = app.drops();
+        let reads = join_all((0..30).map(|_| service.get(crate::test_support::drop_id())));
         let releasing = async {
             crate::test_support::settle_until(|| drops.gets() > 0).await;
             drops.release_gets();
@@ -153,7 +154,10 @@ mod tests {
         assert!(views.iter().all(Result::is_ok));
         assert_eq!(drops.gets(), 1, "30 concurrent misses, one read");
         // Cached now: no read at all.
-        app.get_drop(crate::test_support::drop_id()).await.unwrap();
+        app.drops()
+            .get(crate::test_support::drop_id())
+            .await
+            .unwrap();
         assert_eq!(drops.gets(), 1);
     }
 

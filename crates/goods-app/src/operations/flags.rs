@@ -38,6 +38,11 @@ impl FlagCache {
     pub(crate) fn gate_on(&self) -> bool {
         self.gate.load(Ordering::Relaxed)
     }
+
+    #[cfg(test)]
+    pub(crate) fn set_drops_on(&self, on: bool) {
+        self.drops.store(on, Ordering::Relaxed);
+    }
 }
 
 /// Why a flag could not be read or set.
@@ -386,7 +391,7 @@ mod tests {
             .returning(move |_| resyncs.next().unwrap_or(Ok(())));
         gate.expect_remaining().returning(|_| Ok(Some(100)));
         let app = m.app(Some(gate));
-        app.get_drop(drop_id()).await.unwrap(); // caches the drop
+        app.drops().get(drop_id()).await.unwrap(); // caches the drop
         assert!(!app.resync_served_drops().await);
         assert!(app.resync_served_drops().await);
     }
