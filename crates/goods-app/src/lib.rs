@@ -34,7 +34,7 @@ pub use mechanisms::drop_index::MIN_SCAN_INTERVAL as DROP_SCAN_INTERVAL;
 pub use mechanisms::group_commit::GroupCommit;
 pub use mechanisms::tasks::Tasks;
 pub use operations::flags::{FlagError, Flags};
-pub use operations::reconcile::Reconciliation;
+pub use operations::reconcile::{Reconciler, Reconciliation};
 pub use orders::Orders;
 pub use orders::lifecycle::{ListOrders, OrderPage};
 pub use orders::payments::{ListPayments, ListPaymentsError, PaymentLog, PaymentPage};
@@ -121,7 +121,8 @@ pub use drops::cache::REMAINING_TTL;
 pub struct GoodsApp {
     ports: Ports,
     buffer: WriteBuffer,
-    breaker: Arc<breaker::GateBreaker>,
+    /// The gate behind its breaker and flag.
+    access: breaker::GateAccess,
     /// The drops served from memory: definitions, the ids that exist, counted units left.
     drops: Arc<drops::cache::DropCache>,
     /// Gate seedings in flight: purchases finding a drop's gate empty share one seeding.
@@ -170,7 +171,14 @@ impl GoodsApp {
             GroupCommit::default(),
             tasks.clone(),
         ));
+        let flags_cache = Arc::<operations::flags::FlagCache>::default();
+        let access = breaker::GateAccess {
+            gate: ports.gate.clone(),
+            breaker: Arc::default(),
+            flags: Arc::clone(&flags_cache),
+        };
         Self {
+            access,
             committers,
             entries,
             draw_views: Arc::default(),
@@ -178,12 +186,11 @@ impl GoodsApp {
             promotions: Arc::default(),
             ports,
             buffer,
-            breaker: Arc::default(),
             drops,
             seedings: Arc::default(),
             lease: lease_of(DEFAULT_LEASE),
             healing: Arc::default(),
-            flags_cache: Arc::default(),
+            flags_cache,
             notifier: None,
             payment_window: PaymentWindow::default(),
             event_retention: None,
@@ -297,7 +304,7 @@ impl GoodsApp {
         metrics::gauge!(telemetry::WRITE_SLOTS_IN_USE)
             .set(self.buffer.permits().saturating_sub(available) as f64);
         metrics::gauge!(telemetry::WRITE_WAITERS).set(self.buffer.waiters() as f64);
-        let degraded = self.ports.gate.is_some() && self.breaker.is_open();
+        let degraded = self.ports.gate.is_some() && self.access.breaker.is_open();
         metrics::gauge!(telemetry::GATE_DEGRADED).set(if degraded { 1.0 } else { 0.0 });
     }
 
@@ -334,45 +341,18 @@ impl GoodsApp {
         self.flags_cache.drops_on()
     }
 
-    /// The drop, when it exists and `actor` manages its product.
-    async fn managed_drop(
-        &self,
-        id: DropId,
-        actor: Actor,
-    ) -> Result<Option<LimitedDrop>, InfraError> {
-        drops::managed_drop(
-            &self.drops,
-            &self.flags_cache,
-            &*self.ports.products,
-            id,
-            actor,
-        )
-        .await
-    }
-
     /// The gate, unless there is none, the `limited-drop.redis-gate.enabled` flag is off, or
     /// its breaker is open (it failed moments ago).
     fn gate(&self) -> Option<&Arc<dyn goods_domain::ports::AdmissionGate>> {
-        self.ports
-            .gate
-            .as_ref()
-            .filter(|_| self.flags_cache.gate_on() && self.breaker.allows())
+        self.access.usable()
     }
 
     /// Units left: the gate's counter when it has one, else the database's truth.
     async fn remaining(&self, drop: &LimitedDrop) -> Result<u32, InfraError> {
-        // A draw drop is never in the gate: its units are counted in the database.
-        if let Some(gate) = self.gate().filter(|_| !drop.mode.is_draw()) {
-            match gate.remaining(drop.id).await {
-                Ok(Some(remaining)) => return Ok(remaining),
-                Ok(None) => {}
-                Err(error) => {
-                    self.breaker.trip();
-                    tracing::warn!(drop.id = %drop.id, error = %error, "gate unreachable; reading remaining from the database");
-                }
-            }
+        match self.access.remaining(drop).await {
+            Some(remaining) => Ok(remaining),
+            None => self.drops.counted_remaining(drop).await,
         }
-        self.drops.counted_remaining(drop).await
     }
 }
 

@@ -207,7 +207,7 @@ async fn a_settle_lost_after_the_database_decided_is_healed_by_the_lease() {
     );
     let replay = healer.purchase(buy(drop, 1)).await.unwrap();
     assert_eq!((replay.order.id, replay.replayed), (first.order.id, true));
-    let recon = healer.reconcile_drop(drop, ADMIN).await.unwrap();
+    let recon = healer.reconciler().reconcile(drop, ADMIN).await.unwrap();
     assert_eq!((recon.sold_quantity, recon.drift), (1, Some(0)));
 }
 
@@ -284,7 +284,11 @@ async fn two_healing_passes_at_once_settle_everything_exactly_once() {
         )
     });
     let settled = || async {
-        let recon = healers[0].reconcile_drop(drop, ADMIN).await.unwrap();
+        let recon = healers[0]
+            .reconciler()
+            .reconcile(drop, ADMIN)
+            .await
+            .unwrap();
         recon.units.expired == 20 && recon.gate_remaining == Some(UNITS)
     };
     let start = Instant::now();
@@ -299,7 +303,11 @@ async fn two_healing_passes_at_once_settle_everything_exactly_once() {
             "not settled after {rounds} overlapping rounds"
         );
     }
-    let recon = healers[1].reconcile_drop(drop, ADMIN).await.unwrap();
+    let recon = healers[1]
+        .reconciler()
+        .reconcile(drop, ADMIN)
+        .await
+        .unwrap();
     assert_eq!(
         (recon.units.pending, recon.units.paid, recon.units.expired),
         (0, 0, 20),

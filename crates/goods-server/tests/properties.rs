@@ -237,7 +237,12 @@ impl World {
                 live += order.quantity.get();
             }
         }
-        let recon = self.app.reconcile_drop(self.drop, ADMIN).await.unwrap();
+        let recon = self
+            .app
+            .reconciler()
+            .reconcile(self.drop, ADMIN)
+            .await
+            .unwrap();
         assert!(recon.sold_quantity <= LIMITED, "oversold: {recon:?}");
         assert!(!recon.oversold);
         if let Some(remaining) = recon.gate_remaining {

@@ -241,6 +241,10 @@ pub async fn reconciliation(
     id: web::Path<String>,
 ) -> Result<HttpResponse, Problem> {
     let seller = who.seller()?;
-    let report = state.app.reconcile_drop(drop_id(&id)?, seller).await?;
+    let report = state
+        .app
+        .reconciler()
+        .reconcile(drop_id(&id)?, seller)
+        .await?;
     Ok(HttpResponse::Ok().json(ReconciliationBody::from(report)))
 }

@@ -23,9 +23,7 @@
 pub mod background;
 
 use crate::GoodsApp;
-use goods_domain::ports::{
-    AdmissionGate, DomainEvent, Reservation, StaleReservation, StaleResolution,
-};
+use goods_domain::ports::{AdmissionGate, Reservation, StaleReservation, StaleResolution};
 use goods_domain::{DropId, Fact, IdempotencyKey, InfraError, LimitedDrop, UserId};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -427,7 +425,13 @@ impl GoodsApp {
         let sold = self.ports.drops.sold_quantity(drop.id).await?;
         let limited = drop.limited_quantity.get();
         if sold > limited {
-            self.raise_oversell(drop, sold).await;
+            crate::operations::reconcile::raise_oversell(
+                &*self.ports.outbox,
+                self.ports.clock.now(),
+                drop,
+                sold,
+            )
+            .await;
         }
         // A draw drop is never in the gate: its draw, and its waitlist, are what to tend (the
         // draws' own schedule does it too, for the draw drops this instance holds).
@@ -503,47 +507,6 @@ impl GoodsApp {
             );
         }
         Ok(())
-    }
-
-    /// Records the oversell alert once per drop in the outbox, and its `goods.drop.oversold`
-    /// event in the log in the same transaction; logs it the first time. Not recorded (the
-    /// store failed): the next pass finds the oversell again and records both.
-    pub(crate) async fn raise_oversell(&self, drop: &LimitedDrop, sold: u32) {
-        let limited = drop.limited_quantity.get();
-        let event = DomainEvent::Oversold {
-            drop_id: drop.id,
-            limited_quantity: limited,
-            sold_quantity: sold,
-        };
-        let fact = goods_domain::Fact::DropOversold {
-            drop: drop.id,
-            limited,
-            sold,
-        };
-        let key = format!("oversell:{}", drop.id);
-        match self
-            .ports
-            .outbox
-            .record_once(&key, &event, &[fact], self.ports.clock.now())
-            .await
-        {
-            Ok(true) => {
-                metrics::counter!(crate::telemetry::OVERSELLS).increment(1);
-                tracing::error!(
-                    source = "oversell",
-                    severity = "critical",
-                    drop.id = %drop.id,
-                    sold,
-                    limited,
-                    "drop oversold"
-                );
-            }
-            Ok(false) => {}
-            Err(error) => {
-                // Not recorded: say it now, and the next pass tries to record it again.
-                tracing::error!(source = "oversell", severity = "critical", drop.id = %drop.id, sold, limited, error = %error, "drop oversold; alert not recorded");
-            }
-        }
     }
 
     /// Hands recorded events to the publisher, each under its outbox id, then marks them.
@@ -761,7 +724,7 @@ mod tests {
             .times(2)
             .returning(move |_, _, _, _| Ok(!std::mem::replace(&mut recorded, true)));
         m.event_log.expect_record().never();
-        let event = DomainEvent::Oversold {
+        let event = goods_domain::ports::DomainEvent::Oversold {
             drop_id: drop_id(),
             limited_quantity: 100,
             sold_quantity: 101,

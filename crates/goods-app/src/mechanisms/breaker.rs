@@ -51,6 +51,36 @@ impl GateBreaker {
     }
 }
 
+/// The gate as the use cases may use it: none without a gate, while the
+/// `limited-drop.redis-gate.enabled` flag is off, or while its breaker is open (it failed
+/// moments ago).
+#[derive(Clone)]
+pub(crate) struct GateAccess {
+    pub(crate) gate: Option<std::sync::Arc<dyn goods_domain::ports::AdmissionGate>>,
+    pub(crate) breaker: std::sync::Arc<GateBreaker>,
+    pub(crate) flags: std::sync::Arc<crate::operations::flags::FlagCache>,
+}
+
+impl GateAccess {
+    /// The gate, if it may be asked now.
+    pub(crate) fn usable(&self) -> Option<&std::sync::Arc<dyn goods_domain::ports::AdmissionGate>> {
+        self.gate
+            .as_ref()
+            .filter(|_| self.flags.gate_on() && self.breaker.allows())
+    }
+
+    /// A drop's counter in the gate; `None` when it may not be asked, holds nothing, or
+    /// failed (which trips the breaker). Draw drops are never in the gate.
+    pub(crate) async fn remaining(&self, drop: &goods_domain::LimitedDrop) -> Option<u32> {
+        let gate = self.usable().filter(|_| !drop.mode.is_draw())?;
+        gate.remaining(drop.id).await.unwrap_or_else(|error| {
+            self.breaker.trip();
+            tracing::warn!(drop.id = %drop.id, error = %error, "gate unreachable; its counter is unknown");
+            None
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

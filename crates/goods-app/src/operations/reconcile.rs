@@ -1,8 +1,15 @@
 //! ReconcileDrop: compare the gate with the database's truth and alert on oversell. The
 //! periodic healing pass (`heal`) acts on the same comparison.
 
+use crate::drops::cache::DropCache;
+use crate::mechanisms::breaker::GateAccess;
+use crate::operations::flags::FlagCache;
 use crate::{Actor, DropReadError, GoodsApp};
+use goods_domain::ports::{
+    Clock, DomainEvent, DropRepository, EventOutbox, OrderRepository, ProductRepository,
+};
 use goods_domain::{DropId, LimitedDrop};
+use std::sync::Arc;
 use time::OffsetDateTime;
 
 /// The comparison of one drop's gate and database.
@@ -26,38 +33,57 @@ pub struct Reconciliation {
     pub checked_at: OffsetDateTime,
 }
 
+/// Compares a drop's gate with the database's truth.
+#[derive(Clone)]
+pub struct Reconciler {
+    drops: Arc<dyn DropRepository>,
+    orders: Arc<dyn OrderRepository>,
+    products: Arc<dyn ProductRepository>,
+    outbox: Arc<dyn EventOutbox>,
+    clock: Arc<dyn Clock>,
+    cache: Arc<DropCache>,
+    flags: Arc<FlagCache>,
+    gate: GateAccess,
+}
+
 impl GoodsApp {
-    /// Reconciles one drop, for the seller of its product or an admin; publishes an oversell
+    /// The reconciliation of drops (`/limited-drops/{id}/reconciliation`).
+    pub fn reconciler(&self) -> Reconciler {
+        let ports = self.ports();
+        Reconciler {
+            drops: Arc::clone(&ports.drops),
+            orders: Arc::clone(&ports.orders),
+            products: Arc::clone(&ports.products),
+            outbox: Arc::clone(&ports.outbox),
+            clock: Arc::clone(&ports.clock),
+            cache: Arc::clone(&self.drops),
+            flags: Arc::clone(&self.flags_cache),
+            gate: self.access.clone(),
+        }
+    }
+}
+
+impl Reconciler {
+    /// Reconciles one drop, for the seller of its product or an admin; records an oversell
     /// alert when the database sold too much.
     ///
     /// # Errors
-    /// [`DropReadError::NotFound`] (also for a drop `actor` does not manage), or `Infra` when the database fails (an unreachable
-    /// gate is reported as `gate_remaining: None`, not as an error).
+    /// [`DropReadError::NotFound`] (also for a drop `actor` does not manage), or `Infra` when
+    /// the database fails (an unreachable gate is reported as `gate_remaining: None`).
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
-    pub async fn reconcile_drop(
+    pub async fn reconcile(
         &self,
         id: DropId,
         actor: Actor,
     ) -> Result<Reconciliation, DropReadError> {
-        let drop = self
-            .managed_drop(id, actor)
+        let drop = crate::drops::managed_drop(&self.cache, &self.flags, &*self.products, id, actor)
             .await?
             .ok_or(DropReadError::NotFound)?;
-        self.reconcile(&drop).await
-    }
-
-    async fn reconcile(&self, drop: &LimitedDrop) -> Result<Reconciliation, DropReadError> {
-        let sold = self.ports.drops.sold_quantity(drop.id).await?;
-        let units = self.ports.orders.units_by_status(drop.id).await?;
-        let gate_remaining = match self.gate().filter(|_| !drop.mode.is_draw()) {
-            Some(gate) => gate.remaining(drop.id).await.unwrap_or_else(|error| {
-                self.breaker.trip();
-                tracing::warn!(error = %error, "gate unreachable during reconciliation");
-                None
-            }),
-            None => None,
-        };
+        let sold = self.drops.sold_quantity(drop.id).await?;
+        let units = self.orders.units_by_status(drop.id).await?;
+        let gate_remaining = self.gate.remaining(&drop).await;
         let limited = drop.limited_quantity.get();
+        let now = self.clock.now();
         let report = Reconciliation {
             drop_id: drop.id,
             limited_quantity: limited,
@@ -66,12 +92,53 @@ impl GoodsApp {
             gate_remaining,
             drift: gate_remaining.map(|g| i64::from(limited) - i64::from(sold) - i64::from(g)),
             oversold: sold > limited,
-            checked_at: self.ports.clock.now(),
+            checked_at: now,
         };
         if report.oversold {
-            self.raise_oversell(drop, sold).await;
+            raise_oversell(&*self.outbox, now, &drop, sold).await;
         }
         Ok(report)
+    }
+}
+
+/// Records the oversell alert once per drop in the outbox, and its `goods.drop.oversold`
+/// event in the log in the same transaction; logs it the first time. Not recorded (the
+/// store failed): the next pass finds the oversell again and records both.
+pub(crate) async fn raise_oversell(
+    outbox: &dyn EventOutbox,
+    now: OffsetDateTime,
+    drop: &LimitedDrop,
+    sold: u32,
+) {
+    let limited = drop.limited_quantity.get();
+    let event = DomainEvent::Oversold {
+        drop_id: drop.id,
+        limited_quantity: limited,
+        sold_quantity: sold,
+    };
+    let fact = goods_domain::Fact::DropOversold {
+        drop: drop.id,
+        limited,
+        sold,
+    };
+    let key = format!("oversell:{}", drop.id);
+    match outbox.record_once(&key, &event, &[fact], now).await {
+        Ok(true) => {
+            metrics::counter!(crate::telemetry::OVERSELLS).increment(1);
+            tracing::error!(
+                source = "oversell",
+                severity = "critical",
+                drop.id = %drop.id,
+                sold,
+                limited,
+                "drop oversold"
+            );
+        }
+        Ok(false) => {}
+        Err(error) => {
+            // Not recorded: say it now, and the next pass tries to record it again.
+            tracing::error!(source = "oversell", severity = "critical", drop.id = %drop.id, sold, limited, error = %error, "drop oversold; alert not recorded");
+        }
     }
 }
 
@@ -89,7 +156,8 @@ mod tests {
         gate.expect_remaining().returning(|_| Ok(Some(30)));
         let report = m
             .app(Some(gate))
-            .reconcile_drop(drop_id(), admin())
+            .reconciler()
+            .reconcile(drop_id(), admin())
             .await
             .unwrap();
         assert_eq!(
@@ -128,7 +196,8 @@ mod tests {
         m.event_log.expect_record().never();
         let report = m
             .app(None)
-            .reconcile_drop(drop_id(), admin())
+            .reconciler()
+            .reconcile(drop_id(), admin())
             .await
             .unwrap();
         assert!(report.oversold);
@@ -143,11 +212,14 @@ mod tests {
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_remaining()
             .returning(|_| Err(goods_domain::InfraError::msg("down")));
-        let report = m
-            .app(Some(gate))
-            .reconcile_drop(drop_id(), admin())
+        let app = m.app(Some(gate));
+        let report = app
+            .reconciler()
+            .reconcile(drop_id(), admin())
             .await
             .unwrap();
         assert_eq!((report.gate_remaining, report.drift), (None, None));
+        // Its failure trips the breaker: the next reads skip the gate for the cool-down.
+        assert!(app.access.breaker.is_open());
     }
 }

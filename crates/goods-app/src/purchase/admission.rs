@@ -32,7 +32,7 @@ impl GoodsApp {
         telemetry::gate_decision(result, asked.elapsed());
         match reserved {
             Ok(outcome) => {
-                if self.breaker.reset() {
+                if self.access.breaker.reset() {
                     self.gate_is_back();
                 }
                 self.after_reserve(gate.as_ref(), drop, outcome, &reservation, now, true)
@@ -44,7 +44,7 @@ impl GoodsApp {
                 // next purchases skip the gate until its breaker lets one try again.
                 metrics::counter!(telemetry::GATE_FALLBACKS, "reason" => "gate_failed")
                     .increment(1);
-                if self.breaker.trip() {
+                if self.access.breaker.trip() {
                     metrics::counter!(telemetry::GATE_DEGRADED_EVENTS).increment(1);
                     tracing::warn!(error = %error, "gate_degraded: purchases fall back to the database");
                     let event = DomainEvent::GateDegraded {
