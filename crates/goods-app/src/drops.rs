@@ -83,7 +83,7 @@ impl DropsCore for GoodsApp {
     }
 
     async fn draw_view(&self, drop: &LimitedDrop) -> Result<Option<DrawView>, InfraError> {
-        GoodsApp::draw_view(self, drop).await
+        self.draws().view(drop).await
     }
 
     fn announce_change(&self) {

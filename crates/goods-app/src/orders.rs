@@ -57,7 +57,7 @@ impl FreedUnits for GoodsApp {
         self.drops.units_changed(order.drop_id);
         let draw = matches!(self.drops.load(order.drop_id).await, Ok(Some(d)) if d.mode.is_draw());
         if draw {
-            self.promote_after(order);
+            self.draws().promote_after(order);
             return;
         }
         if let Some(gate) = &self.ports.gate

@@ -94,7 +94,7 @@ pub async fn enter(
     let buyer = who.buyer()?;
     state.app.limit_buyer(buyer.user_id, None).await?;
     body.none()?;
-    let entry = state.app.enter_draw(drop_id(&id)?, buyer).await?;
+    let entry = state.app.draws().enter(drop_id(&id)?, buyer).await?;
     let mut response = if entry.created {
         HttpResponse::Accepted()
     } else {
@@ -110,7 +110,7 @@ pub async fn my_entry(
     id: web::Path<String>,
 ) -> Result<HttpResponse, Problem> {
     let buyer = who.buyer()?;
-    let entry = state.app.my_entry(drop_id(&id)?, buyer).await?;
+    let entry = state.app.draws().my_entry(drop_id(&id)?, buyer).await?;
     Ok(HttpResponse::Ok().json(EntryBody::from(entry)))
 }
 

@@ -14,12 +14,15 @@
 //! the drop's orders exceed its units. A refusal for one entry voids that entry and its unit
 //! goes to the next by rank: no entry can stop the others' awards.
 
-use crate::mechanisms::group_commit::Sink;
-use crate::{Actor, GoodsApp, REMAINING_TTL, telemetry};
+use crate::drops::cache::DropCache;
+use crate::mechanisms::group_commit::{Committers, Sink};
+use crate::operations::flags::FlagCache;
+use crate::{Actor, GoodsApp, REMAINING_TTL, Tasks, WriteBuffer, telemetry};
 use async_trait::async_trait;
 use goods_domain::draw::{EntryRejection, check_entry, draw_due, promotes, rank};
 use goods_domain::ports::{
-    DrawRepository, EnterError, Entered, NewEntry, PlaceOrder, PlaceOrderError, Placed,
+    Clock, DrawRepository, DropRepository, EnterError, Entered, NewEntry, PlaceOrder,
+    PlaceOrderError, Placed, PurchaseLedger, SeedVault,
 };
 use goods_domain::{
     Draw, DrawCommitment, DrawCounts, DrawSecret, DrawSeed, DropId, EntriesRoot, EntriesTree,
@@ -226,15 +229,60 @@ fn award_order(
     }
 }
 
+/// Draw drops' entries, draws and waitlists.
+#[derive(Clone)]
+pub struct Draws {
+    draws: Arc<dyn DrawRepository>,
+    drops: Arc<dyn DropRepository>,
+    ledger: Arc<dyn PurchaseLedger>,
+    seeds: Arc<dyn SeedVault>,
+    clock: Arc<dyn Clock>,
+    /// The database write slots an entry takes.
+    buffer: WriteBuffer,
+    /// One committer per draw drop, batching its entries.
+    entries: Arc<Committers<Entries>>,
+    cache: Arc<DropCache>,
+    flags: Arc<FlagCache>,
+    views: Arc<DrawViews>,
+    entry_trees: Arc<EntryTrees>,
+    promotions: Arc<Promotions>,
+    tasks: Tasks,
+    payment_window: PaymentWindow,
+}
+
 impl GoodsApp {
+    /// Draw drops' entries, draws and waitlists (`/limited-drops/{id}/entries`, the draws'
+    /// schedule).
+    pub fn draws(&self) -> Draws {
+        let ports = self.ports();
+        Draws {
+            draws: Arc::clone(&ports.draws),
+            drops: Arc::clone(&ports.drops),
+            ledger: Arc::clone(&ports.ledger),
+            seeds: Arc::clone(&ports.seeds),
+            clock: Arc::clone(&ports.clock),
+            buffer: self.buffer.clone(),
+            entries: Arc::clone(&self.entries),
+            cache: Arc::clone(&self.drops),
+            flags: Arc::clone(&self.flags_cache),
+            views: Arc::clone(&self.draw_views),
+            entry_trees: Arc::clone(&self.entry_trees),
+            promotions: Arc::clone(&self.promotions),
+            tasks: self.tasks.clone(),
+            payment_window: self.payment_window(),
+        }
+    }
+}
+
+impl Draws {
     /// Enters `actor` in a draw drop: 202 for a new entry, the existing entry for a buyer who
     /// entered before (also after entries closed).
     ///
     /// # Errors
     /// [`EntryError`] naming why no entry was recorded.
     #[tracing::instrument(skip_all, fields(drop.id = %id, user.id = %actor.user_id, outcome))]
-    pub async fn enter_draw(&self, id: DropId, actor: Actor) -> Result<EntryView, EntryError> {
-        let result = self.enter_draw_inner(id, actor).await;
+    pub async fn enter(&self, id: DropId, actor: Actor) -> Result<EntryView, EntryError> {
+        let result = self.enter_inner(id, actor).await;
         let outcome = match &result {
             Ok(view) if view.created => "entered",
             Ok(_) => "repeated",
@@ -245,9 +293,9 @@ impl GoodsApp {
         result
     }
 
-    async fn enter_draw_inner(&self, id: DropId, actor: Actor) -> Result<EntryView, EntryError> {
+    async fn enter_inner(&self, id: DropId, actor: Actor) -> Result<EntryView, EntryError> {
         let drop = self.draw_drop(id).await?;
-        let now = self.ports.clock.now();
+        let now = self.clock.now();
         match check_entry(&drop, now) {
             Ok(()) => {}
             Err(EntryRejection::EntriesClosed) => {
@@ -272,7 +320,7 @@ impl GoodsApp {
         match self.entries.place(item).await {
             Ok(entered) => {
                 if entered.created {
-                    self.draw_views.forget(drop.id);
+                    self.views.forget(drop.id);
                 }
                 Ok(EntryView {
                     drop_id: drop.id,
@@ -304,16 +352,16 @@ impl GoodsApp {
         if !drop.mode.is_draw() {
             return Err(EntryRejection::NotADraw.into());
         }
-        self.entry_view(&drop, actor.user_id, self.ports.clock.now())
+        self.entry_view(&drop, actor.user_id, self.clock.now())
             .await?
             .ok_or(EntryError::EntryNotFound)
     }
 
     async fn draw_drop(&self, id: DropId) -> Result<LimitedDrop, EntryError> {
-        if !self.drops_on() {
+        if !self.flags.drops_on() {
             return Err(EntryError::DropNotFound);
         }
-        self.drops.load(id).await?.ok_or(EntryError::DropNotFound)
+        self.cache.load(id).await?.ok_or(EntryError::DropNotFound)
     }
 
     async fn entry_view(
@@ -322,7 +370,7 @@ impl GoodsApp {
         user: UserId,
         now: OffsetDateTime,
     ) -> Result<Option<EntryView>, InfraError> {
-        let Some(entry) = self.ports.draws.entry(drop.id, user).await? else {
+        let Some(entry) = self.draws.entry(drop.id, user).await? else {
             return Ok(None);
         };
         let draw = self.draw_of(drop.id).await?;
@@ -335,8 +383,7 @@ impl GoodsApp {
 
     /// The draw of a draw drop (it has one from creation).
     async fn draw_of(&self, drop: DropId) -> Result<Draw, InfraError> {
-        self.ports
-            .draws
+        self.draws
             .draw(drop)
             .await?
             .ok_or_else(|| InfraError::msg(format!("draw drop {drop} has no draw")))
@@ -352,7 +399,7 @@ impl GoodsApp {
         let tree = match self.entry_trees.get(drop) {
             Some(tree) => tree,
             None => {
-                let tree = Arc::new(EntriesTree::new(&self.ports.draws.entrants(drop).await?));
+                let tree = Arc::new(EntriesTree::new(&self.draws.entrants(drop).await?));
                 self.entry_trees.put(drop, Arc::clone(&tree));
                 tree
             }
@@ -368,14 +415,11 @@ impl GoodsApp {
 
     /// What a draw drop's view adds (its draw and counts), reused for [`REMAINING_TTL`];
     /// `None` for a first-come drop.
-    pub(crate) async fn draw_view(
-        &self,
-        drop: &LimitedDrop,
-    ) -> Result<Option<DrawView>, InfraError> {
+    pub(crate) async fn view(&self, drop: &LimitedDrop) -> Result<Option<DrawView>, InfraError> {
         let Some(entry_close_at) = drop.mode.entry_close_at() else {
             return Ok(None);
         };
-        if let Some(view) = self.draw_views.get(drop.id) {
+        if let Some(view) = self.views.get(drop.id) {
             return Ok(Some(view));
         }
         let draw = self.draw_of(drop.id).await?;
@@ -388,7 +432,7 @@ impl GoodsApp {
             cutoff: draw.cutoff,
             counts: draw.counts,
         };
-        self.draw_views.put(drop.id, view.clone());
+        self.views.put(drop.id, view.clone());
         Ok(Some(view))
     }
 
@@ -402,16 +446,16 @@ impl GoodsApp {
     /// [`InfraError`] when the store or the vault fails; the next pass goes on from where it
     /// was.
     #[tracing::instrument(skip_all, fields(drop.id = %drop.id))]
-    pub async fn run_draw(&self, drop: &LimitedDrop) -> Result<bool, InfraError> {
-        let now = self.ports.clock.now();
-        let Some(draw) = self.ports.draws.draw(drop.id).await? else {
+    pub async fn run(&self, drop: &LimitedDrop) -> Result<bool, InfraError> {
+        let now = self.clock.now();
+        let Some(draw) = self.draws.draw(drop.id).await? else {
             return Ok(false);
         };
         if !draw_due(drop, draw.drawn_at.is_some(), now) {
             return Ok(false);
         }
         let started = Instant::now();
-        let draws = &self.ports.draws;
+        let draws = &self.draws;
         draws.close_entries(drop.id, now).await?;
         let entrants = draws.entrants(drop.id).await?;
         let tree = Arc::new(EntriesTree::new(&entrants));
@@ -423,7 +467,7 @@ impl GoodsApp {
         let awarded = self.award(drop, false).await?;
         let cutoff = draws.last_awarded(drop.id).await?;
         let finished = draws.finish_draw(drop.id, now, &seed, cutoff).await?;
-        self.draw_views.forget(drop.id);
+        self.views.forget(drop.id);
         if finished {
             metrics::histogram!(telemetry::DRAW_DURATION).record(started.elapsed().as_secs_f64());
             tracing::info!(
@@ -437,11 +481,7 @@ impl GoodsApp {
 
     fn open_seed(&self, draw: &Draw) -> Result<DrawSeed, InfraError> {
         match &draw.secret {
-            DrawSecret::Sealed(sealed) => {
-                self.ports
-                    .seeds
-                    .open(draw.drop_id, sealed, &draw.commitment)
-            }
+            DrawSecret::Sealed(sealed) => self.seeds.open(draw.drop_id, sealed, &draw.commitment),
             DrawSecret::Clear(seed) => Ok(*seed),
         }
     }
@@ -451,9 +491,8 @@ impl GoodsApp {
     /// a promotion lost to a crash happens on the next tick). Returns the promotions this call
     /// made.
     pub async fn promote_waitlist(&self, drop: &LimitedDrop) -> Result<u32, InfraError> {
-        let now = self.ports.clock.now();
+        let now = self.clock.now();
         let drawn = self
-            .ports
             .draws
             .draw(drop.id)
             .await?
@@ -463,8 +502,8 @@ impl GoodsApp {
         }
         let promoted = self.award(drop, true).await?;
         if promoted > 0 {
-            self.draw_views.forget(drop.id);
-            self.drops.units_changed(drop.id);
+            self.views.forget(drop.id);
+            self.cache.units_changed(drop.id);
         }
         Ok(promoted)
     }
@@ -478,13 +517,13 @@ impl GoodsApp {
         let by = if promoted { "promotion" } else { "draw" };
         let mut created = 0;
         loop {
-            let now = self.ports.clock.now();
-            let sold = self.ports.drops.sold_quantity(drop.id).await?;
+            let now = self.clock.now();
+            let sold = self.drops.sold_quantity(drop.id).await?;
             let batch = AWARD_BATCH.min(drop.limited_quantity.get().saturating_sub(sold));
             if batch == 0 {
                 return Ok(created);
             }
-            let users = self.ports.draws.waiting(drop.id, batch).await?;
+            let users = self.draws.waiting(drop.id, batch).await?;
             if users.is_empty() {
                 return Ok(created);
             }
@@ -492,7 +531,7 @@ impl GoodsApp {
                 .iter()
                 .map(|&user| award_order(drop, user, now, self.payment_window))
                 .collect();
-            let placements = self.ports.ledger.place_orders(&orders).await?;
+            let placements = self.ledger.place_orders(&orders).await?;
             let mut awards: Vec<(UserId, OrderId)> = Vec::with_capacity(users.len());
             let mut refused = Vec::new();
             let mut sold_out = false;
@@ -512,12 +551,9 @@ impl GoodsApp {
                     Err(other) => refused.push((*user, other.reason())),
                 }
             }
-            self.ports
-                .draws
-                .award(drop.id, &awards, promoted, now)
-                .await?;
+            self.draws.award(drop.id, &awards, promoted, now).await?;
             for (user, reason) in refused {
-                if self.ports.draws.void(drop.id, user, reason, now).await? {
+                if self.draws.void(drop.id, user, reason, now).await? {
                     metrics::counter!(telemetry::DRAW_VOIDED).increment(1);
                     tracing::warn!(drop.id = %drop.id, user.id = %user, reason, "draw entry voided; its unit goes to the next by rank");
                 }
@@ -539,11 +575,11 @@ impl GoodsApp {
         if !self.promotions.start(drop) {
             return;
         }
-        let app = self.clone();
+        let draws = self.clone();
         self.tasks.spawn(async move {
             loop {
-                let result = match app.drops.load(drop).await {
-                    Ok(Some(drop)) => app.promote_waitlist(&drop).await.map(|_| ()),
+                let result = match draws.cache.load(drop).await {
+                    Ok(Some(drop)) => draws.promote_waitlist(&drop).await.map(|_| ()),
                     Ok(None) => Ok(()),
                     Err(error) => Err(error),
                 };
@@ -551,7 +587,7 @@ impl GoodsApp {
                     // The next healing pass promotes what this one did not.
                     tracing::warn!(drop.id = %drop, error = %error, "waitlist promotion failed");
                 }
-                if app.promotions.finish(drop) {
+                if draws.promotions.finish(drop) {
                     break;
                 }
             }
@@ -618,5 +654,205 @@ fn view_of(
         rank_key: entry.ranked.filter(|_| drawn).map(|(_, key)| key),
         inclusion_proof,
         created: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use goods_domain::ports::{
+        MockClock, MockDrawRepository, MockDropRepository, MockPurchaseLedger, MockSeedVault,
+    };
+    use std::time::Duration;
+
+    const ENTRIES_CLOSE: OffsetDateTime = time::macros::datetime!(2026-12-01 09:30 UTC);
+
+    fn draw_drop(limited: i64) -> LimitedDrop {
+        LimitedDrop {
+            mode: goods_domain::DropMode::Draw {
+                entry_close_at: ENTRIES_CLOSE,
+            },
+            ..sample_drop(limited, 1)
+        }
+    }
+
+    /// The drop's draw before it is drawn, its seed in the clear.
+    fn undrawn(seed: DrawSeed) -> Draw {
+        Draw {
+            drop_id: drop_id(),
+            commitment: seed.commitment(),
+            secret: DrawSecret::Clear(seed),
+            entries_root: None,
+            drawn_at: None,
+            cutoff: None,
+            counts: DrawCounts::default(),
+        }
+    }
+
+    fn user(id: i64) -> UserId {
+        UserId::parse(id).unwrap()
+    }
+
+    /// The ports of [`Draws`], mocked.
+    struct DrawMocks {
+        draws: MockDrawRepository,
+        drops: MockDropRepository,
+        ledger: MockPurchaseLedger,
+        seeds: MockSeedVault,
+    }
+
+    impl DrawMocks {
+        fn new(drop: LimitedDrop) -> Self {
+            Self {
+                draws: MockDrawRepository::new(),
+                drops: drops_serving(drop),
+                ledger: MockPurchaseLedger::new(),
+                seeds: MockSeedVault::new(),
+            }
+        }
+
+        fn service(self, now: OffsetDateTime) -> Draws {
+            let mut clock = MockClock::new();
+            clock.expect_now().return_const(now);
+            let draws: Arc<dyn DrawRepository> = Arc::new(self.draws);
+            let drops: Arc<dyn DropRepository> = Arc::new(self.drops);
+            let tasks = Tasks::default();
+            Draws {
+                entries: Arc::new(Committers::new(
+                    Entries(Arc::clone(&draws)),
+                    crate::GroupCommit::default(),
+                    tasks.clone(),
+                )),
+                cache: Arc::new(DropCache::new(Arc::clone(&drops))),
+                draws,
+                drops,
+                ledger: Arc::new(self.ledger),
+                seeds: Arc::new(self.seeds),
+                clock: Arc::new(clock),
+                buffer: WriteBuffer::new(4, Duration::from_millis(20)),
+                flags: Arc::default(),
+                views: Arc::default(),
+                entry_trees: Arc::default(),
+                promotions: Arc::default(),
+                tasks,
+                payment_window: PaymentWindow::default(),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn entries_outside_their_window_are_refused_before_any_write() {
+        let before_open = OPEN - time::Duration::minutes(1);
+        let mut m = DrawMocks::new(draw_drop(2));
+        m.draws.expect_enter().never();
+        let refused = m.service(before_open).enter(drop_id(), buyer()).await;
+        assert!(
+            matches!(
+                refused,
+                Err(EntryError::Refused(EntryRejection::TooEarly { .. }))
+            ),
+            "{refused:?}"
+        );
+        // After entries closed, a buyer without an entry is told so, and nothing is written.
+        let mut m = DrawMocks::new(draw_drop(2));
+        m.draws.expect_enter().never();
+        m.draws.expect_entry().times(1).returning(|_, _| Ok(None));
+        let refused = m.service(ENTRIES_CLOSE).enter(drop_id(), buyer()).await;
+        assert!(
+            matches!(
+                refused,
+                Err(EntryError::Refused(EntryRejection::EntriesClosed))
+            ),
+            "{refused:?}"
+        );
+        // A first-come drop takes no entries.
+        let mut m = DrawMocks::new(sample_drop(2, 1));
+        m.draws.expect_enter().never();
+        let refused = m.service(OPEN).enter(drop_id(), buyer()).await;
+        assert!(
+            matches!(refused, Err(EntryError::Refused(EntryRejection::NotADraw))),
+            "{refused:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_due_draw_awards_by_rank_and_a_refused_winner_is_voided_for_the_next() {
+        let seed = DrawSeed::from_bytes([7; 32]);
+        let mut m = DrawMocks::new(draw_drop(2));
+        m.draws
+            .expect_draw()
+            .returning(move |_| Ok(Some(undrawn(seed))));
+        m.draws
+            .expect_close_entries()
+            .times(1)
+            .returning(|_, _| Ok(()));
+        m.draws
+            .expect_entrants()
+            .returning(|_| Ok(vec![user(1), user(2), user(3)]));
+        m.draws
+            .expect_publish_root()
+            .times(1)
+            .returning(|_, _| Ok(()));
+        m.draws
+            .expect_rank_entries()
+            .withf(|_, ranked| ranked.len() == 3)
+            .times(1)
+            .returning(|_, _| Ok(()));
+        // Sold 0, then 1 (buyer 1 won, buyer 2 refused), then 2: the draw stops at its units.
+        let mut sold = vec![0, 1, 2].into_iter();
+        m.drops
+            .expect_sold_quantity()
+            .times(3)
+            .returning(move |_| Ok(sold.next().unwrap_or(2)));
+        let mut waiting = vec![vec![user(1), user(2)], vec![user(3)]].into_iter();
+        m.draws
+            .expect_waiting()
+            .times(2)
+            .returning(move |_, _| Ok(waiting.next().unwrap_or_default()));
+        m.ledger.expect_place_orders().times(2).returning(|batch| {
+            Ok(batch
+                .iter()
+                .map(|order| {
+                    assert_eq!(order.key, IdempotencyKey::for_draw(drop_id()));
+                    if order.user_id == user(2) {
+                        Err(PlaceOrderError::OrderLimitReached { limit: 1 })
+                    } else {
+                        Ok(Placed::Created(sample_order(
+                            goods_domain::OrderStatus::Pending,
+                        )))
+                    }
+                })
+                .collect())
+        });
+        m.draws
+            .expect_award()
+            .withf(|_, awards, promoted, _| !promoted && awards.len() == 1)
+            .times(2)
+            .returning(|_, _, _, _| Ok(()));
+        m.draws
+            .expect_void()
+            .withf(|_, u, _, _| *u == user(2))
+            .times(1)
+            .returning(|_, _, _, _| Ok(true));
+        m.draws.expect_last_awarded().returning(|_| Ok(None));
+        m.draws
+            .expect_finish_draw()
+            .withf(move |_, at, revealed, _| *at == ENTRIES_CLOSE && *revealed == seed)
+            .times(1)
+            .returning(|_, _, _, _| Ok(true));
+        assert!(m.service(ENTRIES_CLOSE).run(&draw_drop(2)).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_draw_not_yet_due_is_left_alone() {
+        let mut m = DrawMocks::new(draw_drop(2));
+        let seed = DrawSeed::from_bytes([7; 32]);
+        m.draws
+            .expect_draw()
+            .returning(move |_| Ok(Some(undrawn(seed))));
+        m.draws.expect_close_entries().never();
+        let before = ENTRIES_CLOSE - time::Duration::seconds(1);
+        assert!(!m.service(before).run(&draw_drop(2)).await.unwrap());
     }
 }

@@ -344,9 +344,10 @@ impl GoodsApp {
             }
         }
         let mut overdue = time::Duration::ZERO;
+        let draws = self.draws();
         for drop in &drops {
             report.drops += 1;
-            match self.run_draw(drop).await {
+            match draws.run(drop).await {
                 Ok(finished) => report.draws += usize::from(finished),
                 Err(error) => {
                     report.failed += 1;
@@ -358,7 +359,7 @@ impl GoodsApp {
                     continue;
                 }
             }
-            match self.promote_waitlist(drop).await {
+            match draws.promote_waitlist(drop).await {
                 Ok(promoted) => report.promoted += promoted,
                 Err(error) => {
                     report.failed += 1;
@@ -436,10 +437,11 @@ impl GoodsApp {
         // A draw drop is never in the gate: its draw, and its waitlist, are what to tend (the
         // draws' own schedule does it too, for the draw drops this instance holds).
         if drop.mode.is_draw() {
-            if self.run_draw(drop).await? {
+            let draws = self.draws();
+            if draws.run(drop).await? {
                 report.draws += 1;
             }
-            report.promoted += self.promote_waitlist(drop).await?;
+            report.promoted += draws.promote_waitlist(drop).await?;
             return Ok(());
         }
         let Some(gate) = self.gate().cloned() else {
