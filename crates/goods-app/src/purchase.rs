@@ -36,27 +36,16 @@ pub enum PurchaseError {
     /// No such drop.
     #[error("drop not found")]
     DropNotFound,
-    /// Before openAt.
-    #[error("the drop opens at {open_at}")]
-    TooEarly {
-        /// When the sale starts.
-        open_at: OffsetDateTime,
-    },
     /// The key was used for a different request.
     #[error("idempotency key reused for a different request")]
     KeyReused,
     /// The key's first request is still being processed.
     #[error("a request with this idempotency key is in progress")]
     InProgress,
-    /// Paused by its seller or an admin.
-    #[error("the drop is paused")]
-    Paused,
-    /// A draw drop: units go by its draw.
-    #[error("the drop sells by draw")]
-    DrawDrop,
-    /// From closeAt on, or once closed.
-    #[error("the drop is closed")]
-    Closed,
+    /// The drop's sale refused it: a draw drop, before openAt, paused, or closed (also when
+    /// it closed before the order could commit).
+    #[error(transparent)]
+    Refused(#[from] PurchaseRejection),
     /// Fewer units left than asked for.
     #[error("sold out")]
     SoldOut { remaining: u32 },
@@ -87,7 +76,7 @@ impl From<PlaceOrderError> for PurchaseError {
             PlaceOrderError::LeaseExpired => Self::Infra(InfraError::unavailable(
                 "the admission lease ran out before the order was committed",
             )),
-            PlaceOrderError::Closed => Self::Closed,
+            PlaceOrderError::Closed => PurchaseRejection::Closed.into(),
             PlaceOrderError::Throttled => Self::Throttled,
             PlaceOrderError::Infra(e) => e.into(),
         }
@@ -99,12 +88,12 @@ impl PurchaseError {
     fn label(&self) -> &'static str {
         match self {
             Self::DropNotFound => "drop_not_found",
-            Self::TooEarly { .. } => "too_early",
             Self::KeyReused => "key_reused",
             Self::InProgress => "in_progress",
-            Self::Paused => "paused",
-            Self::DrawDrop => "draw_drop",
-            Self::Closed => "closed",
+            Self::Refused(PurchaseRejection::TooEarly { .. }) => "too_early",
+            Self::Refused(PurchaseRejection::Paused) => "paused",
+            Self::Refused(PurchaseRejection::DrawDrop) => "draw_drop",
+            Self::Refused(PurchaseRejection::Closed) => "closed",
             Self::SoldOut { .. } => "sold_out",
             Self::PerUserLimitExceeded { .. } => "per_user_limit_exceeded",
             Self::OrderLimitReached { .. } => "order_limit_reached",
@@ -116,16 +105,15 @@ impl PurchaseError {
 
     fn outcome(&self) -> Option<PurchaseOutcome> {
         match self {
-            Self::TooEarly { .. } => Some(PurchaseOutcome::TooEarly),
-            Self::Closed => Some(PurchaseOutcome::Closed),
+            Self::Refused(PurchaseRejection::TooEarly { .. }) => Some(PurchaseOutcome::TooEarly),
+            Self::Refused(PurchaseRejection::Closed) => Some(PurchaseOutcome::Closed),
             Self::SoldOut { .. } => Some(PurchaseOutcome::SoldOut),
             Self::PerUserLimitExceeded { .. } | Self::OrderLimitReached { .. } => {
                 Some(PurchaseOutcome::PerUserLimit)
             }
             Self::Throttled => Some(PurchaseOutcome::Throttled),
             Self::DropNotFound
-            | Self::Paused
-            | Self::DrawDrop
+            | Self::Refused(PurchaseRejection::Paused | PurchaseRejection::DrawDrop)
             | Self::KeyReused
             | Self::InProgress
             | Self::Infra(_) => None,
@@ -205,18 +193,14 @@ impl GoodsApp {
         // The sale window: before openAt neither the gate nor the database is touched.
         match drop.check_on_sale(now) {
             Ok(()) => {}
-            Err(PurchaseRejection::TooEarly { open_at }) => {
-                return Err(PurchaseError::TooEarly { open_at });
-            }
-            Err(PurchaseRejection::Paused) => return Err(PurchaseError::Paused),
-            Err(PurchaseRejection::DrawDrop) => return Err(PurchaseError::DrawDrop),
             Err(PurchaseRejection::Closed) => {
                 // A replay still wins over CLOSED; only closed drops pay for this lookup.
                 return match self.find_replay(&cmd).await? {
                     Some(replay) => Ok(replay),
-                    None => Err(PurchaseError::Closed),
+                    None => Err(PurchaseRejection::Closed.into()),
                 };
             }
+            Err(refused) => return Err(refused.into()),
         }
         // Where a stage goes that decides who may try at all (a draw's entrants, a waiting
         // room's turn): after the sale window, before any unit is reserved.
@@ -332,7 +316,9 @@ mod tests {
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_reserve().times(0);
         let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
-        assert!(matches!(err, PurchaseError::TooEarly { open_at } if open_at == OPEN));
+        assert!(
+            matches!(err, PurchaseError::Refused(PurchaseRejection::TooEarly { open_at }) if open_at == OPEN)
+        );
     }
 
     #[tokio::test]
@@ -754,7 +740,10 @@ mod tests {
         m.orders.expect_find_by_key().returning(|_, _| Ok(None));
         m.ledger.expect_place_orders().times(0);
         let err = m.app(None).purchase(cmd(1)).await.unwrap_err();
-        assert!(matches!(err, PurchaseError::Closed));
+        assert!(matches!(
+            err,
+            PurchaseError::Refused(PurchaseRejection::Closed)
+        ));
     }
 
     #[tokio::test]

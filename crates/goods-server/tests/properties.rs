@@ -170,8 +170,10 @@ impl World {
                         }
                     }
                     Err(
-                        PurchaseError::TooEarly { .. }
-                        | PurchaseError::Closed
+                        PurchaseError::Refused(
+                            goods_domain::PurchaseRejection::TooEarly { .. }
+                            | goods_domain::PurchaseRejection::Closed,
+                        )
                         | PurchaseError::SoldOut { .. }
                         | PurchaseError::PerUserLimitExceeded { .. }
                         | PurchaseError::OrderLimitReached { .. }

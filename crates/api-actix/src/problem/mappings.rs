@@ -9,7 +9,7 @@ use goods_app::{
 };
 use goods_domain::draw::EntryRejection;
 use goods_domain::ports::PaymentEventError;
-use goods_domain::{CancelOrderError, CreateDropError};
+use goods_domain::{CancelOrderError, CreateDropError, PurchaseRejection};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
@@ -24,14 +24,35 @@ impl From<goods_app::RateLimited> for Problem {
     }
 }
 
+impl From<PurchaseRejection> for Problem {
+    fn from(refused: PurchaseRejection) -> Self {
+        match refused {
+            PurchaseRejection::TooEarly { open_at } => {
+                Self::too_early(open_at, OffsetDateTime::now_utc())
+            }
+            PurchaseRejection::Closed => Self::new(
+                StatusCode::CONFLICT,
+                "CLOSED",
+                "Drop closed",
+                "the drop is closed",
+            ),
+            PurchaseRejection::Paused => Self::paused(),
+            PurchaseRejection::DrawDrop => Self::new(
+                StatusCode::CONFLICT,
+                "DRAW_DROP",
+                "Draw drop",
+                "this drop sells by draw: enter it with POST /limited-drops/{dropId}/entries",
+            ),
+        }
+    }
+}
+
 impl From<PurchaseError> for Problem {
     fn from(error: PurchaseError) -> Self {
         use StatusCode as S;
         match error {
             PurchaseError::DropNotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
-            PurchaseError::TooEarly { open_at } => {
-                Self::too_early(open_at, OffsetDateTime::now_utc())
-            }
+            PurchaseError::Refused(refused) => refused.into(),
             PurchaseError::KeyReused => Self::new(
                 S::UNPROCESSABLE_ENTITY,
                 "IDEMPOTENCY_KEY_REUSED",
@@ -45,16 +66,6 @@ impl From<PurchaseError> for Problem {
                 "a request with this Idempotency-Key is still being processed",
             )
             .retry_after(1),
-            PurchaseError::Closed => {
-                Self::new(S::CONFLICT, "CLOSED", "Drop closed", "the drop is closed")
-            }
-            PurchaseError::Paused => Self::paused(),
-            PurchaseError::DrawDrop => Self::new(
-                S::CONFLICT,
-                "DRAW_DROP",
-                "Draw drop",
-                "this drop sells by draw: enter it with POST /limited-drops/{dropId}/entries",
-            ),
             PurchaseError::SoldOut { remaining: 0 } => Self {
                 rendered: Some(sold_out_none_left()),
                 ..Self::sold_out(0)
@@ -76,13 +87,9 @@ impl From<PurchaseError> for Problem {
                 ),
             )
             .with("limit", json!(limit)),
-            PurchaseError::Throttled => Self::new(
-                S::TOO_MANY_REQUESTS,
-                "THROTTLED",
-                "Throttled",
+            PurchaseError::Throttled => Self::throttled(
                 "admitted, but no database write slot was free in time; nothing was bought",
-            )
-            .retry_after(1),
+            ),
             PurchaseError::Infra(e) => e.into(),
         }
     }
@@ -103,6 +110,17 @@ impl Problem {
         )
         .with("openAt", rfc3339(open_at))
         .retry_after(wait_s.max(1))
+    }
+
+    /// 429 `THROTTLED`: no database write slot in time; retry in a second.
+    fn throttled(detail: &'static str) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "THROTTLED",
+            "Throttled",
+            detail,
+        )
+        .retry_after(1)
     }
 
     fn paused() -> Self {
@@ -140,13 +158,9 @@ impl From<EntryError> for Problem {
             EntryError::EntryNotFound => {
                 Self::not_found("ENTRY_NOT_FOUND", "you have no entry in this drop")
             }
-            EntryError::Throttled => Self::new(
-                S::TOO_MANY_REQUESTS,
-                "THROTTLED",
-                "Throttled",
-                "no database write slot was free in time; nothing was entered",
-            )
-            .retry_after(1),
+            EntryError::Throttled => {
+                Self::throttled("no database write slot was free in time; nothing was entered")
+            }
             EntryError::Infra(e) => e.into(),
         }
     }

@@ -173,7 +173,12 @@ mod tests {
                 key: key(),
             })
             .await;
-        assert!(matches!(refused, Err(crate::PurchaseError::Closed)));
+        assert!(matches!(
+            refused,
+            Err(crate::PurchaseError::Refused(
+                goods_domain::PurchaseRejection::Closed
+            ))
+        ));
     }
 
     #[tokio::test]
