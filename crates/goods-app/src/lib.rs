@@ -1,9 +1,11 @@
 //! Use cases of the limited-drop service.
 //!
-//! [`GoodsApp`] holds the ports and runs each use case; every use case lives in its own module
-//! with its own error type. This crate decides *what* happens atomically (which ledger
-//! transaction a use case runs, when the gate is confirmed or given back); the adapters only
-//! know *how*.
+//! [`GoodsApp`] is the core: the ports, the drop and flag caches, the gate behind its breaker,
+//! the committers and the tasks. It runs the purchase and hands out one service per feature
+//! ([`Drops`], [`Draws`], [`Orders`], [`Flags`], [`Reconciler`], [`Products`], [`PaymentLog`],
+//! [`Events`]), each holding only the ports it uses. This crate decides *what* happens
+//! atomically (which ledger transaction a use case runs, when the gate is confirmed or given
+//! back); the adapters only know *how*.
 
 mod actor;
 mod drops;
@@ -19,7 +21,7 @@ pub mod telemetry;
 
 pub use actor::{Actor, Role};
 pub use drops::Drops;
-pub use drops::draw::{DrawView, EntryError, EntryView};
+pub use drops::draw::{DrawView, Draws, EntryError, EntryView};
 pub use drops::operate::OperateDropError;
 pub use drops::stats::DropStats;
 pub use drops::view::{DropReadError, DropView};
