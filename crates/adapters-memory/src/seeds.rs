@@ -190,9 +190,6 @@ fn base64_encode(bytes: &[u8]) -> String {
 }
 
 /// A seal key from its base64 text (32 bytes).
-///
-/// # Errors
-/// A sentence saying what is wrong.
 pub fn parse_key(text: &str) -> Result<SealKey, String> {
     use base64::Engine as _;
     let bytes = base64::engine::general_purpose::STANDARD

@@ -218,9 +218,6 @@ impl RedisConnection {
     }
 
     /// Whether Redis answers a PING.
-    ///
-    /// # Errors
-    /// When it does not.
     pub async fn ping(&self) -> Result<(), String> {
         self.pool
             .next()

@@ -20,15 +20,9 @@ impl<T> Row for T where T: QueryableByName<Mysql> + QueryableByName<Sqlite> + Se
 #[async_trait]
 pub trait Exec: Send {
     /// Runs `q`; the rows it changed (found, on MySQL: see DEPENDENCIES' note on found rows).
-    ///
-    /// # Errors
-    /// The database's error.
     async fn run(&mut self, q: Sql) -> QueryResult<usize>;
 
     /// The rows `q` returns.
-    ///
-    /// # Errors
-    /// The database's error.
     async fn rows<R: Row>(&mut self, q: Sql) -> QueryResult<Vec<R>>;
 }
 

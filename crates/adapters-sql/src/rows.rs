@@ -66,9 +66,6 @@ pub struct DropRow {
 
 impl DropRow {
     /// The domain drop.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the row breaks a domain rule.
     pub fn into_domain(self) -> Result<LimitedDrop, InfraError> {
         Ok(LimitedDrop {
             id: DropId::parse(self.id).map_err(corrupt("drop"))?,
@@ -144,9 +141,6 @@ pub struct OrderRow {
 
 impl OrderRow {
     /// The domain order.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the row breaks a domain rule.
     pub fn into_domain(self) -> Result<GoodsOrder, InfraError> {
         Ok(GoodsOrder {
             id: OrderId::parse(self.id).map_err(corrupt("order"))?,
@@ -199,9 +193,6 @@ pub struct PaymentRow {
 
 impl PaymentRow {
     /// The domain record.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the row breaks a domain rule.
     pub fn into_domain(self) -> Result<PaymentRecord, InfraError> {
         let bad = |what: &str| InfraError::msg(format!("corrupt payment event row: {what}"));
         Ok(PaymentRecord {
@@ -376,9 +367,6 @@ pub struct EntryRow {
 
 impl EntryRow {
     /// The domain entry.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the row breaks a domain rule.
     pub fn into_domain(self) -> Result<goods_domain::Entry, InfraError> {
         let ranked = match (self.draw_rank, self.rank_key) {
             (Some(rank), Some(key)) => Some((
@@ -443,9 +431,6 @@ pub struct DrawRow {
 
 impl DrawRow {
     /// The domain draw.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the row breaks a domain rule.
     pub fn into_domain(self) -> Result<goods_domain::Draw, InfraError> {
         let hex = |e| InfraError::new("corrupt draw row", e);
         // The clear seed once revealed (or from before sealing), else the sealed one.

@@ -61,9 +61,6 @@ impl<B: Backend> SqlStore<B> {
     }
 
     /// Whether the database answers, within the transaction limit.
-    ///
-    /// # Errors
-    /// [`InfraError`] when it does not.
     pub async fn ping(&self) -> Result<(), InfraError> {
         bounded(self.backend.bounds().transaction, "database ping", async {
             let mut conn = self.conn().await?;
@@ -126,9 +123,6 @@ impl<B: Backend> SqlStore<B> {
     /// [`crate::MAX_ATTEMPTS`] times, all within the transaction limit. A refusal (`Refused`)
     /// rolls back and becomes `E`; a database failure becomes [`InfraError`] (unavailable when
     /// the server did not answer in a bound).
-    ///
-    /// # Errors
-    /// The refusal, or the store's failure.
     pub(crate) async fn write_tx<'a, T, R, E, F>(
         &self,
         what: &'static str,

@@ -102,9 +102,6 @@ fn backoff() -> backon::ExponentialBuilder {
 /// Runs `attempt` until it succeeds, refuses, fails with a database error `retryable` rejects,
 /// or [`MAX_ATTEMPTS`] are used, pausing with jittered backoff in between. Each attempt must be
 /// a whole, fresh transaction.
-///
-/// # Errors
-/// The last attempt's error.
 pub async fn with_retries<T, R, F, Fut>(
     retryable: fn(&diesel::result::Error) -> bool,
     attempt: F,
@@ -122,9 +119,6 @@ where
 
 /// [`with_retries`] with any test of the failure, for transactions that also roll back on
 /// purpose to be tried again (a conditional update that lost a race).
-///
-/// # Errors
-/// The last attempt's error.
 pub async fn retry_when<T, R, F, Fut>(
     retryable: impl FnMut(&TxError<R>) -> bool,
     attempt: F,
@@ -250,9 +244,6 @@ fn retry_reason<R>(error: &TxError<R>) -> &'static str {
 /// see [`PooledConn`](crate::PooledConn)) and the answer is [`InfraError::unavailable`]. When
 /// the limit ran out during COMMIT the outcome is unknown, which is what "unavailable" means to
 /// the caller: it must not report success, and may retry with the same idempotency key.
-///
-/// # Errors
-/// `work`'s error, or the unavailable error.
 pub async fn bounded<T, E, F>(limit: Duration, what: &'static str, work: F) -> Result<T, E>
 where
     F: Future<Output = Result<T, E>>,

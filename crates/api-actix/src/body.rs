@@ -40,9 +40,6 @@ impl Body {
 
     /// An operation that takes no fields: nothing at all (whatever the `Content-Type`), or a
     /// JSON `{}` read by the same rule as every other body.
-    ///
-    /// # Errors
-    /// As [`Body::json`].
     pub fn none(&self) -> Result<(), Problem> {
         if !self.bytes.iter().all(u8::is_ascii_whitespace) {
             let Empty {} = self.json()?;

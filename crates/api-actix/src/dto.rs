@@ -343,9 +343,6 @@ pub struct PaymentEventInput {
 
 impl PaymentEventInput {
     /// The domain event, or every field that breaks a rule.
-    ///
-    /// # Errors
-    /// One [`ValidationError`] per failing field.
     pub fn into_domain(self) -> Result<PaymentEvent, Vec<ValidationError>> {
         let mut errors = Vec::new();
         let id = PaymentEventId::parse(&self.event_id)

@@ -78,9 +78,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 /// Builds the ops server (`/metrics`, `/health/*`) on its own listener, one worker, no signal
 /// handling of its own: the caller stops it with the API server.
-///
-/// # Errors
-/// When the listener cannot be used.
 pub fn ops_server(listener: TcpListener, state: ApiState) -> std::io::Result<Server> {
     let server = HttpServer::new(move || {
         App::new()
@@ -103,9 +100,6 @@ pub fn ops_server(listener: TcpListener, state: ApiState) -> std::io::Result<Ser
 /// Builds the HTTP server on an already bound listener (port 0 in tests). It handles no
 /// signal itself: the binary stops it (`ServerHandle::stop(true)`), after which it accepts no
 /// connection and gives in-flight requests up to `shutdown` to be answered.
-///
-/// # Errors
-/// When the listener cannot be used.
 pub fn server(
     listener: TcpListener,
     state: ApiState,

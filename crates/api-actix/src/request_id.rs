@@ -61,9 +61,6 @@ fn answered_log(
 }
 
 /// The middleware.
-///
-/// # Errors
-/// Whatever the inner service returns.
 pub async fn middleware(
     req: ServiceRequest,
     next: Next<impl MessageBody>,

@@ -45,9 +45,6 @@ pub fn sign(secret: &[u8], timestamp: i64, body: &[u8]) -> String {
 
 /// Checks `header` against `body` at `now` (unix seconds). Every candidate is compared in
 /// constant time.
-///
-/// # Errors
-/// [`SignatureError`] naming why it is refused.
 pub fn verify(
     secret: &[u8],
     header: Option<&str>,

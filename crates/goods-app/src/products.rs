@@ -36,9 +36,6 @@ impl Products {
     }
 
     /// Creates a product with its initial stock.
-    ///
-    /// # Errors
-    /// [`CreateProductError::Infra`] when the store fails.
     #[tracing::instrument(skip_all)]
     pub async fn create(&self, product: &NewProduct) -> Result<Product, CreateProductError> {
         Ok(self.repo.create(product).await?)
@@ -46,9 +43,6 @@ impl Products {
 
     /// Reads a product and its stock. Buyers, its seller and admins may; to another seller
     /// it does not exist.
-    ///
-    /// # Errors
-    /// [`GetProductError::NotFound`], or `Infra` when the store fails.
     #[tracing::instrument(skip_all, fields(product.id = %id))]
     pub async fn get(&self, id: ProductId, actor: Actor) -> Result<Product, GetProductError> {
         self.repo

@@ -123,9 +123,6 @@ impl PurchaseError {
 
 impl GoodsApp {
     /// Buys `quantity` units of a drop, in the order of checks of the API contract.
-    ///
-    /// # Errors
-    /// [`PurchaseError`] naming why no order was created.
     #[tracing::instrument(
         skip_all,
         fields(drop.id = %cmd.drop_id, user.id = %cmd.user_id, order.id, outcome)

@@ -74,9 +74,6 @@ impl GoodsApp {
 
     /// Counts a request without an identity from `address` (`RATE_LIMIT_PER_IP`), in this
     /// instance's buckets: such requests are answered from its memory.
-    ///
-    /// # Errors
-    /// [`RateLimited`] when the address spent its bucket.
     pub async fn limit_address(&self, address: IpAddr) -> Result<(), RateLimited> {
         let Some(limits) = &self.rate_limits else {
             return Ok(());
@@ -90,9 +87,6 @@ impl GoodsApp {
 
     /// Counts a verified caller's read (`RATE_LIMIT_PER_IP`, per caller rather than per
     /// address), in this instance's buckets, as an address's requests are.
-    ///
-    /// # Errors
-    /// [`RateLimited`] when the caller spent the bucket.
     pub async fn limit_reader(&self, reader: UserId) -> Result<(), RateLimited> {
         let Some(limits) = &self.rate_limits else {
             return Ok(());
@@ -108,9 +102,6 @@ impl GoodsApp {
     /// from this instance's memory (a sold-out drop), which costs the fleet nothing. A purchase
     /// before the drop's `openAt` is not counted at all: the sale-start gate answers it 425
     /// from the drop cache, touching neither Redis nor the database, and so must the count.
-    ///
-    /// # Errors
-    /// [`RateLimited`] when the buyer spent a bucket.
     pub async fn limit_buyer(
         &self,
         buyer: UserId,

@@ -21,9 +21,6 @@ pub fn quantile(sorted: &[Duration], q: f64) -> f64 {
 }
 
 /// A seller's call (`POST` with `body`, else `GET`) with trusted identity headers; its JSON.
-///
-/// # Errors
-/// When the call fails or does not answer 2xx.
 pub async fn seller(
     client: &reqwest::Client,
     base: &str,
@@ -55,9 +52,6 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
 }
 
 /// An instant as the API takes it: RFC 3339, whole seconds.
-///
-/// # Errors
-/// When it cannot be formatted.
 pub fn rfc3339(at: time::OffsetDateTime) -> anyhow::Result<String> {
     Ok(at
         .replace_nanosecond(0)?
@@ -67,9 +61,6 @@ pub fn rfc3339(at: time::OffsetDateTime) -> anyhow::Result<String> {
 /// A product of `limited` units and a drop of all of them, opening at `open_at` and closing
 /// two hours from now, with `extra` fields in the drop's body (a `mode`, its `entryCloseAt`,
 /// a `perUserLimit`); the drop's id.
-///
-/// # Errors
-/// When a call fails.
 pub async fn open_drop(
     client: &reqwest::Client,
     base: &str,

@@ -16,9 +16,6 @@ pub use goods_domain::ports::SourceOfTruth as Store;
 
 /// An application over `store` and `gate` with `permits` write slots and `batching`, and an
 /// open drop of `limited` units (one per buyer) on a product with as much stock.
-///
-/// # Errors
-/// When the store fails.
 pub async fn app_with_drop<S: Store>(
     store: Arc<S>,
     gate: Option<Arc<dyn AdmissionGate>>,
@@ -105,9 +102,6 @@ impl Run {
 }
 
 /// `buyers` tasks buy one unit each, every buyer a new user, back to back for `window`.
-///
-/// # Errors
-/// When a purchase fails with an unexpected error.
 pub async fn closed_loop(
     app: &GoodsApp,
     drop: DropId,

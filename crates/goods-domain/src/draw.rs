@@ -268,9 +268,6 @@ pub enum EntryRejection {
 
 /// The entry window's gate at `now`, in this order: not a draw, before `openAt`, paused, from
 /// `entryCloseAt` on (or closed early).
-///
-/// # Errors
-/// The first [`EntryRejection`] that applies.
 pub fn check_entry(drop: &LimitedDrop, now: OffsetDateTime) -> Result<(), EntryRejection> {
     let Some(entry_close_at) = drop.mode.entry_close_at() else {
         return Err(EntryRejection::NotADraw);

@@ -412,9 +412,6 @@ impl NewLimitedDrop {
     /// stays far inside what every store and clock can represent), `1 <= perUserLimit <=
     /// limitedQuantity`, a price of 0 to 10^12 minor units in an ISO 4217 currency, and
     /// `priceMinor x perUserLimit` within 2^53 - 1 (every order's amount stays exact in JSON).
-    ///
-    /// # Errors
-    /// One [`ValidationError`] per failing rule.
     pub fn parse(input: &DropInput, now: OffsetDateTime) -> Result<Self, Vec<ValidationError>> {
         let mut errors = Vec::new();
         let product_id = ProductId::parse(input.product_id)

@@ -100,9 +100,6 @@ pub struct NewProduct {
 
 impl NewProduct {
     /// Parses the creation input, collecting every failing field.
-    ///
-    /// # Errors
-    /// One [`ValidationError`] per failing field.
     pub fn parse(name: &str, stock_quantity: i64) -> Result<Self, Vec<ValidationError>> {
         let name = ProductName::parse(name);
         let stock = u32::try_from(stock_quantity)

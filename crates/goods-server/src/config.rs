@@ -196,17 +196,11 @@ pub struct MigrateConfig {
 
 impl MigrateConfig {
     /// Reads the process environment.
-    ///
-    /// # Errors
-    /// [`ConfigError`] naming the first variable with a bad value.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     }
 
     /// Reads configuration through `get` (tests pass a map).
-    ///
-    /// # Errors
-    /// [`ConfigError`] naming the first variable with a bad value.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let database = database::source(&get)?;
         Ok(Self {
@@ -220,9 +214,6 @@ impl MigrateConfig {
 
 impl Config {
     /// Reads the process environment.
-    ///
-    /// # Errors
-    /// [`ConfigError`] naming the first variable with a bad value.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     }
@@ -234,9 +225,6 @@ impl Config {
     }
 
     /// Reads configuration through `get` (tests pass a map).
-    ///
-    /// # Errors
-    /// [`ConfigError`] naming the first variable with a bad value.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let http = Http::read(&get)?;
         let database = DatabaseConfig::read(&get)?;

@@ -166,9 +166,6 @@ impl Application {
     }
 
     /// [`serve`](Self::serve), for callers that only need to know it ended.
-    ///
-    /// # Errors
-    /// When the server fails.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.serve().await.map(drop)
     }
@@ -179,9 +176,6 @@ impl Application {
     /// 503; in-flight requests are answered (a purchase's 202 only once its order is
     /// committed); each drop's committer commits what it holds; the loops stop after the pass
     /// under way; the outcome counters are flushed to Redis; the ops listener stops last.
-    ///
-    /// # Errors
-    /// When the server fails.
     pub async fn serve(self) -> std::io::Result<Stopped> {
         let Self {
             bound:

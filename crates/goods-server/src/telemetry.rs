@@ -119,9 +119,6 @@ pub fn init(config: &Observability) -> anyhow::Result<Telemetry> {
 }
 
 /// Installs a console-only subscriber (`goods-server migrate`, which serves nothing to trace).
-///
-/// # Errors
-/// When the filter does not parse.
 pub fn init_console(filter: &str, format: LogFormat) -> anyhow::Result<Telemetry> {
     let filter = EnvFilter::try_new(filter).context("RUST_LOG")?;
     tracing_subscriber::registry()

@@ -295,9 +295,6 @@ impl fmt::Display for ProblemType {
 /// Rewrites an error response that did not come from a [`Problem`] (the framework's own: a body
 /// over the size limit, a request it could not read) into problem+json, so every error a client
 /// sees has a `code`.
-///
-/// # Errors
-/// Never; the signature is the middleware's.
 pub fn framework_errors<B>(res: ServiceResponse<B>) -> actix_web::Result<ErrorHandlerResponse<B>> {
     let is_problem = res
         .headers()

@@ -11,9 +11,6 @@ impl Drops {
     ///
     /// The database write is the commit point; a gate that cannot be seeded now is seeded from
     /// the database on the first purchase, so a gate failure does not fail the creation.
-    ///
-    /// # Errors
-    /// [`CreateDropError`] naming the failed rule, or `Infra` when the store fails.
     #[tracing::instrument(skip_all, fields(product.id = input.product_id))]
     pub async fn create(
         &self,

@@ -277,9 +277,6 @@ impl GoodsApp {
 impl Draws {
     /// Enters `actor` in a draw drop: 202 for a new entry, the existing entry for a buyer who
     /// entered before (also after entries closed).
-    ///
-    /// # Errors
-    /// [`EntryError`] naming why no entry was recorded.
     #[tracing::instrument(skip_all, fields(drop.id = %id, user.id = %actor.user_id, outcome))]
     pub async fn enter(&self, id: DropId, actor: Actor) -> Result<EntryView, EntryError> {
         let result = self.enter_inner(id, actor).await;

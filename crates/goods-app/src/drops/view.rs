@@ -57,9 +57,6 @@ pub enum DropReadError {
 impl Drops {
     /// Reads a drop with its units left and status (not found while `limited-drop.enabled` is
     /// off).
-    ///
-    /// # Errors
-    /// [`DropReadError::NotFound`], or `Infra` when the store fails.
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
     pub async fn get(&self, id: DropId) -> Result<DropView, DropReadError> {
         if !self.flags.drops_on() {

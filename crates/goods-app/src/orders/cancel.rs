@@ -9,9 +9,6 @@ use goods_domain::{CancelOrderError, GoodsOrder, OrderId, OrderStatus};
 impl Orders {
     /// Cancels the caller's order. Idempotent: cancelling again returns the cancelled order and
     /// gives nothing back twice.
-    ///
-    /// # Errors
-    /// [`CancelOrderError`] naming the refused condition.
     #[tracing::instrument(skip_all, fields(order.id = %id, user.id = %actor.user_id))]
     pub async fn cancel(&self, id: OrderId, actor: Actor) -> Result<GoodsOrder, CancelOrderError> {
         // An order past its deadline expired then, whether or not anyone noticed: the

@@ -11,8 +11,5 @@ use async_trait::async_trait;
 #[async_trait]
 pub trait ChangeNotifier: Send + Sync + 'static {
     /// Announces a change that is already committed.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the notice could not be sent.
     async fn changed(&self) -> Result<(), InfraError>;
 }

@@ -64,8 +64,5 @@ impl DropOperation {
 #[async_trait]
 pub trait EventPublisher: Send + Sync + 'static {
     /// Publishes `event`.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the event could not be handed over.
     async fn publish(&self, event: DomainEvent) -> Result<(), InfraError>;
 }

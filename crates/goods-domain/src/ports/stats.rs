@@ -33,14 +33,8 @@ pub struct OutcomeCounts {
 pub trait StatsRecorder: Send + Sync + 'static {
     /// Counts one outcome. It never waits: a shared store is written in the background, so
     /// counting adds no round trip to a purchase.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the counter cannot be kept.
     fn record(&self, drop_id: DropId, outcome: PurchaseOutcome) -> Result<(), InfraError>;
 
     /// The drop's counters.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the counter store fails.
     async fn counts(&self, drop_id: DropId) -> Result<OutcomeCounts, InfraError>;
 }
