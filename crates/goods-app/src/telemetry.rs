@@ -1,88 +1,45 @@
 //! The use cases' metrics, through the `metrics` facade (the binary installs the recorder).
+//! What each one counts is its help text in [`describe`]; docs/observability.md lists each with
+//! its labels and the alerts that read it.
 //! Labels come from fixed sets; the one exception, `drop_id` on the drift gauge, is bounded by
 //! the open drops, and the exporter drops a gauge nobody has set for a while (a closed drop's).
 
-/// Time from a purchase's admission (the gate's, or the database-only path's start) to its
-/// order's commit.
 pub const ADMISSION_TO_COMMIT: &str = "purchase_admission_to_commit_seconds";
-/// Time the gate took to decide a reservation, by `result` (`answered`, `failed`).
 pub const GATE_DECISION: &str = "gate_decision_seconds";
-/// Purchases the database decided alone although a gate is configured, by `reason`
-/// (`gate_failed`: the call failed; `breaker_open`: the gate failed moments ago).
 pub const GATE_FALLBACKS: &str = "gate_fallbacks_total";
-/// Gate markers that named an order not answering their request (a store written by someone
-/// else, or restored from elsewhere): the database answered instead.
 pub const GATE_MARKER_MISMATCHES: &str = "gate_marker_mismatches_total";
-/// Requests refused by a token bucket, by `policy` (`buyer`, `address`) and `layer`
-/// (`instance`, `fleet`).
 pub const RATE_LIMITED: &str = "rate_limited_total";
-/// Buyer requests the fleet's buckets could not count (Redis failed): this instance's decided.
 pub const RATE_LIMIT_FALLBACKS: &str = "rate_limit_fallbacks_total";
-/// Times the gate was found failing after it worked (the `gate_degraded` event).
 pub const GATE_DEGRADED_EVENTS: &str = "gate_degraded_events_total";
-/// 1 while the gate's breaker is open (purchases bypass the gate), else 0.
 pub const GATE_DEGRADED: &str = "gate_degraded";
-/// Drops whose gate was rebuilt from the database.
 pub const GATE_RESYNCS: &str = "gate_resyncs_total";
-/// Stale reservations decided against the database, by `resolution` (`committed`,
-/// `abandoned`).
 pub const STALE_RESOLVED: &str = "stale_reservations_resolved_total";
-/// Free write slots of this instance's buffer.
 pub const WRITE_SLOTS_AVAILABLE: &str = "db_write_slots_available";
-/// Write slots held by purchases.
 pub const WRITE_SLOTS_IN_USE: &str = "db_write_slots_in_use";
-/// Purchases waiting for a write slot.
 pub const WRITE_WAITERS: &str = "db_write_waiters";
-/// Time a purchase waited for a write slot (it got one or was throttled).
 pub const WRITE_WAIT: &str = "db_write_wait_seconds";
-/// `limitedQuantity - sold - gateRemaining` of an open drop at the last healing pass.
 pub const DRIFT: &str = "reconcile_drift";
-/// Units the gate still admits for an open drop, at the last healing pass.
 pub const GATE_REMAINING: &str = "gate_remaining_units";
-/// When the last healing pass over all drops finished (unix seconds).
 pub const LAST_PASS: &str = "reconcile_last_success_timestamp_seconds";
-/// Oversells recorded (once per drop, by the instance that recorded it).
 pub const OVERSELLS: &str = "oversell_events_total";
-/// The gate found admitting more units than the database can still sell (negative drift, seen
-/// twice in one pass), by this instance; each is resynced at once.
 pub const GATE_OVERSELLS: &str = "gate_oversell_events_total";
-/// Drops paused, resumed or closed, by operation.
 pub const DROP_OPERATIONS: &str = "drop_operations_total";
-/// Runtime flags set by admins, by flag and new value.
 pub const FLAG_CHANGES: &str = "flag_changes_total";
-/// Permits of the fleet's write budget held at this instance's last take.
 pub const GLOBAL_PERMITS_HELD: &str = "db_write_permits_global_held";
-/// Purchase batches refused THROTTLED for want of a global write permit.
 pub const BUDGET_EXHAUSTED: &str = "db_write_budget_exhausted_total";
-/// Purchase transactions run without a global permit because the budget's store did not answer.
 pub const BUDGET_BYPASSED: &str = "db_write_budget_bypassed_total";
-/// 1 on the instance that runs the background work now (holds the lease), 0 elsewhere.
 pub const BACKGROUND_LEADER: &str = "background_leader";
-/// Orders that left PENDING, by the state they went to (PAID, CANCELLED, EXPIRED).
 pub const ORDER_TRANSITIONS: &str = "order_transitions_total";
-/// Payment events applied (a repeated delivery is not counted again), by `outcome` (`PAID`,
-/// `REFUND_REQUIRED`, `AMOUNT_MISMATCH`, ...).
 pub const PAYMENT_EVENTS: &str = "payment_events_total";
-/// Draw entries answered, by `outcome` (`entered`, `repeated`, `too_early`, `entries_closed`,
-/// `paused`, `not_a_draw`, `throttled`).
 pub const DRAW_ENTRIES: &str = "draw_entries_total";
-/// Time a draw took, from closing the entries to revealing the seed.
 pub const DRAW_DURATION: &str = "draw_duration_seconds";
-/// Units given by draws, by `by` (`draw`: a winner; `promotion`: a waitlisted entry).
 pub const DRAW_AWARDS: &str = "draw_awards_total";
-/// Draw entries whose award the ledger refused (voided; the unit went to the next by rank).
 pub const DRAW_VOIDED: &str = "draw_entries_voided_total";
-/// Seconds since the entries of the most overdue undrawn draw closed (0: none is due).
 pub const DRAW_OVERDUE: &str = "draw_overdue_seconds";
-/// Events written but not yet acknowledged by the broker (with a broker configured).
 pub const EVENTS_PENDING: &str = "events_outbox_pending";
-/// Age of the oldest event the broker has not acknowledged; 0 when none waits.
 pub const EVENTS_OLDEST_AGE: &str = "events_outbox_oldest_age_seconds";
-/// Events the broker acknowledged, by `type`.
 pub const EVENTS_PUBLISHED: &str = "events_published_total";
-/// Publications that failed (a drop's events left for the next round).
 pub const EVENTS_PUBLISH_FAILURES: &str = "events_publish_failures_total";
-/// Events the broker answered as repeats while holding another message under their id.
 pub const EVENTS_IMPOSTORS: &str = "events_impostors_total";
 
 thread_local! {
