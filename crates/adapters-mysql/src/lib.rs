@@ -303,7 +303,7 @@ pub async fn migrate_database(
     // deadlock or a lock wait timeout). The failed statement changed nothing and diesel did
     // not record the migration, so it is run again; every migration here is one statement,
     // which keeps that safe.
-    (|| migrate_once(url, to, tls))
+    (|| migrate_once(url, to, tls, MIGRATION_LOCK_WAIT_S))
         .retry(
             backon::ExponentialBuilder::default()
                 .with_min_delay(std::time::Duration::from_millis(50))
@@ -331,18 +331,23 @@ fn lost_a_lock(error: &anyhow::Error) -> bool {
 /// How long a migration run waits for another to finish before it gives up.
 const MIGRATION_LOCK_WAIT_S: u32 = 120;
 
-async fn migrate_once(url: &str, to: Option<&str>, tls: &MysqlTls) -> anyhow::Result<Vec<String>> {
+async fn migrate_once(
+    url: &str,
+    to: Option<&str>,
+    tls: &MysqlTls,
+    lock_wait_s: u32,
+) -> anyhow::Result<Vec<String>> {
     let mut conn = establish(url, tls)
         .await
         .context("connecting to MySQL for migrations")?;
     // Instances starting at once on a fresh database would run the same DDL twice: each run
     // takes the database's named lock first, so they take turns and the later ones find the
     // migrations applied. A lock-less server (a Galera node refusing it) runs as before.
-    let locked = migration_lock(&mut conn, "GET_LOCK", &format!(", {MIGRATION_LOCK_WAIT_S}")).await;
+    let locked = migration_lock(&mut conn, "GET_LOCK", &format!(", {lock_wait_s}")).await;
     match &locked {
         Ok(Some(1)) => {}
         Ok(_) => anyhow::bail!(
-            "another instance has been migrating this database for {MIGRATION_LOCK_WAIT_S} s; try again"
+            "another instance has been migrating this database for {lock_wait_s} s; try again"
         ),
         Err(error) => {
             tracing::warn!(error = %error, "migration lock not available; migrating without it");
@@ -412,5 +417,40 @@ mod migration_tests {
         assert!(!lost_a_lock(&anyhow::anyhow!(
             "Duplicate column name 'owner_id'"
         )));
+    }
+
+    /// Needs MariaDB (`TEST_MYSQL_URL`): a run that finds the migration lock held past its wait
+    /// gives up with a sentence saying so and applies nothing; once the lock is free, the next
+    /// run applies every migration.
+    mod needs_mysql {
+        use super::super::{MysqlTls, migrate_once, pending_migrations};
+        use diesel_async::{
+            AsyncConnection as _, AsyncMysqlConnection, SimpleAsyncConnection as _,
+        };
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_run_that_waits_past_its_bound_for_the_lock_applies_nothing() {
+            let url = test_support::mysql::fresh_database().await;
+            let tls = MysqlTls::default();
+            let all = pending_migrations(&url, &tls).await.unwrap().len();
+            let mut holder = AsyncMysqlConnection::establish(&url).await.unwrap();
+            holder
+                .batch_execute("DO GET_LOCK(CONCAT('goods-server migrations ', DATABASE()), 0)")
+                .await
+                .unwrap();
+            let refused = migrate_once(&url, None, &tls, 1).await.unwrap_err();
+            assert!(
+                format!("{refused:#}")
+                    .contains("another instance has been migrating this database for 1 s"),
+                "{refused:#}"
+            );
+            assert_eq!(pending_migrations(&url, &tls).await.unwrap().len(), all);
+            holder
+                .batch_execute("DO RELEASE_LOCK(CONCAT('goods-server migrations ', DATABASE()))")
+                .await
+                .unwrap();
+            let applied = migrate_once(&url, None, &tls, 1).await.unwrap();
+            assert_eq!(applied.len(), all);
+        }
     }
 }
