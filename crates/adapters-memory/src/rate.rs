@@ -83,7 +83,6 @@ impl<C: Clock + Clone> MemoryRateLimiter<C> {
             .unwrap_or(0)
     }
 
-    /// Whether no key is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -45,13 +45,11 @@ pub struct Dialect {
 
 /// A SQL backend: MySQL/MariaDB or SQLite.
 pub trait Backend: Send + Sync + 'static {
-    /// Its connection type.
     type Conn: Exec + AsyncConnection + Send + 'static;
 
     /// A connection borrowed from its pool.
     type Pooled: DerefMut<Target = Self::Conn> + Send;
 
-    /// Its dialect.
     const DIALECT: &'static Dialect;
 
     /// A connection from the pool, waiting at most the acquire bound.
@@ -66,7 +64,6 @@ pub trait Backend: Send + Sync + 'static {
     /// Statements sent since the store was opened.
     fn statements(&self) -> u64;
 
-    /// Its connection pool's state now.
     fn pool_status(&self) -> crate::PoolStatus;
 
     /// Whether a fresh transaction may cure the failure (deadlocks, lock wait timeouts).

@@ -65,7 +65,6 @@ pub struct DropRow {
 }
 
 impl DropRow {
-    /// The domain drop.
     pub fn into_domain(self) -> Result<LimitedDrop, InfraError> {
         Ok(LimitedDrop {
             id: DropId::parse(self.id).map_err(corrupt("drop"))?,
@@ -140,7 +139,6 @@ pub struct OrderRow {
 }
 
 impl OrderRow {
-    /// The domain order.
     pub fn into_domain(self) -> Result<GoodsOrder, InfraError> {
         Ok(GoodsOrder {
             id: OrderId::parse(self.id).map_err(corrupt("order"))?,
@@ -182,17 +180,14 @@ pub struct PaymentRow {
     pub event_id: String,
     pub kind: String,
     pub order_id: i64,
-    /// Amount paid.
     pub amount_minor: i64,
     pub currency: String,
     pub payment_reference: String,
     pub outcome: String,
-    /// When it was applied.
     pub received_at: PrimitiveDateTime,
 }
 
 impl PaymentRow {
-    /// The domain record.
     pub fn into_domain(self) -> Result<PaymentRecord, InfraError> {
         let bad = |what: &str| InfraError::msg(format!("corrupt payment event row: {what}"));
         Ok(PaymentRecord {
@@ -214,7 +209,6 @@ impl PaymentRow {
 /// A buyer's holding in a drop, as read by a raw query.
 #[derive(Debug, QueryableByName)]
 pub struct HoldingRow {
-    /// The buyer.
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub user_id: i64,
     /// Units in the buyer's live orders.
@@ -228,10 +222,8 @@ pub struct HoldingRow {
 /// A product with its stock.
 #[derive(Debug, QueryableByName)]
 pub struct ProductRow {
-    /// Identity.
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub id: i64,
-    /// Display name.
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub name: String,
     /// Units on hand.
@@ -248,16 +240,12 @@ pub struct ProductRow {
 /// A runtime flag as stored.
 #[derive(Debug, QueryableByName)]
 pub struct FlagRow {
-    /// Its name.
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub name: String,
-    /// Its value.
     #[diesel(sql_type = diesel::sql_types::Bool)]
     pub enabled: bool,
-    /// When it was set.
     #[diesel(sql_type = diesel::sql_types::Timestamp)]
     pub updated_at: PrimitiveDateTime,
-    /// Who set it.
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub updated_by: i64,
 }
@@ -265,13 +253,10 @@ pub struct FlagRow {
 /// An outbox entry not relayed yet.
 #[derive(Debug, QueryableByName)]
 pub struct OutboxRow {
-    /// Identity.
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub id: i64,
-    /// The event's kind.
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub kind: String,
-    /// The event's fields.
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub payload: String,
 }
@@ -279,7 +264,6 @@ pub struct OutboxRow {
 /// One number, as `n` (a count, a sum, a clock reading).
 #[derive(Debug, QueryableByName)]
 pub struct NumberRow {
-    /// The number.
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub n: i64,
 }
@@ -287,10 +271,8 @@ pub struct NumberRow {
 /// Units of a drop's orders in one state.
 #[derive(Debug, QueryableByName)]
 pub struct StatusUnitsRow {
-    /// The state's name.
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub status: String,
-    /// Its units.
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub units: i64,
 }
@@ -316,7 +298,6 @@ pub struct BatchHeadRow {
 /// A row id, as read by a raw locking query.
 #[derive(Debug, QueryableByName)]
 pub struct IdRow {
-    /// The id.
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub id: i64,
 }
@@ -366,7 +347,6 @@ pub struct EntryRow {
 }
 
 impl EntryRow {
-    /// The domain entry.
     pub fn into_domain(self) -> Result<goods_domain::Entry, InfraError> {
         let ranked = match (self.draw_rank, self.rank_key) {
             (Some(rank), Some(key)) => Some((
@@ -430,7 +410,6 @@ pub struct DrawRow {
 }
 
 impl DrawRow {
-    /// The domain draw.
     pub fn into_domain(self) -> Result<goods_domain::Draw, InfraError> {
         let hex = |e| InfraError::new("corrupt draw row", e);
         // The clear seed once revealed (or from before sealing), else the sealed one.

@@ -117,7 +117,6 @@ pub struct CreateDrop {
     /// `FIRST_COME` (when absent) or `DRAW`.
     #[serde(default)]
     pub mode: Option<String>,
-    /// When a draw's entries close.
     #[serde(default, with = "time::serde::rfc3339::option")]
     pub entry_close_at: Option<OffsetDateTime>,
     /// Seconds its orders hold their units unpaid (60 to 604800).
@@ -275,7 +274,6 @@ impl From<DropView> for DropBody {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Purchase {
-    /// Units.
     #[serde(deserialize_with = "whole")]
     pub quantity: i64,
 }
@@ -337,7 +335,6 @@ pub struct PaymentEventInput {
     pub amount_minor: i64,
     /// ISO 4217 code.
     pub currency: String,
-    /// The provider's reference of the payment.
     pub payment_reference: String,
 }
 

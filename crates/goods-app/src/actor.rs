@@ -17,7 +17,6 @@ pub enum Role {
 /// An authenticated caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Actor {
-    /// The caller's user id.
     pub user_id: UserId,
     pub role: Role,
 }

@@ -17,7 +17,6 @@ pub enum ListEventsError {
     /// Only admins read the whole log.
     #[error("events are for admins")]
     Forbidden,
-    /// The store failed.
     #[error(transparent)]
     Infra(#[from] goods_domain::InfraError),
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 /// Why a product was not created.
 #[derive(Debug, thiserror::Error)]
 pub enum CreateProductError {
-    /// The store failed.
     #[error(transparent)]
     Infra(#[from] goods_domain::InfraError),
 }
@@ -19,7 +18,6 @@ pub enum GetProductError {
     /// No such product, or another seller's.
     #[error("product not found")]
     NotFound,
-    /// The store failed.
     #[error(transparent)]
     Infra(#[from] goods_domain::InfraError),
 }

@@ -18,7 +18,6 @@ pub struct PurchaseCommand {
     pub drop_id: DropId,
     pub user_id: UserId,
     pub quantity: Quantity,
-    /// The buyer's idempotency key.
     pub key: IdempotencyKey,
 }
 
@@ -33,7 +32,6 @@ pub struct Purchased {
 /// Why a purchase did not create an order. In every case no order exists for the request.
 #[derive(Debug, thiserror::Error)]
 pub enum PurchaseError {
-    /// No such drop.
     #[error("drop not found")]
     DropNotFound,
     /// The key was used for a different request.

@@ -339,7 +339,6 @@ pub enum EntryStatus {
 }
 
 impl EntryStatus {
-    /// The serialised name.
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Entered => "ENTERED",

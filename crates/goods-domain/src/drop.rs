@@ -28,12 +28,10 @@ impl SaleWindow {
         }
     }
 
-    /// When sales start.
     pub fn open_at(self) -> OffsetDateTime {
         self.open_at
     }
 
-    /// When sales end.
     pub fn close_at(self) -> OffsetDateTime {
         self.close_at
     }
@@ -64,7 +62,6 @@ pub enum DropStatus {
 }
 
 impl DropStatus {
-    /// The serialised name.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Scheduled => "SCHEDULED",
@@ -85,7 +82,6 @@ pub enum DropMode {
 }
 
 impl DropMode {
-    /// When entries close, for a draw.
     pub fn entry_close_at(self) -> Option<OffsetDateTime> {
         match self {
             Self::FirstCome => None,
@@ -93,12 +89,10 @@ impl DropMode {
         }
     }
 
-    /// Whether it is a draw.
     pub fn is_draw(self) -> bool {
         matches!(self, Self::Draw { .. })
     }
 
-    /// The stored and serialised name.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::FirstCome => "FIRST_COME",
@@ -157,7 +151,6 @@ pub enum CreateDropError {
     /// A draw drop, but no seal key for its seed (`DRAW_SEAL_KEY`).
     #[error("draws are not configured")]
     DrawsNotConfigured,
-    /// The store failed.
     #[error(transparent)]
     Infra(#[from] crate::InfraError),
 }
@@ -213,13 +206,9 @@ pub enum Closing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LimitedDrop {
     pub id: DropId,
-    /// The product on sale.
     pub product_id: ProductId,
-    /// When it is on sale.
     pub window: SaleWindow,
-    /// Units for sale in all.
     pub limited_quantity: Quantity,
-    /// Units one buyer may hold.
     pub per_user_limit: Quantity,
     /// What one unit costs; an order's amount is fixed from it at purchase.
     pub price: Price,
@@ -227,7 +216,6 @@ pub struct LimitedDrop {
     pub paused: bool,
     /// When it was closed early, if it was; its sale ended then.
     pub closed_at: Option<OffsetDateTime>,
-    /// First come or draw.
     pub mode: DropMode,
     /// How long its orders hold their units unpaid (`paymentWindowSeconds`); `None`: the
     /// service's `PAYMENT_WINDOW_S`.
@@ -318,17 +306,11 @@ impl LimitedDrop {
 /// product.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NewLimitedDrop {
-    /// The product on sale.
     pub product_id: ProductId,
-    /// When it is on sale.
     pub window: SaleWindow,
-    /// Units for sale in all.
     pub limited_quantity: Quantity,
-    /// Units one buyer may hold.
     pub per_user_limit: Quantity,
-    /// What one unit costs.
     pub price: Price,
-    /// First come or draw.
     pub mode: DropMode,
     /// Its orders' payment window; `None`: the service's default.
     pub payment_window: Option<crate::PaymentWindow>,
@@ -337,7 +319,6 @@ pub struct NewLimitedDrop {
 /// Raw creation input, as it comes from a client.
 #[derive(Debug, Clone)]
 pub struct DropInput {
-    /// Product id as sent.
     pub product_id: i64,
     pub open_at: OffsetDateTime,
     pub close_at: OffsetDateTime,
@@ -350,7 +331,6 @@ pub struct DropInput {
     pub currency: String,
     /// `FIRST_COME` or `DRAW` (the API defaults it to `FIRST_COME`).
     pub mode: String,
-    /// When a draw's entries close.
     pub entry_close_at: Option<OffsetDateTime>,
     /// Seconds its orders hold their units unpaid (absent: the service's default).
     pub payment_window_seconds: Option<i64>,

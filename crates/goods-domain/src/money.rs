@@ -75,7 +75,6 @@ impl Money {
         self.minor
     }
 
-    /// The currency.
     pub fn currency(self) -> Currency {
         self.currency
     }
@@ -115,7 +114,6 @@ impl Price {
         self.0.minor
     }
 
-    /// The currency.
     pub fn currency(self) -> Currency {
         self.0.currency
     }

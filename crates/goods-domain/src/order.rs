@@ -20,7 +20,6 @@ pub enum OrderStatus {
 }
 
 impl OrderStatus {
-    /// The stored and serialised name.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "PENDING",
@@ -201,7 +200,6 @@ pub enum CancelTransition {
 /// Why an order was not cancelled. Nothing changed.
 #[derive(Debug, thiserror::Error)]
 pub enum CancelOrderError {
-    /// No such order.
     #[error("order not found")]
     NotFound,
     /// The caller is not the order's buyer.

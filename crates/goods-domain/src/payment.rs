@@ -45,7 +45,6 @@ pub enum PaymentEventKind {
 }
 
 impl PaymentEventKind {
-    /// The wire and stored name.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Succeeded => "payment.succeeded",
@@ -73,7 +72,6 @@ pub struct PaymentEvent {
     pub order_id: OrderId,
     /// What the buyer paid.
     pub amount: Money,
-    /// The provider's reference of the payment.
     pub reference: PaymentReference,
 }
 
@@ -105,7 +103,6 @@ impl PaymentOutcome {
         Self::OrderNotFound,
     ];
 
-    /// The wire and stored name.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Paid => "PAID",
@@ -135,7 +132,6 @@ pub struct PaymentRecord {
     pub seq: i64,
     pub event: PaymentEvent,
     pub outcome: PaymentOutcome,
-    /// When it was applied.
     pub received_at: OffsetDateTime,
 }
 

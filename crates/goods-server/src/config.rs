@@ -195,7 +195,6 @@ pub struct MigrateConfig {
 }
 
 impl MigrateConfig {
-    /// Reads the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     }
@@ -213,7 +212,6 @@ impl MigrateConfig {
 }
 
 impl Config {
-    /// Reads the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     }

@@ -97,7 +97,6 @@ pub struct DrawView {
     pub entry_close_at: OffsetDateTime,
     /// `SHA-256(seed)`, published from creation.
     pub commitment: DrawCommitment,
-    /// The seed, once drawn.
     pub seed: Option<DrawSeed>,
     /// The entry set's root, once entries closed (before the seed is revealed).
     pub entries_root: Option<EntriesRoot>,
@@ -170,7 +169,6 @@ impl EntryTrees {
 /// Why an entry was not recorded or read. Nothing was written.
 #[derive(Debug, thiserror::Error)]
 pub enum EntryError {
-    /// No such drop.
     #[error("drop not found")]
     DropNotFound,
     /// The entry window refused it (for `EntriesClosed`: and the buyer has no entry).

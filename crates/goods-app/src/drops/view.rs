@@ -46,10 +46,8 @@ impl DropView {
 /// Why a drop, or what is known of it (its stats, its reconciliation), could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum DropReadError {
-    /// No such drop.
     #[error("drop not found")]
     NotFound,
-    /// The store failed.
     #[error(transparent)]
     Infra(#[from] InfraError),
 }

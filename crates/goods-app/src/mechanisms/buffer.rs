@@ -49,7 +49,6 @@ impl WriteBuffer {
         self.waiters.load(Ordering::Relaxed)
     }
 
-    /// Slots in all.
     pub fn permits(&self) -> usize {
         self.size
     }

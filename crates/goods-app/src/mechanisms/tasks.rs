@@ -81,12 +81,10 @@ impl Tasks {
             .is_ok()
     }
 
-    /// Tasks still running.
     pub fn len(&self) -> usize {
         self.tracker.len()
     }
 
-    /// Whether none is running.
     pub fn is_empty(&self) -> bool {
         self.tracker.is_empty()
     }

@@ -54,7 +54,6 @@ pub enum FlagError {
     /// No flag has this name.
     #[error("no such flag")]
     NotFound,
-    /// The store failed.
     #[error(transparent)]
     Infra(#[from] InfraError),
 }

@@ -15,9 +15,7 @@ use goods_domain::{DropId, Expiry, GoodsOrder, InfraError, OrderId, OrderStatus}
 /// Which of the caller's orders to list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListOrders {
-    /// Only this drop's.
     pub drop: Option<DropId>,
-    /// Only in this state.
     pub status: Option<OrderStatus>,
     /// The `nextCursor` of the previous page.
     pub after: Option<OrderId>,

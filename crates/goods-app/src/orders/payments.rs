@@ -14,7 +14,6 @@ pub enum ListPaymentsError {
     /// Only admins settle payments.
     #[error("payments are for admins")]
     Forbidden,
-    /// The store failed.
     #[error(transparent)]
     Infra(#[from] goods_domain::InfraError),
 }
@@ -22,7 +21,6 @@ pub enum ListPaymentsError {
 /// Which recorded events to list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListPayments {
-    /// Only this outcome.
     pub outcome: Option<PaymentOutcome>,
     /// The `nextCursor` of the previous page.
     pub after: Option<i64>,

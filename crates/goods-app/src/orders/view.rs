@@ -7,13 +7,11 @@ use goods_domain::{GoodsOrder, OrderId};
 /// Why an order could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum GetOrderError {
-    /// No such order.
     #[error("order not found")]
     NotFound,
     /// Neither its buyer, the seller of its product, nor an admin.
     #[error("not allowed to read this order")]
     Forbidden,
-    /// The store failed.
     #[error(transparent)]
     Infra(#[from] goods_domain::InfraError),
 }

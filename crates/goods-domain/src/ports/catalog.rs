@@ -114,7 +114,6 @@ pub struct OrderQuery {
     pub status: Option<OrderStatus>,
     /// Only orders with a lower id (the cursor of the previous page).
     pub before: Option<OrderId>,
-    /// At most this many.
     pub limit: u32,
 }
 

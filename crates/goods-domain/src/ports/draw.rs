@@ -28,7 +28,6 @@ pub enum EnterError {
     /// The draw has begun: no entry commits any more.
     #[error("entries are closed")]
     EntriesClosed,
-    /// The store failed.
     #[error(transparent)]
     Infra(#[from] InfraError),
 }

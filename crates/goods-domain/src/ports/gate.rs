@@ -13,9 +13,7 @@ pub struct Reservation {
     pub drop_id: DropId,
     pub user_id: UserId,
     pub quantity: Quantity,
-    /// The drop's per-buyer limit.
     pub per_user_limit: Quantity,
-    /// The buyer's idempotency key.
     pub key: IdempotencyKey,
     /// The end of this attempt's lease: its in-progress marker records it, and once it has
     /// passed the reservation is resolved against the database (see [`StaleReservation`]).

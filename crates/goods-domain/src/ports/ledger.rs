@@ -14,13 +14,11 @@ pub struct PlaceOrder {
     pub drop_id: DropId,
     pub product_id: ProductId,
     pub limited_quantity: Quantity,
-    /// The drop's per-buyer limit.
     pub per_user_limit: Quantity,
     /// The drop's unit price: the order's amount is fixed from it.
     pub price: Price,
     pub user_id: UserId,
     pub quantity: Quantity,
-    /// The buyer's idempotency key.
     pub key: IdempotencyKey,
     /// The order's creation time.
     pub now: OffsetDateTime,
@@ -66,7 +64,6 @@ pub fn max_orders_per_buyer(per_user_limit: Quantity) -> u32 {
 /// A committed purchase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placed {
-    /// A new order was committed.
     Created(GoodsOrder),
     /// The same buyer, key and request had already committed this order.
     Replayed(GoodsOrder),

@@ -10,7 +10,6 @@ pub struct PaymentQuery {
     pub outcome: Option<PaymentOutcome>,
     /// Only events older than this sequence number (the cursor of the previous page).
     pub before: Option<i64>,
-    /// At most this many.
     pub limit: u32,
 }
 

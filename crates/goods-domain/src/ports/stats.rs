@@ -6,7 +6,6 @@ use async_trait::async_trait;
 /// What happened to one purchase request, for the stats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PurchaseOutcome {
-    /// A new order was committed.
     Success,
     SoldOut,
     TooEarly,
