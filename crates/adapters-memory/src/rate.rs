@@ -40,7 +40,6 @@ impl Default for MemoryRateLimiter {
 }
 
 impl<C: Clock + Clone> MemoryRateLimiter<C> {
-    /// Buckets on `clock`.
     pub fn with_clock(clock: C) -> Self {
         Self {
             limiters: RwLock::default(),

@@ -76,7 +76,6 @@ enum Keys {
     },
 }
 
-/// The service's seed vault.
 #[derive(Debug, Clone)]
 pub struct SealingVault {
     keys: Arc<Keys>,

@@ -19,12 +19,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
-/// Where and how to connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NatsConfig {
     /// `nats://host:port` or `tls://host:port` (several, comma-separated, for a cluster).
     pub url: String,
-    /// The JetStream stream (`EVENTS_STREAM`).
     pub stream: String,
     /// A NATS credentials file (`EVENTS_CREDENTIALS_FILE`).
     pub credentials_file: Option<PathBuf>,

@@ -16,7 +16,6 @@ pub struct RedisConfig {
     pub url: String,
     /// Prefix of every key and channel (one per deployment, or per test).
     pub prefix: String,
-    /// Connections in the pool.
     pub pool_size: usize,
     /// How long one command may take before its outcome is treated as unknown.
     pub command_timeout: Duration,
@@ -217,7 +216,6 @@ impl RedisConnection {
         });
     }
 
-    /// Whether Redis answers a PING.
     pub async fn ping(&self) -> Result<(), String> {
         self.pool
             .next()

@@ -19,7 +19,6 @@ use time::OffsetDateTime;
 /// How long after `closeAt` a drop's gate keys live (purchases in flight at close settle).
 const GRACE: time::Duration = time::Duration::hours(1);
 
-/// The gate.
 #[derive(Clone)]
 pub struct RedisGate {
     conn: RedisConnection,

@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 /// before their expiry (a restock message: units came back), by `change`.
 pub const FLAG_CHANGES: &str = "gate_sold_out_flag_changes_total";
 
-/// A stored marker, parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Marker {
     /// `P|qty|lease end` (or `P|qty`, written before leases existed: lease end 0).
@@ -29,7 +28,6 @@ pub enum Marker {
 }
 
 impl Marker {
-    /// Parses a stored marker value.
     pub fn parse(raw: &str) -> Option<Self> {
         let mut parts = raw.split('|');
         let state = parts.next()?;

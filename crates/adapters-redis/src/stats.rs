@@ -34,7 +34,6 @@ fn field(outcome: PurchaseOutcome) -> &'static str {
 /// first time a drop and outcome are seen), so concurrent workers do not queue on every request.
 type Pending = RwLock<HashMap<(DropId, &'static str), AtomicI64>>;
 
-/// The counters.
 #[derive(Clone)]
 pub struct RedisStats {
     conn: RedisConnection,

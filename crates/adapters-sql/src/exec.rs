@@ -22,7 +22,6 @@ pub trait Exec: Send {
     /// Runs `q`; the rows it changed (found, on MySQL: see DEPENDENCIES' note on found rows).
     async fn run(&mut self, q: Sql) -> QueryResult<usize>;
 
-    /// The rows `q` returns.
     async fn rows<R: Row>(&mut self, q: Sql) -> QueryResult<Vec<R>>;
 }
 

@@ -58,7 +58,6 @@ impl Sql {
         }
     }
 
-    /// Appends SQL text.
     #[must_use]
     pub fn sql(mut self, text: &str) -> Self {
         self.parts.push(Part::Sql(text.to_owned()));

@@ -44,7 +44,6 @@ pub fn units(raw: i32, what: &str) -> Result<u32, InfraError> {
     u32::try_from(raw).map_err(|_| InfraError::msg(format!("corrupt {what}: {raw}")))
 }
 
-/// A `limited_drops` row.
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = limited_drops)]
 pub struct DropRow {
@@ -102,7 +101,6 @@ impl DropRow {
     }
 }
 
-/// A new `limited_drops` row.
 #[derive(Debug, Clone, Insertable)]
 #[diesel(table_name = limited_drops)]
 pub struct NewDropRow {
@@ -117,7 +115,6 @@ pub struct NewDropRow {
     pub currency: String,
 }
 
-/// An `orders` row.
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = orders)]
 pub struct OrderRow {
@@ -172,7 +169,6 @@ fn money(minor: i64, currency: &str, what: &str) -> Result<Money, InfraError> {
     Money::parse("amountMinor", minor, currency).map_err(corrupt(what))
 }
 
-/// A `payment_events` row.
 #[derive(Debug, Clone, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = payment_events)]
 pub struct PaymentRow {
@@ -219,14 +215,12 @@ pub struct HoldingRow {
     pub orders_placed: i32,
 }
 
-/// A product with its stock.
 #[derive(Debug, QueryableByName)]
 pub struct ProductRow {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub id: i64,
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub name: String,
-    /// Units on hand.
     #[diesel(sql_type = diesel::sql_types::Integer)]
     pub quantity: i32,
     /// Bumped by every change of the stock.
@@ -237,7 +231,6 @@ pub struct ProductRow {
     pub owner_id: i64,
 }
 
-/// A runtime flag as stored.
 #[derive(Debug, QueryableByName)]
 pub struct FlagRow {
     #[diesel(sql_type = diesel::sql_types::Text)]

@@ -43,7 +43,6 @@ impl<B> Clone for SqlStore<B> {
 }
 
 impl<B: Backend> SqlStore<B> {
-    /// The store over `backend`.
     pub fn new(backend: B) -> Self {
         Self {
             backend: std::sync::Arc::new(backend),

@@ -4,7 +4,6 @@
 /// How connections to the server are encrypted (`DATABASE_TLS`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum TlsMode {
-    /// Plaintext.
     #[default]
     Off,
     /// Encrypted; the server's certificate is not checked.

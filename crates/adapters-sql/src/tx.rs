@@ -169,16 +169,12 @@ pub const METRIC_NAMES: &[&str] = &[
     POOL_WAITING,
 ];
 
-/// A connection pool's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolStatus {
-    /// Its size bound.
     pub max: usize,
     /// Connections open (lent out or idle).
     pub open: usize,
-    /// Open connections not lent out.
     pub idle: usize,
-    /// Callers waiting for one.
     pub waiting: usize,
 }
 

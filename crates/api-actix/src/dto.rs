@@ -62,12 +62,10 @@ fn whole_opt<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, 
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateProduct {
     pub name: String,
-    /// Initial stock.
     #[serde(deserialize_with = "whole")]
     pub stock_quantity: i64,
 }
 
-/// A product.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProductBody {
@@ -93,16 +91,12 @@ impl From<Product> for ProductBody {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateDrop {
-    /// Product on sale.
     #[serde(deserialize_with = "whole")]
     pub product_id: i64,
-    /// Sale start.
     #[serde(with = "time::serde::rfc3339")]
     pub open_at: OffsetDateTime,
-    /// Sale end.
     #[serde(with = "time::serde::rfc3339")]
     pub close_at: OffsetDateTime,
-    /// Units for sale.
     #[serde(deserialize_with = "whole")]
     pub limited_quantity: i64,
     /// Units per buyer; 1 when absent.
@@ -124,7 +118,6 @@ pub struct CreateDrop {
     pub payment_window_seconds: Option<i64>,
 }
 
-/// A drop.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DropBody {
@@ -176,7 +169,6 @@ impl From<DrawView> for DrawBody {
     }
 }
 
-/// A buyer's draw entry.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EntryBody {
@@ -278,7 +270,6 @@ pub struct Purchase {
     pub quantity: i64,
 }
 
-/// An order.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OrderBody {
@@ -322,12 +313,10 @@ impl OrderBody {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PaymentEventInput {
-    /// The provider's event id.
     pub event_id: String,
     /// `payment.succeeded` or `payment.failed`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// The order paid.
     #[serde(deserialize_with = "whole")]
     pub order_id: i64,
     /// What was paid, in minor units.
@@ -473,7 +462,6 @@ impl From<EventPage> for EventPageBody {
     }
 }
 
-/// A page of orders.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OrderPageBody {
@@ -482,7 +470,6 @@ pub struct OrderPageBody {
 }
 
 impl OrderPageBody {
-    /// The page's view.
     pub fn new(page: OrderPage, window: PaymentWindow) -> Self {
         Self {
             items: page
@@ -495,7 +482,6 @@ impl OrderPageBody {
     }
 }
 
-/// A drop's stats.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatsBody {
@@ -543,7 +529,6 @@ impl From<DropStats> for StatsBody {
     }
 }
 
-/// A drop's reconciliation.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReconciliationBody {

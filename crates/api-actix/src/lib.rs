@@ -54,7 +54,6 @@ pub struct ApiState {
 pub struct WebhookSecret(std::sync::Arc<[u8]>);
 
 impl WebhookSecret {
-    /// Wraps the secret's bytes.
     pub fn new(secret: &[u8]) -> Self {
         Self(secret.into())
     }

@@ -60,7 +60,6 @@ fn answered_log(
     });
 }
 
-/// The middleware.
 pub async fn middleware(
     req: ServiceRequest,
     next: Next<impl MessageBody>,

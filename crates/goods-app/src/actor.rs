@@ -3,7 +3,6 @@
 use goods_domain::ports::ProductRepository;
 use goods_domain::{InfraError, ProductId, UserId};
 
-/// A caller's role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     /// Buys in drops; the default.
@@ -14,7 +13,6 @@ pub enum Role {
     Admin,
 }
 
-/// An authenticated caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Actor {
     pub user_id: UserId,

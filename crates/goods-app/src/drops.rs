@@ -32,7 +32,6 @@ pub(crate) trait DropsCore: Send + Sync {
     fn announce_change(&self);
 }
 
-/// Drops and their operations.
 #[derive(Clone)]
 pub struct Drops {
     drops: Arc<dyn DropRepository>,

@@ -11,7 +11,6 @@ use goods_domain::ports::{EventLog, EventQuery, LoggedEvent};
 use goods_domain::{DropId, EventType};
 use std::sync::Arc;
 
-/// Why events were not listed.
 #[derive(Debug, thiserror::Error)]
 pub enum ListEventsError {
     /// Only admins read the whole log.
@@ -21,7 +20,6 @@ pub enum ListEventsError {
     Infra(#[from] goods_domain::InfraError),
 }
 
-/// Which events to list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListEvents {
     /// The `nextCursor` of the previous page.
@@ -58,7 +56,6 @@ pub struct Retention {
 const PRUNE_BATCH: u32 = 1000;
 const PRUNE_BATCHES: u32 = 5;
 
-/// Reading the event log.
 #[derive(Clone)]
 pub struct Events {
     log: Arc<dyn EventLog>,

@@ -22,7 +22,6 @@ pub(crate) trait FreedUnits: Send + Sync {
     async fn units_back(&self, order: &GoodsOrder);
 }
 
-/// Orders after their purchase.
 #[derive(Clone)]
 pub struct Orders {
     orders: Arc<dyn OrderRepository>,

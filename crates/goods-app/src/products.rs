@@ -22,7 +22,6 @@ pub enum GetProductError {
     Infra(#[from] goods_domain::InfraError),
 }
 
-/// Products and their stock.
 #[derive(Clone)]
 pub struct Products {
     repo: Arc<dyn ProductRepository>,

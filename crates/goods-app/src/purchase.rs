@@ -21,7 +21,6 @@ pub struct PurchaseCommand {
     pub key: IdempotencyKey,
 }
 
-/// A successful purchase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Purchased {
     pub order: GoodsOrder,

@@ -34,7 +34,6 @@ macro_rules! digest {
         pub struct $name([u8; 32]);
 
         impl $name {
-            /// The 32 bytes.
             pub fn bytes(&self) -> &[u8; 32] {
                 &self.0
             }
@@ -300,7 +299,6 @@ pub fn promotes(drop: &LimitedDrop, drawn: bool, now: OffsetDateTime) -> bool {
     drop.mode.is_draw() && drawn && !drop.is_closed(now)
 }
 
-/// An entry as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub drop_id: DropId,

@@ -202,7 +202,6 @@ pub enum Closing {
     AlreadyClosed,
 }
 
-/// A limited drop as stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LimitedDrop {
     pub id: DropId,

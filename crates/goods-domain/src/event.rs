@@ -80,10 +80,12 @@ impl EventType {
 /// A decision another system hears about, with what its event carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fact {
-    /// A drop was created.
     DropCreated(LimitedDrop),
     /// A purchase took the drop's last unit: `sold` = `limited` units are in live orders.
-    DropSoldOut { drop: DropId, limited: u32 },
+    DropSoldOut {
+        drop: DropId,
+        limited: u32,
+    },
     /// A seller or an admin ended the sale now.
     DropClosed(LimitedDrop),
     /// A purchase committed: the order, PENDING.
@@ -135,13 +137,16 @@ pub enum Fact {
     },
     /// Purchases of the drop fall back to the database: the gate does not answer (the design
     /// document's redis-degraded, `severity=warning`).
-    GateDegraded { drop: DropId },
+    GateDegraded {
+        drop: DropId,
+    },
     /// The gate answers again and was resynced from the database for the drop.
-    GateRecovered { drop: DropId },
+    GateRecovered {
+        drop: DropId,
+    },
 }
 
 impl Fact {
-    /// Its event's type.
     pub fn event_type(&self) -> EventType {
         match self {
             Self::DropCreated(_) => EventType::DropCreated,

@@ -10,7 +10,6 @@ macro_rules! positive_id {
         pub struct $name(i64);
 
         impl $name {
-            /// The smallest id, 1.
             pub const MIN: Self = Self(1);
 
             /// Parses a positive integer id.
@@ -25,7 +24,6 @@ macro_rules! positive_id {
                 }
             }
 
-            /// The raw integer.
             pub fn get(self) -> i64 {
                 self.0
             }
@@ -47,11 +45,7 @@ macro_rules! positive_id {
 }
 
 positive_id!(ProductId, "productId");
-positive_id!(
-    /// Identifies a limited drop.
-    DropId,
-    "dropId"
-);
+positive_id!(DropId, "dropId");
 positive_id!(OrderId, "orderId");
 positive_id!(
     /// Identifies a user (buyer or seller).

@@ -26,7 +26,6 @@ impl Currency {
         }
     }
 
-    /// The code.
     pub fn as_str(&self) -> &str {
         // Three ASCII capitals, by construction.
         std::str::from_utf8(&self.0).unwrap_or("XXX")
@@ -70,7 +69,6 @@ impl Money {
             .ok_or_else(|| ValidationError::new(field, "must be a whole number from 0 to 2^53 - 1"))
     }
 
-    /// Minor units.
     pub fn minor(self) -> u64 {
         self.minor
     }

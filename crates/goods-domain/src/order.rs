@@ -29,7 +29,6 @@ impl OrderStatus {
         }
     }
 
-    /// Parses a stored name.
     pub fn parse(raw: &str) -> Option<Self> {
         match raw {
             "PENDING" => Some(Self::Pending),
@@ -93,20 +92,16 @@ impl PaymentReference {
         Ok(Self(raw.to_owned()))
     }
 
-    /// The reference as sent.
     pub fn as_str(&self) -> &str {
         &self.0
     }
 }
 
-/// What paid an order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payment {
     /// The payment provider's event that paid it.
     pub event_id: PaymentEventId,
-    /// The payment provider's reference.
     pub reference: PaymentReference,
-    /// When it was paid.
     pub at: OffsetDateTime,
 }
 
@@ -121,7 +116,6 @@ impl PaymentWindow {
         Self(time::Duration::seconds(seconds as i64))
     }
 
-    /// The window's length.
     pub fn length(self) -> time::Duration {
         self.0
     }
@@ -152,7 +146,6 @@ impl PaymentWindow {
     /// The longest window, in seconds (7 days).
     pub const MAX_SECONDS: u32 = 7 * 24 * 3600;
 
-    /// The window in whole seconds.
     pub fn as_seconds(self) -> i64 {
         self.0.whole_seconds()
     }

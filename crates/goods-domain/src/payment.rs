@@ -29,7 +29,6 @@ impl PaymentEventId {
         Ok(Self(raw.to_owned()))
     }
 
-    /// The id as sent.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -68,9 +67,7 @@ pub struct PaymentEvent {
     /// The provider's id; applied once.
     pub id: PaymentEventId,
     pub kind: PaymentEventKind,
-    /// The order it pays.
     pub order_id: OrderId,
-    /// What the buyer paid.
     pub amount: Money,
     pub reference: PaymentReference,
 }

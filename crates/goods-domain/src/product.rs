@@ -32,7 +32,6 @@ impl ProductName {
         Ok(Self(trimmed.to_owned()))
     }
 
-    /// The name.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -56,12 +55,10 @@ pub struct Stock {
 }
 
 impl Stock {
-    /// Stock as stored.
     pub fn new(quantity: u32, version: i64) -> Self {
         Self { quantity, version }
     }
 
-    /// Units on hand.
     pub fn quantity(self) -> u32 {
         self.quantity
     }
@@ -77,7 +74,6 @@ impl Stock {
     }
 }
 
-/// A product with its stock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Product {
     pub id: ProductId,

@@ -8,7 +8,6 @@ use crate::ValidationError;
 pub struct Quantity(u32);
 
 impl Quantity {
-    /// One unit.
     pub const ONE: Self = Self(1);
 
     /// Parses a quantity.
@@ -28,7 +27,6 @@ impl Quantity {
         }
     }
 
-    /// The number of units.
     pub fn get(self) -> u32 {
         self.0
     }

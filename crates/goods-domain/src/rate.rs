@@ -61,7 +61,6 @@ impl RateLimit {
         self.burst
     }
 
-    /// Requests per period.
     pub fn rate(&self) -> u32 {
         self.rate
     }

@@ -28,7 +28,6 @@ use std::time::Duration;
 pub struct Config {
     /// The listeners and their shutdown.
     pub http: Http,
-    /// The source of truth.
     pub database: DatabaseConfig,
     /// Redis, when `REDIS_URL` is set: shared by the fleet whichever gate is chosen.
     pub redis: Option<RedisConfig>,
@@ -57,7 +56,6 @@ pub struct Config {
     pub flags_at_first_start: bool,
 }
 
-/// The listeners.
 #[derive(Debug, Clone)]
 pub struct Http {
     /// The API (`BIND_ADDR`).

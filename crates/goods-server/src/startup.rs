@@ -34,7 +34,6 @@ pub struct Application {
     prometheus: metrics_exporter_prometheus::PrometheusHandle,
 }
 
-/// The two listeners, bound.
 struct Bound {
     server: actix_web::dev::Server,
     address: SocketAddr,
@@ -45,7 +44,6 @@ struct Bound {
     signals: StopSignals,
 }
 
-/// How a server stopped.
 #[derive(Debug, Clone, Copy)]
 pub struct Stopped {
     /// The moment by which the process must have exited (`SHUTDOWN_GRACE_MS` after the signal

@@ -25,7 +25,6 @@ const ENTRY_SELECT: &str = "SELECT e.drop_id, e.user_id, e.entered_at, e.entry_t
      e.rank_key, e.order_id, e.promoted_at, e.void_reason, o.status AS order_status \
      FROM draw_entries e LEFT JOIN orders o ON o.id = e.order_id WHERE e.drop_id = ";
 
-/// One rank key.
 #[derive(Debug, QueryableByName)]
 struct KeyRow {
     #[diesel(sql_type = diesel::sql_types::Text)]

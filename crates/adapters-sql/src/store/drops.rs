@@ -27,7 +27,6 @@ impl<B: Backend> SqlStore<B> {
     }
 }
 
-/// The domain's drops of `rows`.
 fn domain_drops<E>(rows: Vec<DropRow>) -> Result<Vec<LimitedDrop>, TxError<E>> {
     rows.into_iter()
         .map(|row| row.into_domain().map_err(TxError::from))

@@ -73,7 +73,6 @@ impl Problem {
         }
     }
 
-    /// Adds an extension member.
     pub fn with(mut self, key: &'static str, value: Value) -> Self {
         self.extensions.push((key, value));
         self.rendered = None;
@@ -91,7 +90,6 @@ impl Problem {
         .with("remaining", json!(remaining))
     }
 
-    /// The JSON body.
     fn render(&self) -> Bytes {
         let mut body = Vec::with_capacity(256);
         // A map of strings and JSON values cannot fail to serialise into a Vec.

@@ -106,7 +106,6 @@ impl DropCache {
         }
     }
 
-    /// The drops in memory.
     pub(crate) fn cached(&self) -> Vec<LimitedDrop> {
         self.drops
             .read()

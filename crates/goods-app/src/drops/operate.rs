@@ -20,7 +20,6 @@ pub enum OperateDropError {
     /// Pausing or resuming a drop whose sale has ended.
     #[error("the drop is closed")]
     Closed,
-    /// A store failed.
     #[error(transparent)]
     Infra(#[from] InfraError),
 }

@@ -36,7 +36,6 @@ impl DropView {
         }
     }
 
-    /// With a draw drop's draw.
     #[must_use]
     pub fn with_draw(self, draw: Option<DrawView>) -> Self {
         Self { draw, ..self }

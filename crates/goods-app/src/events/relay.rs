@@ -30,7 +30,6 @@ struct Backoff {
     until: Option<Instant>,
 }
 
-/// What a round did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RelayReport {
     pub published: usize,

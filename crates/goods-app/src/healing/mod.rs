@@ -39,7 +39,6 @@ pub const DRAW_TICK: std::time::Duration = std::time::Duration::from_secs(1);
 /// Events relayed from the outbox per pass.
 const RELAY_BATCH: u32 = 100;
 
-/// What one healing pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HealReport {
     pub drops: usize,
@@ -61,7 +60,6 @@ pub struct HealReport {
     pub pruned: u64,
 }
 
-/// Per-instance healing state.
 #[derive(Debug, Default)]
 pub(crate) struct HealState {
     /// Drops the database sold while the gate was bypassed: resynced when it answers again.

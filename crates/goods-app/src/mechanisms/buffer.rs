@@ -53,7 +53,6 @@ impl WriteBuffer {
         self.size
     }
 
-    /// Slots free right now.
     pub fn available(&self) -> usize {
         self.permits.available_permits()
     }

@@ -49,7 +49,6 @@ struct Ids {
     fresh: Vec<i64>,
 }
 
-/// The drop ids that exist.
 #[derive(Default)]
 pub(crate) struct DropIndex {
     ids: RwLock<Ids>,

@@ -18,7 +18,6 @@ pub enum ListPaymentsError {
     Infra(#[from] goods_domain::InfraError),
 }
 
-/// Which recorded events to list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListPayments {
     pub outcome: Option<PaymentOutcome>,

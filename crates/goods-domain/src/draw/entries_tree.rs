@@ -51,7 +51,6 @@ impl EntriesTree {
         Self { tree, users }
     }
 
-    /// How many entries.
     pub fn size(&self) -> u64 {
         self.users.len() as u64
     }

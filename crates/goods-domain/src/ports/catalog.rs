@@ -8,7 +8,6 @@ use crate::{
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
-/// Products and their stock.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait ProductRepository: Send + Sync + 'static {
@@ -21,7 +20,6 @@ pub trait ProductRepository: Send + Sync + 'static {
 
 pub use crate::drop::CreateDropError;
 
-/// Limited drops.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait DropRepository: Send + Sync + 'static {
@@ -79,7 +77,6 @@ pub trait DropRepository: Send + Sync + 'static {
     async fn gate_seed(&self, drop: &LimitedDrop) -> Result<GateSeed, InfraError>;
 }
 
-/// Orders, read side.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait OrderRepository: Send + Sync + 'static {

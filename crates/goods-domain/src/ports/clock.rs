@@ -2,14 +2,12 @@
 
 use time::OffsetDateTime;
 
-/// The current time.
 #[cfg_attr(feature = "mock", mockall::automock)]
 pub trait Clock: Send + Sync + 'static {
     /// Now, in UTC.
     fn now(&self) -> OffsetDateTime;
 }
 
-/// The system clock.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 

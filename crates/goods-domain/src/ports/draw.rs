@@ -16,7 +16,6 @@ pub struct NewEntry {
 /// The answer to one entry of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entered {
-    /// The entry as stored.
     pub entry: Entry,
     /// This batch created it (`false`: the buyer had entered before, or earlier in the batch).
     pub created: bool,

@@ -63,6 +63,5 @@ impl DropOperation {
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait EventPublisher: Send + Sync + 'static {
-    /// Publishes `event`.
     async fn publish(&self, event: DomainEvent) -> Result<(), InfraError>;
 }

@@ -16,7 +16,6 @@ pub enum FlagName {
 }
 
 impl FlagName {
-    /// Every flag.
     pub const ALL: [Self; 2] = [Self::LimitedDrop, Self::RedisGate];
 
     /// The flag's name in the API and the store.
@@ -56,7 +55,6 @@ impl Flag {
     }
 }
 
-/// Where flags are kept.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait FlagStore: Send + Sync + 'static {

@@ -99,7 +99,6 @@ pub struct GateSeed {
     pub unexplained: Vec<(UserId, IdempotencyKey)>,
 }
 
-/// The admission gate.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait AdmissionGate: Send + Sync + 'static {

@@ -8,7 +8,6 @@ use crate::{
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
-/// A purchase to commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlaceOrder {
     pub drop_id: DropId,
@@ -61,7 +60,6 @@ pub fn max_orders_per_buyer(per_user_limit: Quantity) -> u32 {
     per_user_limit.get().saturating_add(10)
 }
 
-/// A committed purchase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placed {
     Created(GoodsOrder),
@@ -121,7 +119,6 @@ impl PlaceOrderError {
     }
 }
 
-/// A cancellation's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cancelled {
     /// This call cancelled the order and gave its units back.

@@ -15,7 +15,6 @@ pub struct OutboxEntry {
     pub event: DomainEvent,
 }
 
-/// Durable, de-duplicated events.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait EventOutbox: Send + Sync + 'static {
@@ -34,6 +33,5 @@ pub trait EventOutbox: Send + Sync + 'static {
     /// Up to `limit` events not marked published yet, oldest first.
     async fn unpublished(&self, limit: u32) -> Result<Vec<OutboxEntry>, InfraError>;
 
-    /// Marks the event published.
     async fn mark_published(&self, id: i64, at: OffsetDateTime) -> Result<(), InfraError>;
 }

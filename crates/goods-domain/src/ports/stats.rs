@@ -34,6 +34,5 @@ pub trait StatsRecorder: Send + Sync + 'static {
     /// counting adds no round trip to a purchase.
     fn record(&self, drop_id: DropId, outcome: PurchaseOutcome) -> Result<(), InfraError>;
 
-    /// The drop's counters.
     async fn counts(&self, drop_id: DropId) -> Result<OutcomeCounts, InfraError>;
 }

@@ -7,7 +7,6 @@ use super::{ConfigError, bad, number};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The events section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventsConfig {
     /// The broker, when one is configured.

@@ -2,7 +2,6 @@
 
 use super::{ConfigError, bad};
 
-/// The observability section.
 #[derive(Debug, Clone)]
 pub struct Observability {
     /// OTLP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`); `None`: no exporter.

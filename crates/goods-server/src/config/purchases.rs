@@ -7,7 +7,6 @@ use goods_app::GroupCommit;
 use goods_domain::PaymentWindow;
 use std::time::Duration;
 
-/// The purchases section.
 #[derive(Debug, Clone)]
 pub struct Purchases {
     /// Admitted purchases that may wait for their drop's next group commit at once
