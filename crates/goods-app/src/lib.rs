@@ -118,7 +118,7 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(8);
 
 pub use drops::cache::REMAINING_TTL;
 
-/// The application: ports, the write buffer and a cache of drop definitions.
+/// The core of the application (see the crate documentation).
 #[derive(Clone)]
 pub struct GoodsApp {
     ports: Ports,
@@ -277,8 +277,7 @@ impl GoodsApp {
         self
     }
 
-    /// The tracker every background task of this application runs on; the binary spawns its
-    /// loops (healing, refresh, lease) there too.
+    /// The tracker every background task of this application runs on.
     pub fn tasks(&self) -> &Tasks {
         &self.tasks
     }
@@ -343,8 +342,7 @@ impl GoodsApp {
         self.flags_cache.drops_on()
     }
 
-    /// The gate, unless there is none, the `limited-drop.redis-gate.enabled` flag is off, or
-    /// its breaker is open (it failed moments ago).
+    /// The gate, if it may be asked now (see [`breaker::GateAccess`]).
     fn gate(&self) -> Option<&Arc<dyn goods_domain::ports::AdmissionGate>> {
         self.access.usable()
     }

@@ -431,15 +431,9 @@ impl Draws {
         Ok(Some(view))
     }
 
-    /// Draws `drop` if its draw is due (entries closed, not drawn): closes the entries and
-    /// publishes the entry set's root, opens the sealed seed, ranks the entries, awards the
-    /// winners their orders, and reveals the seed with the cutoff. Safe to run again after a
-    /// crash at any step, and on two instances at once. `true` when this call finished the
-    /// draw.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the store or the vault fails; the next pass goes on from where it
-    /// was.
+    /// Draws `drop` if its draw is due (entries closed, not drawn), in the module's steps; safe
+    /// to run again after a failure at any step, and on two instances at once. `true` when this
+    /// call finished the draw.
     #[tracing::instrument(skip_all, fields(drop.id = %drop.id))]
     pub async fn run(&self, drop: &LimitedDrop) -> Result<bool, InfraError> {
         let now = self.clock.now();
