@@ -53,7 +53,7 @@ impl GoodsApp {
         Ok(())
     }
 
-    /// The draws' own schedule, run every [`DRAW_TICK`] by one instance of the fleet whatever
+    /// The draws' own schedule, run every [`DRAW_TICK`](super::DRAW_TICK) by one instance of the fleet whatever
     /// `RECONCILE_INTERVAL_MS` is: draws whose entries closed, promotions of units given back,
     /// and the expiry of unpaid orders (which gives a forfeited winner's unit back). Sets the
     /// overdue-draw gauge the alert watches.
