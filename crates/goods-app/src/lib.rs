@@ -153,7 +153,7 @@ pub struct GoodsApp {
     /// Every background task: settles, resyncs, notices, committers, the binary's loops.
     tasks: Tasks,
     /// `RATE_LIMIT_PER_BUYER` and `RATE_LIMIT_PER_IP`; `None`: nothing is limited.
-    rate_limits: Option<RateLimits>,
+    rate_limits: Option<rate_limits::Limiter>,
     /// Drops a seller may have not yet closed (`SELLER_MAX_ACTIVE_DROPS`); `None`: no quota.
     seller_quota: Option<u32>,
 }

@@ -5,8 +5,9 @@
 //! trip. What an instance answers from its memory alone (a view, a sold-out drop) is limited
 //! by its own buckets. A fleet store that fails is skipped: the instance's buckets decide.
 
+use crate::drops::cache::DropCache;
 use crate::{GoodsApp, telemetry};
-use goods_domain::ports::RateLimiter;
+use goods_domain::ports::{AdmissionGate, Clock, RateLimiter};
 use goods_domain::{DropId, PurchaseRejection, RateDecision, RateKey, RateLimit, UserId};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -63,51 +64,85 @@ fn refused(
     }
 }
 
+/// The rate limits at work: the limits, and what tells a purchase the gate answers here or the
+/// sale-start gate refuses from the drop cache. Built once with the limits.
+#[derive(Clone)]
+pub(crate) struct Limiter {
+    limits: RateLimits,
+    cache: Arc<DropCache>,
+    clock: Arc<dyn Clock>,
+    gate: Option<Arc<dyn AdmissionGate>>,
+}
+
 impl GoodsApp {
     /// Sets the rate limits (`RATE_LIMIT_PER_BUYER`, `RATE_LIMIT_PER_IP`); without it nothing
     /// is limited.
     #[must_use]
     pub fn with_rate_limits(mut self, limits: RateLimits) -> Self {
-        self.rate_limits = Some(limits);
+        self.rate_limits = Some(Limiter {
+            limits,
+            cache: Arc::clone(&self.drops),
+            clock: Arc::clone(&self.ports.clock),
+            gate: self.ports.gate.clone(),
+        });
         self
     }
 
     /// Counts a request without an identity from `address` (`RATE_LIMIT_PER_IP`), in this
     /// instance's buckets: such requests are answered from its memory.
     pub async fn limit_address(&self, address: IpAddr) -> Result<(), RateLimited> {
-        let Some(limits) = &self.rate_limits else {
-            return Ok(());
-        };
-        let Some(limit) = limits.address else {
-            return Ok(());
-        };
-        let key = RateKey::Address(address);
-        local(limits, key, limit).await
+        match &self.rate_limits {
+            Some(limiter) => limiter.address(address).await,
+            None => Ok(()),
+        }
     }
 
     /// Counts a verified caller's read (`RATE_LIMIT_PER_IP`, per caller rather than per
     /// address), in this instance's buckets, as an address's requests are.
     pub async fn limit_reader(&self, reader: UserId) -> Result<(), RateLimited> {
-        let Some(limits) = &self.rate_limits else {
-            return Ok(());
-        };
-        let Some(limit) = limits.address else {
-            return Ok(());
-        };
-        local(limits, RateKey::Reader(reader), limit).await
+        match &self.rate_limits {
+            Some(limiter) => limiter.reader(reader).await,
+            None => Ok(()),
+        }
     }
 
-    /// Counts a buyer's purchase (of `drop`), entry or cancel (`drop`: `None`): in this
-    /// instance's buckets, then in the fleet's, unless the gate answers a purchase of `drop`
-    /// from this instance's memory (a sold-out drop), which costs the fleet nothing. A purchase
-    /// before the drop's `openAt` is not counted at all: the sale-start gate answers it 425
-    /// from the drop cache, touching neither Redis nor the database, and so must the count.
+    /// Counts a buyer's purchase (of `drop`), entry or cancel (`drop`: `None`): here, then in
+    /// the fleet's buckets, unless the gate answers it from this instance's memory or the
+    /// sale-start gate refuses it.
     pub async fn limit_buyer(
         &self,
         buyer: UserId,
         drop: Option<DropId>,
     ) -> Result<(), RateLimited> {
-        let Some((limits, limit)) = self.buyer_limit() else {
+        match &self.rate_limits {
+            Some(limiter) => limiter.buyer(buyer, drop).await,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Limiter {
+    async fn address(&self, address: IpAddr) -> Result<(), RateLimited> {
+        match self.limits.address {
+            Some(limit) => local(&self.limits, RateKey::Address(address), limit).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn reader(&self, reader: UserId) -> Result<(), RateLimited> {
+        match self.limits.address {
+            Some(limit) => local(&self.limits, RateKey::Reader(reader), limit).await,
+            None => Ok(()),
+        }
+    }
+
+    /// In this instance's buckets, then in the fleet's, unless the gate answers a purchase of
+    /// `drop` from this instance's memory (a sold-out drop), which costs the fleet nothing. A
+    /// purchase before the drop's `openAt` is not counted at all: the sale-start gate answers
+    /// it 425 from the drop cache, touching neither Redis nor the database, and so must the
+    /// count.
+    async fn buyer(&self, buyer: UserId, drop: Option<DropId>) -> Result<(), RateLimited> {
+        let Some(limit) = self.limits.buyer else {
             return Ok(());
         };
         if let Some(drop) = drop
@@ -116,11 +151,11 @@ impl GoodsApp {
             return Ok(());
         }
         let key = RateKey::Buyer(buyer);
-        local(limits, key, limit).await?;
-        let Some(fleet) = &limits.fleet else {
+        local(&self.limits, key, limit).await?;
+        let Some(fleet) = &self.limits.fleet else {
             return Ok(());
         };
-        if let (Some(drop), Some(gate)) = (drop, &self.ports.gate)
+        if let (Some(drop), Some(gate)) = (drop, &self.gate)
             && gate.answers_locally(drop)
         {
             return Ok(());
@@ -140,19 +175,14 @@ impl GoodsApp {
     /// Whether a purchase of `drop` now meets the sale-start gate (the drop's own rule). A drop
     /// this instance cannot read is not: the purchase is counted, and answered by its use case.
     async fn before_open(&self, drop: DropId) -> bool {
-        let now = self.ports.clock.now();
+        let now = self.clock.now();
         matches!(
-            self.drops.load(drop).await,
+            self.cache.load(drop).await,
             Ok(Some(drop)) if matches!(
                 drop.check_on_sale(now),
                 Err(PurchaseRejection::TooEarly { .. })
             )
         )
-    }
-
-    fn buyer_limit(&self) -> Option<(&RateLimits, RateLimit)> {
-        let limits = self.rate_limits.as_ref()?;
-        Some((limits, limits.buyer?))
     }
 }
 
@@ -199,28 +229,35 @@ mod tests {
         limiter
     }
 
-    fn limited_app(
+    /// A buyer limit over `local` and `fleet` buckets, at `now`, the sample drop (opening at
+    /// [`OPEN`]) in the cache, and a gate that answers the drop here when `sold_out_here`.
+    fn limiter_at(
+        now: time::OffsetDateTime,
         local: MockRateLimiter,
         fleet: MockRateLimiter,
         sold_out_here: bool,
-    ) -> GoodsApp {
+    ) -> Limiter {
         let mut gate = MockAdmissionGate::new();
         gate.expect_answers_locally().return_const(sold_out_here);
-        Mocks::at(OPEN)
-            .app(Some(gate))
-            .with_rate_limits(RateLimits::new(
-                Some(limit()),
-                None,
-                Arc::new(local),
-                Some(Arc::new(fleet)),
-            ))
+        let mut clock = goods_domain::ports::MockClock::new();
+        clock.expect_now().return_const(now);
+        Limiter {
+            limits: RateLimits::new(Some(limit()), None, Arc::new(local), Some(Arc::new(fleet))),
+            cache: Arc::new(DropCache::new(Arc::new(drops_serving(sample_drop(100, 2))))),
+            clock: Arc::new(clock),
+            gate: Some(Arc::new(gate)),
+        }
+    }
+
+    fn limited_app(local: MockRateLimiter, fleet: MockRateLimiter, sold_out_here: bool) -> Limiter {
+        limiter_at(OPEN, local, fleet, sold_out_here)
     }
 
     #[tokio::test]
     async fn a_buyer_refused_here_never_costs_the_fleet_a_round_trip() {
         let app = limited_app(answering(false, 1), answering(true, 0), false);
         let refused = app
-            .limit_buyer(buyer().user_id, Some(drop_id()))
+            .buyer(buyer().user_id, Some(drop_id()))
             .await
             .unwrap_err();
         assert_eq!(refused.key, RateKey::Buyer(buyer().user_id));
@@ -230,58 +267,38 @@ mod tests {
     #[tokio::test]
     async fn a_purchase_the_gate_answers_here_is_counted_here_only() {
         let app = limited_app(answering(true, 2), answering(false, 1), true);
-        assert!(
-            app.limit_buyer(buyer().user_id, Some(drop_id()))
-                .await
-                .is_ok()
-        );
+        assert!(app.buyer(buyer().user_id, Some(drop_id())).await.is_ok());
         // An entry or a cancel always reaches the database: the fleet's bucket counts it.
-        assert!(app.limit_buyer(buyer().user_id, None).await.is_err());
+        assert!(app.buyer(buyer().user_id, None).await.is_err());
     }
 
     #[tokio::test]
     async fn the_fleets_refusal_stands_and_its_failure_leaves_the_instances_decision() {
         let app = limited_app(answering(true, 1), answering(false, 1), false);
-        assert!(
-            app.limit_buyer(buyer().user_id, Some(drop_id()))
-                .await
-                .is_err()
-        );
+        assert!(app.buyer(buyer().user_id, Some(drop_id())).await.is_err());
         let mut failing = MockRateLimiter::new();
         failing
             .expect_admit()
             .times(1)
             .returning(|_, _| Err(InfraError::msg("redis down")));
         let app = limited_app(answering(true, 1), failing, false);
-        assert!(
-            app.limit_buyer(buyer().user_id, Some(drop_id()))
-                .await
-                .is_ok()
-        );
+        assert!(app.buyer(buyer().user_id, Some(drop_id())).await.is_ok());
     }
 
     /// The sale-start gate answers 425 before anything else: such a purchase spends neither
     /// bucket, an entry or a cancel at the same moment still does.
     #[tokio::test]
     async fn a_purchase_before_open_at_is_counted_nowhere() {
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_answers_locally().return_const(false);
-        let app = Mocks::at(OPEN - time::Duration::seconds(1))
-            .app(Some(gate))
-            .with_rate_limits(RateLimits::new(
-                Some(limit()),
-                None,
-                Arc::new(answering(true, 1)),
-                Some(Arc::new(answering(true, 1))),
-            ));
+        let app = limiter_at(
+            OPEN - time::Duration::seconds(1),
+            answering(true, 1),
+            answering(true, 1),
+            false,
+        );
         for _ in 0..3 {
-            assert!(
-                app.limit_buyer(buyer().user_id, Some(drop_id()))
-                    .await
-                    .is_ok()
-            );
+            assert!(app.buyer(buyer().user_id, Some(drop_id())).await.is_ok());
         }
-        assert!(app.limit_buyer(buyer().user_id, None).await.is_ok());
+        assert!(app.buyer(buyer().user_id, None).await.is_ok());
     }
 
     #[tokio::test]
