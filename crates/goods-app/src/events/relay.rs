@@ -61,7 +61,7 @@ impl Relay {
     }
 
     /// A round on the relay's schedule: `None` while it backs off from a broker that took
-    /// nothing in the last round ([`FIRST_BACKOFF`], doubling to [`MAX_BACKOFF`]); any event
+    /// nothing in the last round (`FIRST_BACKOFF`, doubling to `MAX_BACKOFF`); any event
     /// the broker acknowledges ends the backoff.
     pub async fn tick(&self) -> Result<Option<RelayReport>, InfraError> {
         let now = Instant::now();
