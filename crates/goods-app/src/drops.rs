@@ -82,6 +82,10 @@ impl DropsCore for GoodsApp {
     }
 
     async fn draw_view(&self, drop: &LimitedDrop) -> Result<Option<DrawView>, InfraError> {
+        // A first-come drop's view (the hot read) builds no draws service.
+        if !drop.mode.is_draw() {
+            return Ok(None);
+        }
         self.draws().view(drop).await
     }
 
