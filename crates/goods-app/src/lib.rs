@@ -1,9 +1,9 @@
 //! Use cases of the limited-drop service.
 //!
-//! [`GoodsApp`] is the core: the ports, the drop and flag caches, the gate behind its breaker,
-//! the committers and the tasks. It runs the purchase and hands out one service per feature
-//! ([`Drops`], [`Draws`], [`Orders`], [`Flags`], [`Reconciler`], [`Products`], [`PaymentLog`],
-//! [`Events`]), each holding only the ports it uses. This crate decides *what* happens
+//! [`GoodsApp`] is the core: the ports, the drop and flag caches, the gate behind its breaker
+//! and the tasks. It holds the purchase service (built once: the hot path builds nothing) and
+//! hands out one service per other feature ([`Drops`], [`Draws`], [`Orders`], [`Flags`],
+//! [`Reconciler`], [`Products`], [`PaymentLog`], [`Events`]), each holding only the ports it uses. This crate decides *what* happens
 //! atomically (which ledger transaction a use case runs, when the gate is confirmed or given
 //! back); the adapters only know *how*.
 
@@ -51,7 +51,6 @@ use goods_domain::ports::{
     SeedVault, SourceOfTruth, StatsRecorder,
 };
 use goods_domain::{DropId, InfraError, LimitedDrop, PaymentWindow};
-use mechanisms::single_flight::{self, Shared, unshared};
 use mechanisms::{breaker, group_commit};
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,17 +121,12 @@ pub use drops::cache::REMAINING_TTL;
 #[derive(Clone)]
 pub struct GoodsApp {
     ports: Ports,
-    buffer: WriteBuffer,
     /// The gate behind its breaker and flag.
     access: breaker::GateAccess,
     /// The drops served from memory: definitions, the ids that exist, counted units left.
     drops: Arc<drops::cache::DropCache>,
-    /// Gate seedings in flight: purchases finding a drop's gate empty share one seeding.
-    seedings: Arc<single_flight::SingleFlight<DropId, Shared<()>>>,
-    /// The admission lease of every reservation.
-    lease: time::Duration,
-    /// One committer per drop, batching its admitted purchases.
-    committers: Arc<group_commit::Committers>,
+    /// The purchase, with the write buffer and each drop's committer.
+    purchases: purchase::Purchases,
     /// One committer per draw drop, batching its entries.
     entries: Arc<group_commit::Committers<drops::draw::Entries>>,
     /// Each draw drop's draw and counts, reused for [`REMAINING_TTL`].
@@ -162,11 +156,6 @@ impl GoodsApp {
     /// An application over `ports`, admitting purchases to the database through `buffer`.
     pub fn new(ports: Ports, buffer: WriteBuffer) -> Self {
         let tasks = Tasks::default();
-        let committers = Arc::new(group_commit::Committers::new(
-            group_commit::Orders(Arc::clone(&ports.ledger)),
-            GroupCommit::default(),
-            tasks.clone(),
-        ));
         let drops = Arc::new(drops::cache::DropCache::new(Arc::clone(&ports.drops)));
         let entries = Arc::new(group_commit::Committers::new(
             drops::draw::Entries(Arc::clone(&ports.draws)),
@@ -179,18 +168,35 @@ impl GoodsApp {
             breaker: Arc::default(),
             flags: Arc::clone(&flags_cache),
         };
+        let purchases = purchase::Purchases {
+            drops: Arc::clone(&drops),
+            access: access.clone(),
+            clock: Arc::clone(&ports.clock),
+            orders: Arc::clone(&ports.orders),
+            ledger: Arc::clone(&ports.ledger),
+            drop_store: Arc::clone(&ports.drops),
+            stats: Arc::clone(&ports.stats),
+            events: Arc::clone(&ports.events),
+            buffer,
+            committers: Arc::new(group_commit::Committers::new(
+                group_commit::Orders(Arc::clone(&ports.ledger)),
+                GroupCommit::default(),
+                tasks.clone(),
+            )),
+            seedings: Arc::default(),
+            tasks: tasks.clone(),
+            lease: lease_of(DEFAULT_LEASE),
+            payment_window: PaymentWindow::default(),
+        };
         Self {
             access,
-            committers,
+            purchases,
             entries,
             draw_views: Arc::default(),
             entry_trees: Arc::default(),
             promotions: Arc::default(),
             ports,
-            buffer,
             drops,
-            seedings: Arc::default(),
-            lease: lease_of(DEFAULT_LEASE),
             healing: Arc::default(),
             flags_cache,
             notifier: None,
@@ -222,6 +228,7 @@ impl GoodsApp {
     #[must_use]
     pub fn with_payment_window(mut self, window: PaymentWindow) -> Self {
         self.payment_window = window;
+        self.purchases.payment_window = window;
         self
     }
 
@@ -257,14 +264,14 @@ impl GoodsApp {
     /// oversell either way, since the ledger refuses to commit after it.
     #[must_use]
     pub fn with_lease(mut self, lease: Duration) -> Self {
-        self.lease = lease_of(lease);
+        self.purchases.lease = lease_of(lease);
         self
     }
 
     /// Sets how each drop's admitted purchases are batched into transactions.
     #[must_use]
     pub fn with_group_commit(mut self, config: GroupCommit) -> Self {
-        self.committers = Arc::new(group_commit::Committers::new(
+        self.purchases.committers = Arc::new(group_commit::Committers::new(
             group_commit::Orders(Arc::clone(&self.ports.ledger)),
             config,
             self.tasks.clone(),
@@ -287,24 +294,24 @@ impl GoodsApp {
     /// loops stop after the pass under way; settles, resyncs and notices finish. Waits up to
     /// `within`; `false` when some task was still running then.
     pub async fn shutdown(&self, within: Duration) -> bool {
-        self.committers.close();
+        self.purchases.committers.close();
         self.entries.close();
         self.tasks.shutdown(within).await
     }
 
     /// Free database write slots right now (a saturation gauge).
     pub fn write_slots_available(&self) -> usize {
-        self.buffer.available()
+        self.purchases.buffer.available()
     }
 
     /// Sets the gauges that are read rather than counted (buffer saturation, the gate's
     /// breaker), for a metrics scrape.
     pub fn record_gauges(&self) {
-        let available = self.buffer.available();
+        let available = self.purchases.buffer.available();
         metrics::gauge!(telemetry::WRITE_SLOTS_AVAILABLE).set(available as f64);
         metrics::gauge!(telemetry::WRITE_SLOTS_IN_USE)
-            .set(self.buffer.permits().saturating_sub(available) as f64);
-        metrics::gauge!(telemetry::WRITE_WAITERS).set(self.buffer.waiters() as f64);
+            .set(self.purchases.buffer.permits().saturating_sub(available) as f64);
+        metrics::gauge!(telemetry::WRITE_WAITERS).set(self.purchases.buffer.waiters() as f64);
         let degraded = self.ports.gate.is_some() && self.access.breaker.is_open();
         metrics::gauge!(telemetry::GATE_DEGRADED).set(if degraded { 1.0 } else { 0.0 });
     }
@@ -336,12 +343,6 @@ impl GoodsApp {
         self.drops.refresh().await.map(drop)
     }
 
-    /// Whether the limited-drop feature is on (`limited-drop.enabled`); off, every drop route
-    /// answers as if there were no drops.
-    fn drops_on(&self) -> bool {
-        self.flags_cache.drops_on()
-    }
-
     /// The gate, if it may be asked now (see [`breaker::GateAccess`]).
     fn gate(&self) -> Option<&Arc<dyn goods_domain::ports::AdmissionGate>> {
         self.access.usable()
@@ -356,8 +357,97 @@ impl GoodsApp {
     }
 }
 
+impl GoodsApp {
+    /// Buys units of a drop (see [`PurchaseCommand`]).
+    pub async fn purchase(&self, cmd: PurchaseCommand) -> Result<Purchased, PurchaseError> {
+        self.purchases.purchase(self, cmd).await
+    }
+}
+
+#[async_trait::async_trait]
+impl purchase::PurchaseHooks for GoodsApp {
+    async fn as_it_is_now(
+        &self,
+        order: goods_domain::GoodsOrder,
+    ) -> Result<goods_domain::GoodsOrder, InfraError> {
+        self.orders().settle(order).await
+    }
+
+    async fn gate_bypassed(&self, drop: DropId, failing: bool) {
+        self.healing.mark_dirty(drop);
+        if failing {
+            self.gate_event(goods_domain::Fact::GateDegraded { drop })
+                .await;
+        }
+    }
+
+    fn gate_is_back(&self) {
+        GoodsApp::gate_is_back(self);
+    }
+
+    fn resync_soon(&self, drop: LimitedDrop) {
+        GoodsApp::resync_soon(self, drop);
+    }
+}
+
 fn lease_of(lease: Duration) -> time::Duration {
     time::Duration::try_from(lease).unwrap_or(time::Duration::MAX)
+}
+
+#[cfg(test)]
+mod hook_tests {
+    //! The core's [`purchase::PurchaseHooks`]: what a purchase's hook sets off, through the
+    //! whole application.
+    use crate::PurchaseError;
+    use crate::test_support::*;
+    use goods_domain::InfraError;
+    use goods_domain::ports::{MockAdmissionGate, PlaceOrderError, ReserveOutcome};
+
+    #[tokio::test]
+    async fn a_database_sold_out_after_the_gate_admitted_resyncs_the_gate() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_place_orders()
+            .returning(|_| Ok(vec![Err(PlaceOrderError::SoldOut { remaining: 0 })]));
+        m.drops
+            .expect_gate_seed()
+            .times(1)
+            .returning(|drop| Ok(sold_out_seed(drop)));
+        let (resynced, mut done) = tokio::sync::mpsc::unbounded_channel();
+        let mut gate = gate_answering(ReserveOutcome::Admitted);
+        gate.expect_cancel().times(1).returning(|_| Ok(()));
+        gate.expect_resync()
+            .withf(|seed| seed.remaining == 0)
+            .times(1)
+            .returning(move |_| {
+                resynced.send(()).unwrap();
+                Ok(())
+            });
+        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::SoldOut { .. }));
+        done.recv().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_failing_gate_writes_the_drops_gate_degraded_once_per_outage() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger.expect_place_orders().returning(|_| created_one());
+        m.events.expect_publish().returning(|_| Ok(()));
+        m.event_log
+            .expect_record_gate()
+            .withf(|fact, _| *fact == goods_domain::Fact::GateDegraded { drop: drop_id() })
+            .times(1)
+            .returning(|_, _| Ok(true));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        gate.expect_reserve()
+            .returning(|_| Err(InfraError::msg("connection refused")));
+        gate.expect_confirm()
+            .returning(|_, _| Err(InfraError::msg("connection refused")));
+        let app = m.app(Some(gate));
+        app.purchase(cmd(1)).await.unwrap();
+        app.purchase(cmd(1)).await.unwrap();
+    }
 }
 
 #[cfg(test)]

@@ -4,12 +4,22 @@
 mod admission;
 mod commit;
 
-use crate::GoodsApp;
-use goods_domain::ports::{PlaceOrder, PlaceOrderError, PurchaseOutcome};
-use goods_domain::{
-    DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, PurchaseRejection, Quantity,
-    UserId,
+pub(crate) use admission::resolve_stale;
+
+use crate::drops::cache::DropCache;
+use crate::mechanisms::breaker::GateAccess;
+use crate::mechanisms::group_commit::Committers;
+use crate::mechanisms::single_flight::{Shared, SingleFlight};
+use crate::{Tasks, WriteBuffer};
+use goods_domain::ports::{
+    Clock, DropRepository, EventPublisher, OrderRepository, PlaceOrder, PlaceOrderError,
+    PurchaseLedger, PurchaseOutcome, StatsRecorder,
 };
+use goods_domain::{
+    DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, PaymentWindow, PurchaseRejection,
+    Quantity, UserId,
+};
+use std::sync::Arc;
 use time::OffsetDateTime;
 
 /// A purchase request, parsed at the edge.
@@ -118,22 +128,65 @@ impl PurchaseError {
     }
 }
 
-impl GoodsApp {
+/// What a purchase asks of the rest of the application: the healer's bookkeeping of the gate,
+/// and the order lifecycle for a replayed order.
+#[cfg_attr(test, mockall::automock)]
+#[async_trait::async_trait]
+pub(crate) trait PurchaseHooks: Send + Sync {
+    /// A replayed order as it is now: past its payment window, expired (its units freed).
+    async fn as_it_is_now(&self, order: GoodsOrder) -> Result<GoodsOrder, InfraError>;
+    /// A purchase of `drop` went past the gate, which must be resynced when it is back;
+    /// `failing`: because the gate failed or its breaker is open (not because its flag is off).
+    async fn gate_bypassed(&self, drop: DropId, failing: bool);
+    /// The gate answered again after its breaker had opened.
+    fn gate_is_back(&self);
+    /// The gate disagrees with the database about `drop`: rebuild it in the background.
+    fn resync_soon(&self, drop: LimitedDrop);
+}
+
+/// The purchase use case. Built once with the core and held by it, so a purchase builds nothing
+/// of its own; the core passes itself as the [`PurchaseHooks`].
+#[derive(Clone)]
+pub(crate) struct Purchases {
+    pub(crate) drops: Arc<DropCache>,
+    /// The gate behind its flag and breaker; its flags also hold `limited-drop.enabled`.
+    pub(crate) access: GateAccess,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) orders: Arc<dyn OrderRepository>,
+    pub(crate) ledger: Arc<dyn PurchaseLedger>,
+    /// Where a gate's seed is read.
+    pub(crate) drop_store: Arc<dyn DropRepository>,
+    pub(crate) stats: Arc<dyn StatsRecorder>,
+    pub(crate) events: Arc<dyn EventPublisher>,
+    pub(crate) buffer: WriteBuffer,
+    /// One committer per drop, batching its admitted purchases.
+    pub(crate) committers: Arc<Committers>,
+    /// Gate seedings in flight: purchases finding a drop's gate empty share one seeding.
+    pub(crate) seedings: Arc<SingleFlight<DropId, Shared<()>>>,
+    pub(crate) tasks: Tasks,
+    /// The admission lease of every reservation.
+    pub(crate) lease: time::Duration,
+    pub(crate) payment_window: PaymentWindow,
+}
+
+impl Purchases {
     /// Buys `quantity` units of a drop, in the order of checks of the API contract.
     #[tracing::instrument(
         skip_all,
         fields(drop.id = %cmd.drop_id, user.id = %cmd.user_id, order.id, outcome)
     )]
-    pub async fn purchase(&self, cmd: PurchaseCommand) -> Result<Purchased, PurchaseError> {
+    pub(crate) async fn purchase(
+        &self,
+        hooks: &dyn PurchaseHooks,
+        cmd: PurchaseCommand,
+    ) -> Result<Purchased, PurchaseError> {
         let drop_id = cmd.drop_id;
-        let result = match self.purchase_inner(cmd).await {
-            // A replay shows the order as it is now: past its payment window, expired.
+        let result = match self.purchase_inner(hooks, cmd).await {
             Ok(Purchased {
                 order,
                 replayed: true,
-            }) => self
-                .orders()
-                .settle(order)
+            }) => hooks
+                .as_it_is_now(order)
                 .await
                 .map(|order| Purchased {
                     order,
@@ -167,15 +220,19 @@ impl GoodsApp {
             Err(error) => error.outcome(),
         };
         if let Some(outcome) = outcome
-            && let Err(error) = self.ports.stats.record(drop_id, outcome)
+            && let Err(error) = self.stats.record(drop_id, outcome)
         {
             tracing::warn!(error = %error, "purchase outcome not counted");
         }
         result
     }
 
-    async fn purchase_inner(&self, cmd: PurchaseCommand) -> Result<Purchased, PurchaseError> {
-        if !self.drops_on() {
+    async fn purchase_inner(
+        &self,
+        hooks: &dyn PurchaseHooks,
+        cmd: PurchaseCommand,
+    ) -> Result<Purchased, PurchaseError> {
+        if !self.access.flags.drops_on() {
             return Err(PurchaseError::DropNotFound);
         }
         let drop = self
@@ -183,7 +240,7 @@ impl GoodsApp {
             .load(cmd.drop_id)
             .await?
             .ok_or(PurchaseError::DropNotFound)?;
-        let now = self.ports.clock.now();
+        let now = self.clock.now();
         // The sale window: before openAt neither the gate nor the database is touched.
         match drop.check_on_sale(now) {
             Ok(()) => {}
@@ -201,9 +258,9 @@ impl GoodsApp {
         //
         // Admission, then the commit: the gate reserves the units and the database commits
         // them with the drop's next batch; without a gate the database decides alone.
-        match self.gate().cloned() {
-            Some(gate) => self.through_gate(gate, &drop, cmd, now).await,
-            None => self.database_alone(&drop, &cmd, now).await,
+        match self.access.usable().cloned() {
+            Some(gate) => self.through_gate(hooks, gate, &drop, cmd, now).await,
+            None => self.database_alone(hooks, &drop, &cmd, now).await,
         }
     }
 }
@@ -238,29 +295,58 @@ fn place_order(
 mod tests {
     use super::*;
     use crate::test_support::*;
-    use goods_domain::ports::{
-        DomainEvent, GateSeed, MockAdmissionGate, ReserveOutcome, StaleResolution,
-    };
+    use goods_domain::ports::{DomainEvent, MockAdmissionGate, ReserveOutcome, StaleResolution};
     use goods_domain::{InfraError, OrderStatus};
-    use std::sync::Arc;
     use time::Duration;
 
-    fn cmd(quantity: i64) -> PurchaseCommand {
-        PurchaseCommand {
-            drop_id: drop_id(),
-            user_id: buyer().user_id,
-            quantity: qty(quantity),
-            key: key(),
+    /// The purchase over `m`'s ports alone (and `gate`, if any).
+    fn purchases(m: Mocks, gate: Option<MockAdmissionGate>) -> Purchases {
+        let drop_store: Arc<dyn DropRepository> = Arc::new(m.drops);
+        let ledger: Arc<dyn PurchaseLedger> = Arc::new(m.ledger);
+        let tasks = crate::Tasks::default();
+        Purchases {
+            drops: Arc::new(DropCache::new(Arc::clone(&drop_store))),
+            access: GateAccess {
+                gate: gate.map(|g| Arc::new(g) as Arc<dyn goods_domain::ports::AdmissionGate>),
+                breaker: Arc::default(),
+                flags: Arc::default(),
+            },
+            clock: Arc::new(m.clock),
+            orders: Arc::new(m.orders),
+            ledger: Arc::clone(&ledger),
+            drop_store,
+            stats: Arc::new(m.stats),
+            events: Arc::new(m.events),
+            buffer: crate::WriteBuffer::new(m.permits, std::time::Duration::from_millis(20)),
+            committers: Arc::new(Committers::new(
+                crate::mechanisms::group_commit::Orders(ledger),
+                crate::GroupCommit::default(),
+                tasks.clone(),
+            )),
+            seedings: Arc::default(),
+            tasks,
+            lease: Duration::seconds(8),
+            payment_window: PaymentWindow::default(),
         }
     }
 
-    fn gate_answering(outcome: ReserveOutcome) -> MockAdmissionGate {
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
-        gate.expect_reserve()
-            .times(1)
-            .returning(move |_| Ok(outcome));
-        gate
+    /// Hooks that accept every call; a replayed order is as it was.
+    fn hooks() -> MockPurchaseHooks {
+        let mut hooks = MockPurchaseHooks::new();
+        hooks.expect_as_it_is_now().returning(Ok);
+        hooks.expect_gate_bypassed().returning(|_, _| ());
+        hooks.expect_gate_is_back().returning(|| ());
+        hooks.expect_resync_soon().returning(|_| ());
+        hooks
+    }
+
+    async fn buy(
+        m: Mocks,
+        gate: Option<MockAdmissionGate>,
+        hooks: MockPurchaseHooks,
+        cmd: PurchaseCommand,
+    ) -> Result<Purchased, PurchaseError> {
+        purchases(m, gate).purchase(&hooks, cmd).await
     }
 
     #[tokio::test]
@@ -276,7 +362,7 @@ mod tests {
             .times(1)
             .returning(|_, _| Ok(()));
         gate.expect_cancel().times(0);
-        let bought = m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
+        let bought = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap();
         assert_eq!((bought.order.id, bought.replayed), (order_id(), false));
     }
 
@@ -286,7 +372,7 @@ mod tests {
         m.ledger.expect_place_orders().times(0);
         m.drops.expect_sold_quantity().times(0);
         let gate = gate_answering(ReserveOutcome::SoldOut { remaining: 0 });
-        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::SoldOut { remaining: 0 }));
     }
 
@@ -295,7 +381,7 @@ mod tests {
         let mut m = Mocks::at(OPEN);
         m.ledger.expect_place_orders().times(0);
         let gate = gate_answering(ReserveOutcome::PerUserLimitExceeded { limit: 2 });
-        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
         assert!(matches!(
             err,
             PurchaseError::PerUserLimitExceeded { limit: 2 }
@@ -309,7 +395,7 @@ mod tests {
         let mut gate = MockAdmissionGate::new();
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_reserve().times(0);
-        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
         assert!(
             matches!(err, PurchaseError::Refused(PurchaseRejection::TooEarly { open_at }) if open_at == OPEN)
         );
@@ -323,7 +409,7 @@ mod tests {
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(1).returning(|_| Ok(()));
         gate.expect_confirm().times(0);
-        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::Throttled));
     }
 
@@ -339,7 +425,7 @@ mod tests {
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(0);
         gate.expect_confirm().times(0);
-        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
         assert!(
             matches!(&err, PurchaseError::Infra(e) if !e.is_unavailable()),
             "{err:?}"
@@ -359,7 +445,7 @@ mod tests {
             .returning(move |_| Ok(vec![Err(error.lock().unwrap().take().unwrap())]));
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(0);
-        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
         assert!(
             matches!(&err, PurchaseError::Infra(e) if e.is_unavailable()),
             "{err:?}"
@@ -380,7 +466,7 @@ mod tests {
             .withf(|r| r.deadline == OPEN + Duration::seconds(8))
             .returning(|_| Ok(ReserveOutcome::Admitted));
         gate.expect_confirm().returning(|_, _| Ok(()));
-        m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
+        buy(m, Some(gate), hooks(), cmd(1)).await.unwrap();
     }
 
     fn stale_first_attempt() -> ReserveOutcome {
@@ -408,7 +494,7 @@ mod tests {
             .times(1)
             .returning(|_, _| Ok(()));
         gate.expect_cancel().times(0);
-        let bought = m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
+        let bought = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap();
         assert_eq!((bought.order.id, bought.replayed), (order_id(), true));
     }
 
@@ -435,7 +521,7 @@ mod tests {
             .times(1)
             .returning(|_| Ok(()));
         gate.expect_confirm().times(1).returning(|_, _| Ok(()));
-        let bought = m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
+        let bought = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap();
         assert!(!bought.replayed);
     }
 
@@ -449,38 +535,36 @@ mod tests {
         let mut gate = gate_answering(stale_first_attempt());
         gate.expect_cancel().times(0);
         gate.expect_confirm().times(0);
-        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::InProgress));
     }
 
+    #[rstest::rstest]
+    #[case::sold_out(PlaceOrderError::SoldOut { remaining: 0 })]
+    #[case::per_user_limit(PlaceOrderError::PerUserLimitExceeded { limit: 2 })]
     #[tokio::test]
-    async fn a_database_sold_out_after_the_gate_admitted_resyncs_the_gate() {
+    async fn a_database_refusal_after_the_gate_admitted_resyncs_the_gate(
+        #[case] refusal: PlaceOrderError,
+    ) {
         let mut m = Mocks::at(OPEN);
+        let refusal = std::sync::Mutex::new(Some(refusal));
         m.ledger
             .expect_place_orders()
-            .returning(|_| Ok(vec![Err(PlaceOrderError::SoldOut { remaining: 0 })]));
-        m.drops.expect_gate_seed().times(1).returning(|drop| {
-            Ok(GateSeed {
-                unexplained: Vec::new(),
-                drop_id: drop.id,
-                remaining: 0,
-                expires_at: CLOSE,
-                orders: Vec::new(),
-            })
-        });
-        let (resynced, mut done) = tokio::sync::mpsc::unbounded_channel();
+            .times(1)
+            .returning(move |_| Ok(vec![Err(refusal.lock().unwrap().take().unwrap())]));
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(1).returning(|_| Ok(()));
-        gate.expect_resync()
-            .withf(|seed| seed.remaining == 0)
+        let mut hooks = MockPurchaseHooks::new();
+        hooks
+            .expect_resync_soon()
+            .withf(|drop| drop.id == drop_id())
             .times(1)
-            .returning(move |_| {
-                resynced.send(()).unwrap();
-                Ok(())
-            });
-        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
-        assert!(matches!(err, PurchaseError::SoldOut { .. }));
-        done.recv().await.unwrap();
+            .returning(|_| ());
+        let err = buy(m, Some(gate), hooks, cmd(1)).await.unwrap_err();
+        assert!(matches!(
+            err,
+            PurchaseError::SoldOut { .. } | PurchaseError::PerUserLimitExceeded { .. }
+        ));
     }
 
     #[tokio::test]
@@ -493,7 +577,7 @@ mod tests {
         });
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(1).returning(|_| Ok(()));
-        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
         assert!(matches!(
             err,
             PurchaseError::PerUserLimitExceeded { limit: 2 }
@@ -511,7 +595,7 @@ mod tests {
         let mut gate = gate_answering(ReserveOutcome::Replay(order_id()));
         gate.expect_confirm().times(0);
         gate.expect_cancel().times(0);
-        let bought = m.app(Some(gate)).purchase(cmd(1)).await.unwrap();
+        let bought = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap();
         assert!(bought.replayed);
     }
 
@@ -546,23 +630,15 @@ mod tests {
             .expect_find_by_key()
             .times(1)
             .returning(move |_, _| Ok(own_order.map(|_| sample_order(OrderStatus::Pending))));
-        let (resynced, mut done) = tokio::sync::mpsc::unbounded_channel();
-        m.drops.expect_gate_seed().returning(move |drop| {
-            let _ = resynced.send(());
-            Ok(goods_domain::ports::GateSeed {
-                unexplained: Vec::new(),
-                drop_id: drop.id,
-                remaining: 1,
-                expires_at: CLOSE,
-                orders: Vec::new(),
-            })
-        });
-        let mut gate = gate_answering(ReserveOutcome::Replay(
+        let gate = gate_answering(ReserveOutcome::Replay(
             goods_domain::OrderId::parse(999).unwrap(),
         ));
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
-        gate.expect_resync().returning(|_| Ok(()));
-        let result = m.app(Some(gate)).purchase(cmd(1)).await;
+        let mut hooks = hooks();
+        hooks.checkpoint();
+        hooks.expect_as_it_is_now().returning(Ok);
+        // The drop is resynced.
+        hooks.expect_resync_soon().times(1).returning(|_| ());
+        let result = buy(m, Some(gate), hooks, cmd(1)).await;
         match (expected, result) {
             ("replayed", Ok(bought)) => {
                 assert!(bought.replayed);
@@ -575,7 +651,6 @@ mod tests {
             ("unavailable", Err(PurchaseError::Infra(e))) if e.is_unavailable() => {}
             (_, other) => panic!("{expected}: {other:?}"),
         }
-        done.recv().await.expect("the drop is resynced");
     }
 
     #[rstest::rstest]
@@ -585,9 +660,7 @@ mod tests {
     async fn key_conflicts_at_the_gate_never_reach_the_database(#[case] outcome: ReserveOutcome) {
         let mut m = Mocks::at(OPEN);
         m.ledger.expect_place_orders().times(0);
-        let err = m
-            .app(Some(gate_answering(outcome)))
-            .purchase(cmd(1))
+        let err = buy(m, Some(gate_answering(outcome)), hooks(), cmd(1))
             .await
             .unwrap_err();
         assert!(matches!(
@@ -599,15 +672,10 @@ mod tests {
     #[tokio::test]
     async fn an_unseeded_gate_is_seeded_from_the_database_once_and_asked_again() {
         let mut m = Mocks::at(OPEN);
-        m.drops.expect_gate_seed().times(1).returning(|drop| {
-            Ok(GateSeed {
-                unexplained: Vec::new(),
-                drop_id: drop.id,
-                remaining: 0,
-                expires_at: CLOSE,
-                orders: Vec::new(),
-            })
-        });
+        m.drops
+            .expect_gate_seed()
+            .times(1)
+            .returning(|drop| Ok(sold_out_seed(drop)));
         let mut gate = MockAdmissionGate::new();
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         let mut answers = vec![
@@ -618,7 +686,7 @@ mod tests {
             .times(2)
             .returning(move |_| Ok(answers.pop().unwrap()));
         gate.expect_seed_if_absent().times(1).returning(|_| Ok(()));
-        let err = m.app(Some(gate)).purchase(cmd(1)).await.unwrap_err();
+        let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::SoldOut { .. }));
     }
 
@@ -634,12 +702,13 @@ mod tests {
             .withf(|e| matches!(e, DomainEvent::GateDegraded { .. }))
             .times(1)
             .returning(|_| Ok(()));
-        // The drop's goods.gate.degraded, in the event log before the buyer is answered.
-        m.event_log
-            .expect_record_gate()
-            .withf(|fact, _| *fact == goods_domain::Fact::GateDegraded { drop: drop_id() })
+        // The drop's goods.gate.degraded, before the buyer is answered.
+        let mut hooks = MockPurchaseHooks::new();
+        hooks
+            .expect_gate_bypassed()
+            .withf(|drop, failing| (*drop, *failing) == (drop_id(), true))
             .times(1)
-            .returning(|_, _| Ok(true));
+            .returning(|_, _| ());
         let mut gate = MockAdmissionGate::new();
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_reserve()
@@ -655,8 +724,7 @@ mod tests {
                 confirmed.lock().unwrap().push("confirmed");
                 Err(InfraError::msg("connection refused"))
             });
-        let app = m.app(Some(gate));
-        let bought = app.purchase(cmd(1)).await.unwrap();
+        let bought = buy(m, Some(gate), hooks, cmd(1)).await.unwrap();
         steps.lock().unwrap().push("answered");
         assert!(!bought.replayed);
         tokio::task::yield_now().await;
@@ -678,19 +746,22 @@ mod tests {
             .returning(|_| Err(InfraError::msg("timeout")));
         gate.expect_confirm()
             .returning(|_, _| Err(InfraError::msg("timeout")));
-        // Three purchases bypass the gate in one outage: the drop's goods.gate.degraded once.
-        m.event_log
-            .expect_record_gate()
-            .times(1)
-            .returning(|_, _| Ok(true));
+        // Three purchases bypass a failing gate, none of them tells the core it is back.
+        let mut hooks = MockPurchaseHooks::new();
+        hooks
+            .expect_gate_bypassed()
+            .withf(|_, failing| *failing)
+            .times(3)
+            .returning(|_, _| ());
+        hooks.expect_gate_is_back().times(0);
         let (metrics, _guard) = local_metrics();
-        let app = m.app(Some(gate));
-        app.purchase(cmd(1)).await.unwrap();
+        let purchases = purchases(m, Some(gate));
+        purchases.purchase(&hooks, cmd(1)).await.unwrap();
         // Within the cool-down the gate is not asked at all.
-        app.purchase(cmd(1)).await.unwrap();
+        purchases.purchase(&hooks, cmd(1)).await.unwrap();
         tokio::time::advance(crate::breaker::COOL_DOWN).await;
         // Then one purchase tries it again (and, failing, re-opens the breaker quietly).
-        app.purchase(cmd(1)).await.unwrap();
+        purchases.purchase(&hooks, cmd(1)).await.unwrap();
         let counted = counters(&metrics);
         let count = |series: &str| counted.get(series).copied().unwrap_or(0);
         assert_eq!(
@@ -705,6 +776,33 @@ mod tests {
         assert_eq!(count("gate_degraded_events_total{}"), 1, "{counted:?}");
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_gate_that_answers_after_its_cool_down_is_reported_back_once() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger.expect_place_orders().returning(|_| created_one());
+        m.events.expect_publish().times(1).returning(|_| Ok(()));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        let mut answers = vec![
+            Ok(ReserveOutcome::Admitted),
+            Ok(ReserveOutcome::Admitted),
+            Err(InfraError::msg("timeout")),
+        ];
+        gate.expect_reserve()
+            .times(3)
+            .returning(move |_| answers.pop().unwrap());
+        gate.expect_confirm().returning(|_, _| Ok(()));
+        let mut hooks = hooks();
+        hooks.checkpoint();
+        hooks.expect_gate_bypassed().times(1).returning(|_, _| ());
+        hooks.expect_gate_is_back().times(1).returning(|| ());
+        let purchases = purchases(m, Some(gate));
+        purchases.purchase(&hooks, cmd(1)).await.unwrap();
+        tokio::time::advance(crate::breaker::COOL_DOWN).await;
+        purchases.purchase(&hooks, cmd(1)).await.unwrap();
+        purchases.purchase(&hooks, cmd(1)).await.unwrap();
+    }
+
     #[tokio::test]
     async fn without_a_gate_the_database_decides_alone() {
         let mut m = Mocks::at(OPEN);
@@ -712,7 +810,11 @@ mod tests {
             .expect_place_orders()
             .times(1)
             .returning(|_| Ok(vec![Err(PlaceOrderError::SoldOut { remaining: 0 })]));
-        let err = m.app(None).purchase(cmd(1)).await.unwrap_err();
+        // No gate at all: nothing to resync later.
+        let mut hooks = hooks();
+        hooks.checkpoint();
+        hooks.expect_gate_bypassed().times(0);
+        let err = buy(m, None, hooks, cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::SoldOut { remaining: 0 }));
     }
 
@@ -723,7 +825,7 @@ mod tests {
         m.orders
             .expect_find_by_key()
             .returning(|_, _| Ok(Some(sample_order(OrderStatus::Paid))));
-        let bought = m.app(None).purchase(cmd(1)).await.unwrap();
+        let bought = buy(m, None, hooks(), cmd(1)).await.unwrap();
         assert!(bought.replayed);
         assert_eq!(bought.order.status, OrderStatus::Paid);
     }
@@ -733,7 +835,7 @@ mod tests {
         let mut m = Mocks::at(CLOSE);
         m.orders.expect_find_by_key().returning(|_, _| Ok(None));
         m.ledger.expect_place_orders().times(0);
-        let err = m.app(None).purchase(cmd(1)).await.unwrap_err();
+        let err = buy(m, None, hooks(), cmd(1)).await.unwrap_err();
         assert!(matches!(
             err,
             PurchaseError::Refused(PurchaseRejection::Closed)
@@ -746,7 +848,7 @@ mod tests {
         m.orders
             .expect_find_by_key()
             .returning(|_, _| Ok(Some(sample_order(OrderStatus::Pending))));
-        let err = m.app(None).purchase(cmd(2)).await.unwrap_err();
+        let err = buy(m, None, hooks(), cmd(2)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::KeyReused));
     }
 }

@@ -86,6 +86,37 @@ pub fn sample_order(status: OrderStatus) -> GoodsOrder {
     }
 }
 
+/// The buyer's purchase of `quantity` units of [`sample_drop`] with [`key`].
+pub fn cmd(quantity: i64) -> crate::PurchaseCommand {
+    crate::PurchaseCommand {
+        drop_id: drop_id(),
+        user_id: buyer().user_id,
+        quantity: qty(quantity),
+        key: key(),
+    }
+}
+
+/// The database's seed of a gate for `drop` with nothing left and no orders.
+pub fn sold_out_seed(drop: &LimitedDrop) -> goods_domain::ports::GateSeed {
+    goods_domain::ports::GateSeed {
+        unexplained: Vec::new(),
+        drop_id: drop.id,
+        remaining: 0,
+        expires_at: CLOSE,
+        orders: Vec::new(),
+    }
+}
+
+/// A gate that answers one reservation with `outcome`.
+pub fn gate_answering(outcome: goods_domain::ports::ReserveOutcome) -> MockAdmissionGate {
+    let mut gate = MockAdmissionGate::new();
+    gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+    gate.expect_reserve()
+        .times(1)
+        .returning(move |_| Ok(outcome));
+    gate
+}
+
 /// A drop repository holding `drop` alone: `get` answers it, and so does the scan of drop ids.
 /// Buyer `buyer`'s purchase of one unit of [`sample_drop`], as the ledger is asked for it.
 pub fn place_order(buyer: i64) -> PlaceOrder {

@@ -259,7 +259,7 @@ impl GoodsApp {
             ledger: Arc::clone(&ports.ledger),
             seeds: Arc::clone(&ports.seeds),
             clock: Arc::clone(&ports.clock),
-            buffer: self.buffer.clone(),
+            buffer: self.purchases.buffer.clone(),
             entries: Arc::clone(&self.entries),
             cache: Arc::clone(&self.drops),
             flags: Arc::clone(&self.flags_cache),

@@ -84,7 +84,15 @@ impl GoodsApp {
             return Ok(());
         };
         for stale in gate.stale(drop.id, now).await? {
-            if self.resolve_stale(gate.as_ref(), drop, &stale).await? != StaleResolution::Pending {
+            if crate::purchase::resolve_stale(
+                self.ports.ledger.as_ref(),
+                gate.as_ref(),
+                drop,
+                &stale,
+            )
+            .await?
+                != StaleResolution::Pending
+            {
                 report.stale_resolved += 1;
             }
         }

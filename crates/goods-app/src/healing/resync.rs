@@ -1,7 +1,7 @@
 //! Resyncing a drop's gate from the database, the gate's facts, and stale reservations.
 
 use crate::GoodsApp;
-use goods_domain::ports::{AdmissionGate, Reservation, StaleReservation, StaleResolution};
+
 use goods_domain::{Fact, IdempotencyKey, InfraError, LimitedDrop, UserId};
 use std::collections::HashSet;
 
@@ -100,44 +100,5 @@ impl GoodsApp {
                 }
             });
         }
-    }
-
-    /// Decides a stale reservation with the database and tells the gate.
-    pub(crate) async fn resolve_stale(
-        &self,
-        gate: &dyn AdmissionGate,
-        drop: &LimitedDrop,
-        stale: &StaleReservation,
-    ) -> Result<StaleResolution, InfraError> {
-        let resolution = self
-            .ports
-            .ledger
-            .resolve_stale(stale.user_id, &stale.key, stale.deadline)
-            .await?;
-        let reservation = Reservation {
-            drop_id: drop.id,
-            user_id: stale.user_id,
-            quantity: stale.quantity,
-            per_user_limit: drop.per_user_limit,
-            key: stale.key.clone(),
-            deadline: stale.deadline,
-        };
-        match &resolution {
-            StaleResolution::Committed(order) if order.drop_id == drop.id => {
-                gate.confirm(&reservation, order.id).await?;
-                metrics::counter!(crate::telemetry::STALE_RESOLVED, "resolution" => "committed")
-                    .increment(1);
-                tracing::info!(user.id = %stale.user_id, order.id = %order.id, "stale reservation had committed; confirmed");
-            }
-            // No order of this drop for the key: this attempt will never commit.
-            StaleResolution::Committed(_) | StaleResolution::Abandoned => {
-                gate.cancel(&reservation).await?;
-                metrics::counter!(crate::telemetry::STALE_RESOLVED, "resolution" => "abandoned")
-                    .increment(1);
-                tracing::info!(user.id = %stale.user_id, "stale reservation abandoned; units given back");
-            }
-            StaleResolution::Pending => {}
-        }
-        Ok(resolution)
     }
 }

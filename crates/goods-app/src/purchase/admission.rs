@@ -2,20 +2,21 @@
 //! what the database decided. A gate that fails is skipped: the database decides alone, and the
 //! gate is resynced when it is back.
 
-use super::{PurchaseCommand, PurchaseError, Purchased, place_order};
-use crate::{GoodsApp, telemetry};
+use super::{PurchaseCommand, PurchaseError, PurchaseHooks, Purchased, Purchases, place_order};
+use crate::telemetry;
 use goods_domain::ports::{
-    AdmissionGate, DomainEvent, PlaceOrder, Reservation, ReserveOutcome, StaleReservation,
-    StaleResolution,
+    AdmissionGate, DomainEvent, PlaceOrder, PurchaseLedger, Reservation, ReserveOutcome,
+    StaleReservation, StaleResolution,
 };
 use goods_domain::{InfraError, LimitedDrop, OrderId};
 use std::sync::Arc;
 use time::OffsetDateTime;
 
-impl GoodsApp {
+impl Purchases {
     /// The purchase through the gate: reserve, then commit what it admitted, then settle it.
     pub(super) async fn through_gate(
         &self,
+        hooks: &dyn PurchaseHooks,
         gate: Arc<dyn AdmissionGate>,
         drop: &LimitedDrop,
         cmd: PurchaseCommand,
@@ -33,9 +34,9 @@ impl GoodsApp {
         match reserved {
             Ok(outcome) => {
                 if self.access.breaker.reset() {
-                    self.gate_is_back();
+                    hooks.gate_is_back();
                 }
-                self.after_reserve(gate.as_ref(), drop, outcome, &reservation, now, true)
+                self.after_reserve(hooks, gate.as_ref(), drop, outcome, &reservation, now, true)
                     .await
             }
             Err(error) => {
@@ -50,13 +51,11 @@ impl GoodsApp {
                     let event = DomainEvent::GateDegraded {
                         reason: error.to_string(),
                     };
-                    if let Err(error) = self.ports.events.publish(event).await {
+                    if let Err(error) = self.events.publish(event).await {
                         tracing::warn!(error = %error, "gate_degraded event not published");
                     }
                 }
-                self.healing.mark_dirty(drop.id);
-                self.gate_event(goods_domain::Fact::GateDegraded { drop: drop.id })
-                    .await;
+                hooks.gate_bypassed(drop.id, true).await;
                 let result = self
                     .commit(&place_order_for(
                         drop,
@@ -91,11 +90,11 @@ impl GoodsApp {
                 // Every buyer of the drop finds it empty at once: one of them seeds it.
                 self.seedings
                     .run(drop.id, || async {
-                        let seed = self.ports.drops.gate_seed(drop).await.map_err(Arc::new)?;
+                        let seed = self.drop_store.gate_seed(drop).await.map_err(Arc::new)?;
                         gate.seed_if_absent(&seed).await.map_err(Arc::new)
                     })
                     .await
-                    .map_err(|error| crate::unshared(&error))?;
+                    .map_err(|error| crate::mechanisms::single_flight::unshared(&error))?;
                 match gate.reserve(reservation).await? {
                     ReserveOutcome::NotSeeded => Err(InfraError::msg("gate lost its seed twice")),
                     outcome => Ok(outcome),
@@ -105,8 +104,10 @@ impl GoodsApp {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn after_reserve(
         &self,
+        hooks: &dyn PurchaseHooks,
         gate: &dyn AdmissionGate,
         drop: &LimitedDrop,
         outcome: ReserveOutcome,
@@ -132,7 +133,7 @@ impl GoodsApp {
                 ) {
                     // The gate admitted what the database refuses: its counter or holdings
                     // are off (a sale it did not see). Rebuild it from the truth.
-                    self.resync_soon(*drop);
+                    hooks.resync_soon(*drop);
                 }
                 settle(gate, reservation, settlement(&result), false).await;
                 result
@@ -146,7 +147,7 @@ impl GoodsApp {
                     quantity: reservation.quantity,
                     deadline,
                 };
-                match self.resolve_stale(gate, drop, &stale).await? {
+                match resolve_stale(self.ledger.as_ref(), gate, drop, &stale).await? {
                     StaleResolution::Committed(order) => {
                         if order.matches_request(drop.id, reservation.quantity) {
                             Ok(Purchased {
@@ -160,8 +161,16 @@ impl GoodsApp {
                     StaleResolution::Pending => Err(PurchaseError::InProgress),
                     StaleResolution::Abandoned => {
                         let outcome = self.reserve(gate, drop, reservation).await?;
-                        Box::pin(self.after_reserve(gate, drop, outcome, reservation, now, false))
-                            .await
+                        Box::pin(self.after_reserve(
+                            hooks,
+                            gate,
+                            drop,
+                            outcome,
+                            reservation,
+                            now,
+                            false,
+                        ))
+                        .await
                     }
                 }
             }
@@ -169,7 +178,7 @@ impl GoodsApp {
                 // The gate's marker is a hint: the answer is the database's order, and only if
                 // it is this buyer's, for this key, drop and quantity. Anyone who can write to
                 // the gate's store must not make a buyer see another's order.
-                let hinted = self.ports.orders.get(id).await?;
+                let hinted = self.orders.get(id).await?;
                 if let Some(order) = hinted.filter(|o| {
                     o.answers(
                         reservation.user_id,
@@ -185,7 +194,7 @@ impl GoodsApp {
                 }
                 metrics::counter!(telemetry::GATE_MARKER_MISMATCHES).increment(1);
                 tracing::warn!(order.id = %id, "a gate marker names an order that does not answer this request; the database decides, and the drop is resynced");
-                self.resync_soon(*drop);
+                hooks.resync_soon(*drop);
                 let cmd = PurchaseCommand {
                     drop_id: drop.id,
                     user_id: reservation.user_id,
@@ -282,4 +291,40 @@ fn place_order_for(
         Some(r.deadline),
         default_window,
     )
+}
+
+/// Decides a stale reservation (its lease passed with no answer) with the database, and tells
+/// the gate: confirmed when its order committed, given back when it never will.
+pub(crate) async fn resolve_stale(
+    ledger: &dyn PurchaseLedger,
+    gate: &dyn AdmissionGate,
+    drop: &LimitedDrop,
+    stale: &StaleReservation,
+) -> Result<StaleResolution, InfraError> {
+    let resolution = ledger
+        .resolve_stale(stale.user_id, &stale.key, stale.deadline)
+        .await?;
+    let reservation = Reservation {
+        drop_id: drop.id,
+        user_id: stale.user_id,
+        quantity: stale.quantity,
+        per_user_limit: drop.per_user_limit,
+        key: stale.key.clone(),
+        deadline: stale.deadline,
+    };
+    match &resolution {
+        StaleResolution::Committed(order) if order.drop_id == drop.id => {
+            gate.confirm(&reservation, order.id).await?;
+            metrics::counter!(telemetry::STALE_RESOLVED, "resolution" => "committed").increment(1);
+            tracing::info!(user.id = %stale.user_id, order.id = %order.id, "stale reservation had committed; confirmed");
+        }
+        // No order of this drop for the key: this attempt will never commit.
+        StaleResolution::Committed(_) | StaleResolution::Abandoned => {
+            gate.cancel(&reservation).await?;
+            metrics::counter!(telemetry::STALE_RESOLVED, "resolution" => "abandoned").increment(1);
+            tracing::info!(user.id = %stale.user_id, "stale reservation abandoned; units given back");
+        }
+        StaleResolution::Pending => {}
+    }
+    Ok(resolution)
 }

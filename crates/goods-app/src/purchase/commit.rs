@@ -1,35 +1,29 @@
 //! The commit: a write slot of the instance's buffer, then the drop's next group commit; and
 //! the database-only path (no gate, its flag off, or its breaker open).
 
-use super::{PurchaseCommand, PurchaseError, Purchased, place_order};
-use crate::{GoodsApp, telemetry};
+use super::{PurchaseCommand, PurchaseError, PurchaseHooks, Purchased, Purchases, place_order};
+use crate::telemetry;
 use goods_domain::LimitedDrop;
 use goods_domain::ports::{PlaceOrder, Placed};
 use time::OffsetDateTime;
 
-impl GoodsApp {
+impl Purchases {
     /// The purchase without the gate: the database decides alone.
     pub(super) async fn database_alone(
         &self,
+        hooks: &dyn PurchaseHooks,
         drop: &LimitedDrop,
         cmd: &PurchaseCommand,
         now: OffsetDateTime,
     ) -> Result<Purchased, PurchaseError> {
         // No gate, its flag is off, or it failed moments ago (its breaker is open): the
         // database decides.
-        if self.ports.gate.is_some() {
-            let reason = if self.flags_cache.gate_on() {
-                "breaker_open"
-            } else {
-                "flag_off"
-            };
+        if self.access.gate.is_some() {
+            let failing = self.access.flags.gate_on();
+            let reason = if failing { "breaker_open" } else { "flag_off" };
             metrics::counter!(telemetry::GATE_FALLBACKS, "reason" => reason).increment(1);
             // The gate does not see this sale: resync the drop when it is back.
-            self.healing.mark_dirty(drop.id);
-            if reason == "breaker_open" {
-                self.gate_event(goods_domain::Fact::GateDegraded { drop: drop.id })
-                    .await;
-            }
+            hooks.gate_bypassed(drop.id, failing).await;
         }
         let order = place_order(
             drop,
@@ -70,7 +64,7 @@ impl GoodsApp {
         &self,
         cmd: &PurchaseCommand,
     ) -> Result<Option<Purchased>, PurchaseError> {
-        let existing = self.ports.orders.find_by_key(cmd.user_id, &cmd.key).await?;
+        let existing = self.orders.find_by_key(cmd.user_id, &cmd.key).await?;
         match existing {
             Some(order) if order.matches_request(cmd.drop_id, cmd.quantity) => {
                 Ok(Some(Purchased {
