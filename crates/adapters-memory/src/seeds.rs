@@ -1,12 +1,8 @@
-//! Draw seeds: drawn from the operating system's CSPRNG (`getrandom(2)` on Linux) and sealed
-//! for the database with ChaCha20-Poly1305 under the service's seal key, the drop's id and the
-//! seed's commitment as associated data (a sealed seed moved to another drop does not open).
-//! Seeds sealed before the drop's id was bound (the first layout: nonce and ciphertext, no
-//! version byte) open against their commitment alone; the database refuses to replace or
-//! delete a draw's row, which is what keeps those in place.
-//!
-//! Keys are named by an id derived from the key itself, stored beside each sealed seed: a key
-//! ring of the current key and the retired ones opens every seed sealed before a rotation.
+//! Draw seeds: from the OS's CSPRNG, sealed with ChaCha20-Poly1305 under the seal key with the
+//! drop's id and the commitment as associated data (moved to another drop, a seal does not open).
+//! First-layout seals (no version byte, no drop id) open against the commitment alone; the
+//! database never replaces a draw's row. Each seal names its key by an id derived from it, so a
+//! ring of the current and retired keys opens every seal.
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce};

@@ -1,14 +1,10 @@
-//! The event broker on NATS JetStream (async-nats): each event one message on subject
-//! `goods.<dropId>.<type without "goods.">`, its payload the CloudEvents JSON, its header
-//! `Nats-Msg-Id` the event id, so the stream drops a repeat within its duplicate window. The
-//! stream (`EVENTS_STREAM`, subjects `goods.>`) is created when missing.
+//! The event broker on NATS JetStream: each event a message on `goods.<dropId>.<type without
+//! "goods.">`, its payload the CloudEvents JSON, `Nats-Msg-Id` its id (so the stream drops
+//! repeats). The stream (`EVENTS_STREAM`, `goods.>`) is created when missing.
 //!
-//! Order: a drop's events are sent in `dropseq` order on one connection, which the server
-//! stores in the order sent, and the acknowledgements are awaited in that order: what is
-//! reported published is a prefix. The one case this does not cover is the server refusing an
-//! event and then storing the next (a storage error that clears at once); the next round sends
-//! the refused one again after it, so a consumer that must see a drop's events in order sorts
-//! by `dropseq`, which every event carries.
+//! A drop's events are sent and acknowledged in `dropseq` order, so what is reported published
+//! is a prefix; a server that refuses one event and stores the next sees the refused one again
+//! after it, so a consumer needing order sorts by `dropseq`.
 
 use async_nats::jetstream::{self, stream};
 use async_nats::{ConnectOptions, HeaderMap};
@@ -44,11 +40,8 @@ pub struct NatsBroker {
 }
 
 impl NatsBroker {
-    /// Connects; a server that is down now is retried in the background (events wait in the
-    /// log meanwhile), so the service starts without its broker.
-    ///
-    /// # Errors
-    /// A URL that does not parse, or a credentials file that cannot be read.
+    /// Connects, retrying a server that is down in the background (events wait in the log), so
+    /// the service starts without its broker; fails on a bad URL or credentials file.
     pub async fn connect(config: &NatsConfig) -> anyhow::Result<Self> {
         let mut options = ConnectOptions::new()
             .name("goods-server")

@@ -83,17 +83,13 @@ impl Tasks {
 }
 
 impl RedisConnection {
-    /// Builds the clients and starts connecting. Waits up to `wait` for the first connection;
-    /// when Redis does not answer by then the clients keep reconnecting in the background and
-    /// every call fails fast until it does (the application falls back to the database).
-    ///
-    /// A `rediss://` URL (or `rediss-cluster://`) connects over TLS only and verifies the
-    /// server against `tls_ca_file`, or the system's roots: a server that does not speak TLS or
-    /// whose certificate does not verify fails the start, and nothing ever falls back to
-    /// plaintext.
+    /// Builds the clients and waits up to `wait` for the first connection; past it they keep
+    /// reconnecting and every call fails fast (the application falls back to the database).
+    /// `rediss://` is TLS only, verified against `tls_ca_file` or the system's roots, never
+    /// falling back to plaintext.
     ///
     /// # Errors
-    /// When the URL or the CA file is invalid, or the TLS handshake with the server fails.
+    /// An invalid URL or CA file, or a failed TLS handshake.
     pub async fn connect(config: &RedisConfig, wait: Duration) -> anyhow::Result<Self> {
         let mut fred_config = FredConfig::from_url(&config.url).context("REDIS_URL")?;
         let tls = match (&fred_config.tls, &config.tls_ca_file) {
@@ -159,13 +155,9 @@ impl RedisConnection {
         })
     }
 
-    /// This connection, with the keys of drops named by `identity`, the identity of the
-    /// database whose drops they mirror (`{prefix}{identity}:drop:{42}:..`). Drop ids are the
-    /// database's: after a reset or a restore they start again, and two databases sharing a
-    /// Redis and a prefix have the same ones, so without the identity a new drop could meet an
-    /// old drop's gate state (sold out before it sold anything). The channels and the write
-    /// budget stay on the prefix: a notice another database's instances hear only hurries a
-    /// refresh from their own database.
+    /// This connection with drop keys named by the database's `identity`
+    /// (`{prefix}{identity}:drop:{42}:..`): drop ids restart after a reset or restore, and a new
+    /// drop must not meet an old one's gate state. Channels and the budget stay on the prefix.
     #[must_use]
     pub fn mirroring(mut self, identity: &str) -> Self {
         self.drops = format!("{}{identity}:", self.prefix);
@@ -188,11 +180,9 @@ impl RedisConnection {
         ended
     }
 
-    /// Calls `on_message` with the value of every message published on `channel` from now
-    /// on. Subscribing fails while Redis is unreachable, so it is retried until it succeeds;
-    /// after that the client re-subscribes by itself on every reconnect. Messages published
-    /// while this instance was cut off are lost: every channel here only hurries what a timer
-    /// does anyway.
+    /// Calls `on_message` for every message on `channel` from now on, subscribing until it
+    /// succeeds (then re-subscribing on reconnects). Messages missed while cut off are lost:
+    /// each channel only hurries what a timer does anyway.
     pub fn subscribe(&self, channel: String, on_message: impl Fn(&Value) + Send + 'static) {
         let mut messages = self.subscriber.message_rx();
         let wanted = channel.clone();

@@ -1,11 +1,6 @@
-//! The production admission gate and outcome counters, on Redis through fred.
-//!
-//! Redis is shared by every instance, so the gate and the counters are global; it is never the
-//! source of truth. Every key of a drop carries the drop's hash tag (`drop:{42}:...`), so each
-//! script touches one slot and runs on Redis Cluster too. Every key expires (the gate's an hour
-//! after the drop's `closeAt`, the counters 30 days after their last change).
-//!
-//! The scripts are in `lua/`, one file each, with a header naming KEYS, ARGV and replies.
+//! The production admission gate and outcome counters on Redis (fred): global, never the
+//! truth. A drop's keys share its hash tag (`drop:{42}:...`), so each script touches one slot
+//! (Redis Cluster too); every key expires. The scripts are in `lua/`, each with a header.
 
 mod budget;
 mod changes;

@@ -1,12 +1,9 @@
-//! The per-instance sold-out flag: once the gate says a drop has no unit left, this instance
-//! answers SOLD_OUT itself, without a Redis round trip, until units come back.
+//! The per-instance sold-out flag: once the gate says a drop is empty, this instance answers
+//! SOLD_OUT itself, with no Redis round trip, until units come back.
 //!
-//! A replay must still win over SOLD_OUT, so raising the flag takes one snapshot of the drop's
-//! idempotency markers: a done marker is replayed locally; an in-progress marker (a purchase
-//! admitted before the sell-out and not settled yet) still asks Redis; any other request is
-//! SOLD_OUT. Every purchase that was admitted was admitted before the sell-out, so it is in the
-//! snapshot. The flag is dropped when a restock message arrives (a cancel, a release or a new
-//! seed gave units back) and after a short expiry in case a message was missed.
+//! A replay still wins: raising the flag snapshots the drop's markers (every admitted purchase
+//! is in it); a done marker replays locally, an in-progress one asks Redis. The flag drops on a
+//! restock message, and after a short expiry in case one was missed.
 
 use goods_domain::ports::ReserveOutcome;
 use goods_domain::{DropId, IdempotencyKey, OrderId, Quantity, UserId};

@@ -1,9 +1,5 @@
-//! Outcome counters in Redis, global across instances.
-//!
-//! Counting must not add a Redis round trip to every rejection (that is what the sold-out flag
-//! saves), so each instance adds up locally and flushes every 200 ms in one pipeline; a read
-//! flushes this instance first, so it sees its own counts exactly and others' at most one flush
-//! late.
+//! Outcome counters in Redis, global: each instance adds up locally and flushes every 200 ms in
+//! one pipeline (no round trip per refusal); a read flushes first, seeing others' one flush late.
 
 use crate::connection::RedisConnection;
 use crate::keys::DropKeys;

@@ -1,8 +1,6 @@
-//! How a decision's events are kept in one `event_batches` row until they are moved into
-//! `events`: one line an event, its type, a tab, its subject, a tab, its data. Neither a type
-//! nor a subject has a tab or a line break (both are made by the service from ids), and the
-//! data is compact JSON, which writes both as escapes inside strings; so nothing is escaped
-//! here, and a line that breaks the rule is refused when written, not misread later.
+//! A decision's events in one `event_batches` row: a line each, type, tab, subject, tab, data.
+//! Types and subjects are the service's, data compact JSON, so nothing needs escaping; a line
+//! that breaks the rule is refused when written.
 
 use crate::event_data;
 use goods_domain::{EventType, Fact, GoodsOrder};

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const STATEMENTS: &str = "db_statements_total";
 
 /// An instrumentation that adds one to `counter` (the store's own count) and to
-/// [`STATEMENTS`] for every statement started.
+/// `STATEMENTS` for every statement started.
 pub fn count_statements(counter: Arc<AtomicU64>) -> impl Instrumentation {
     move |event: InstrumentationEvent<'_>| {
         if let InstrumentationEvent::StartQuery { .. } = event {

@@ -12,13 +12,11 @@ pub fn version_of(name: &str) -> String {
     version.chars().filter(|c| *c != '-').collect()
 }
 
-/// Runs the migrations of `source` that the database lacks, in version order; with `to`, only
-/// those up to and including that one (a staged rollout: expand now, contract in a later
-/// release). Returns the versions applied.
+/// Runs the missing migrations of `source` in order, with `to` only up to it (expand now,
+/// contract later), returning the versions applied.
 ///
 /// # Errors
-/// When `to` names no migration of this release, or the database fails; the migrations
-/// applied before the failure stay applied, and each records itself only when it succeeded.
+/// An unknown `to`, or a failure; those applied before it stay applied and recorded.
 pub fn apply_migrations<DB, H, S>(
     harness: &mut H,
     source: &S,

@@ -1,10 +1,6 @@
-//! A pooled connection that never goes back to the pool inside a transaction.
-//!
-//! A transaction future dropped half-way (its time limit ran out, or the request was cancelled)
-//! leaves its connection inside an open transaction that still holds row locks, possibly on a
-//! drop's hot rows. deadpool would only discard that connection the next time someone asked for
-//! it, which on an idle pool may be never. This guard closes it at once instead, so the server
-//! rolls the transaction back and releases the locks.
+//! A pooled connection that never goes back to the pool inside a transaction: one dropped
+//! half-way still holds row locks, which deadpool would discard only at the next checkout; this
+//! guard closes it at once, so the server rolls back and releases them.
 
 use deadpool::managed::{Manager, Object, Pool};
 use diesel_async::pooled_connection::PoolableConnection;
@@ -22,11 +18,7 @@ where
     M::Type: PoolableConnection,
     M::Error: std::fmt::Display,
 {
-    /// A connection from `pool`, waiting at most `wait` for one.
-    ///
-    /// # Errors
-    /// [`InfraError::unavailable`] when none frees up in time (the pool is exhausted or the
-    /// server does not answer) or a new one cannot be opened (the server is down).
+    /// A connection from `pool` within `wait`, else [`InfraError::unavailable`].
     pub async fn get(
         pool: &Pool<M>,
         wait: Duration,

@@ -1,12 +1,6 @@
-//! Every statement the store sends: SQL text with its binds, as a query the connection may keep
-//! prepared.
-//!
-//! diesel never keeps a `sql_query` prepared: every execution would cost the server a prepare and
-//! a close besides the execution. [`Sql`] builds the text and its binds and lets diesel cache the
-//! statement by its text. A batch statement's text depends only on how many orders the batch
-//! holds, so it is kept up to [`CACHED_ROWS`] rows (beyond that every size would be one more
-//! statement kept prepared on the server, per connection). One type for every statement lets
-//! the store be written once for both backends (see [`crate::Exec`]).
+//! Every statement the store sends: SQL text with its binds, kept prepared by its text (diesel
+//! never keeps a `sql_query` prepared: a prepare and a close per execution). A batch statement's
+//! text depends on its row count, so it is cached up to [`CACHED_ROWS`] rows only.
 
 use diesel::QueryResult;
 use diesel::backend::Backend;

@@ -1,12 +1,8 @@
-//! The SQL source of truth, written once for every backend: [`SqlStore`] implements every port
-//! over a [`Backend`], one file per port under `store/`. Every statement is a [`Sql`] run
-//! through [`Exec`], so no query exists twice, and each backend crate adds only its pool, its
-//! dialect and the reading of its errors.
-//!
-//! Transactions go through [`SqlStore::write_tx`]: retried when the backend says a fresh one may
-//! succeed (deadlocks, lock wait timeouts) or the caller says so, and bounded by the
-//! transaction limit. The rules deciding what a transaction writes are goods-domain's: a store
-//! function reads, calls the rule, and writes what it decided.
+//! The SQL source of truth, written once: [`SqlStore`] implements every port over a
+//! [`Backend`] (one file per port under `store/`), every statement a [`Sql`] through [`Exec`];
+//! a backend crate adds only its pool, dialect and error reading. Transactions go through
+//! [`SqlStore::write_tx`] (retried on deadlocks and lock waits, bounded by the transaction
+//! limit); a store function reads, calls goods-domain's rule, and writes what it decided.
 
 mod batch;
 mod draws;
@@ -117,11 +113,9 @@ impl<B: Backend> SqlStore<B> {
             .map_err(|e| db_failure(what, e, B::unavailable))
     }
 
-    /// Runs `body` in one transaction: tried again (a fresh transaction, after a jittered
-    /// pause) while the backend says a fresh one may succeed or `also` says so, at most
-    /// [`crate::MAX_ATTEMPTS`] times, all within the transaction limit. A refusal (`Refused`)
-    /// rolls back and becomes `E`; a database failure becomes [`InfraError`] (unavailable when
-    /// the server did not answer in a bound).
+    /// Runs `body` in one transaction, retried after a jittered pause while the backend or
+    /// `also` says a fresh one may succeed ([`crate::MAX_ATTEMPTS`], within the transaction
+    /// limit). `Refused` rolls back as `E`; a failure is [`InfraError`].
     pub(crate) async fn write_tx<'a, T, R, E, F>(
         &self,
         what: &'static str,

@@ -1,10 +1,6 @@
-//! The embedded source of truth: a SQLite file, so a newcomer runs the whole service with no
-//! server to install, and data survives a restart.
-//!
-//! SQLite allows one writer at a time, and a transaction that reads before it writes cannot
-//! upgrade its lock while another writer holds it. Rather than retrying "database is locked"
-//! storms, the pool holds a single connection: every transaction runs alone, in arrival order,
-//! which is also exactly the serialisation SQLite would impose.
+//! The embedded source of truth: a SQLite file, no server to install. The pool holds one
+//! connection, so transactions run alone in arrival order (SQLite's own serialisation) rather
+//! than in "database is locked" storms.
 
 use adapters_sql::{Backend, Bounds, Dialect, PooledConn, SqlStore, count_statements};
 use anyhow::Context as _;
@@ -40,11 +36,8 @@ pub struct Sqlite {
 }
 
 impl Sqlite {
-    /// Opens (creating if needed) the database at `url` (`sqlite://path`), and applies pending
-    /// migrations when `migrate` is set. Must run on a multi-threaded runtime.
-    ///
-    /// # Errors
-    /// When the file cannot be created or opened, or a migration fails.
+    /// Opens (creating) the database at `sqlite://path`, migrating it when `migrate` is set;
+    /// on a multi-threaded runtime.
     pub async fn open(url: &str, migrate: bool) -> anyhow::Result<SqliteStore> {
         Self::open_with(url, migrate, Bounds::default()).await
     }
@@ -163,11 +156,8 @@ fn file_of(url: &str) -> anyhow::Result<String> {
     Ok(path)
 }
 
-/// Applies this release's pending migrations to the file at `url` (creating it), all of them
-/// or up to and including `to`; returns the migrations applied.
-///
-/// # Errors
-/// When the file cannot be opened, `to` names no migration, or a migration fails.
+/// Applies this release's pending migrations to the file at `url` (creating it), all or up to
+/// `to`; returns those applied.
 pub async fn migrate_database(url: &str, to: Option<&str>) -> anyhow::Result<Vec<String>> {
     let path = file_of(url)?;
     let conn = establish(&path)

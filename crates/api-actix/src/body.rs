@@ -1,14 +1,6 @@
-//! The one rule for request bodies, on every route (docs/api.md, "Bad input"):
-//!
-//! 1. a body that is not `application/json` (or `application/*+json`): 415
-//!    `UNSUPPORTED_MEDIA_TYPE`;
-//! 2. one that cannot be read as the operation's JSON (unparsable, a wrong type, a missing or
-//!    unknown field): 400 `MALFORMED_REQUEST`, naming the field in `field` where there is one;
-//! 3. readable but out of range: the route's 422 `VALIDATION_FAILED` with `errors[]`, from the
-//!    domain's `parse` constructors.
-//!
-//! Every handler that takes a body reads it through [`Body`], after identity and role, so no
-//! route has a rule of its own.
+//! The one rule for request bodies (docs/api.md, "Bad input"), read through [`Body`] after
+//! identity and role: not `application/json` (or `*+json`): 415; not the operation's JSON: 400
+//! `MALFORMED_REQUEST` naming the `field`; out of range: 422 with the domain's `errors[]`.
 
 use crate::problem::Problem;
 use actix_web::dev::Payload;

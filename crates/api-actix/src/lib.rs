@@ -1,8 +1,5 @@
-//! The HTTP edge of the limited-drop service (the contract: docs/api.md and docs/openapi.yaml).
-//!
-//! Handlers parse requests into domain types, call one use case of [`goods_app::GoodsApp`], and
-//! map its result; the only place HTTP statuses are chosen is [`problem`], with an exhaustive
-//! match per use-case error.
+//! The HTTP edge (docs/api.md, docs/openapi.yaml): handlers parse into domain types, call one
+//! use case, and map its result; statuses are chosen only in `problem`.
 
 mod auth;
 mod body;

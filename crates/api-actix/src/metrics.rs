@@ -1,10 +1,5 @@
-//! HTTP metrics through the `metrics` facade: whatever recorder the binary installs (the
-//! Prometheus exporter in `goods-server`) keeps and renders them; nothing here formats text or
-//! holds a lock of its own on the request path.
-//!
-//! Every label comes from a fixed set, so no client can add series: methods outside the
-//! standard ones are `OTHER`, routes are the route templates (`/limited-drops/{dropId}`, or
-//! `unmatched`), statuses are HTTP status codes, and purchase outcomes are the API's codes.
+//! HTTP metrics through the `metrics` facade. Every label comes from a fixed set, so no client
+//! can add series: unknown methods are `OTHER`, routes are templates or `unmatched`.
 
 use actix_web::http::Method;
 use std::collections::HashMap;

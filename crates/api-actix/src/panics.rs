@@ -1,8 +1,5 @@
-//! A panic in a handler becomes `500 INTERNAL` problem+json carrying the request id, instead of
-//! a connection closed without an answer; the worker goes on serving. The request-id middleware
-//! catches it (`request_id.rs`); this module says what the answer is. Nothing a client sends
-//! should panic (input is parsed at the edge, time arithmetic is checked); this is the net under
-//! what was missed.
+//! A handler's panic becomes `500 INTERNAL` with the request id (caught in `request_id.rs`),
+//! and the worker goes on: the net under what input parsing missed.
 
 use crate::problem::Problem;
 use serde_json::json;

@@ -1,10 +1,6 @@
-//! `RATE_LIMIT_PER_IP`, before any route runs: a request without a verified identity (none, or
-//! a token or identity headers that do not verify) is counted per client address; a verified
-//! caller's reads are counted per caller. The client is the peer, or, when the peer is one of
-//! the trusted proxies (`AUTH_TRUSTED_PROXIES`), the last address of `X-Forwarded-For` that is
-//! not one of them. A verified buyer's purchases, entries and cancels are counted by their
-//! routes (`RATE_LIMIT_PER_BUYER`); the probes (`/health/*`), a balancer's health checks among
-//! them, are never counted.
+//! `RATE_LIMIT_PER_IP`, before any route: unverified requests count per client address (the
+//! peer, or behind `AUTH_TRUSTED_PROXIES` the last untrusted `X-Forwarded-For`), verified
+//! reads per caller. Buyers' writes count in their routes; `/health/*` never counts.
 
 use crate::ApiState;
 use crate::auth::Verified;

@@ -1,8 +1,6 @@
-//! Refusals an attacker can send at any rate (a forged webhook signature, a bad token) are
-//! logged at a bounded rate: at most [`BURST`] lines at once and [`PER_SECOND`] a second after
-//! that, each with the client's address (the request span's `client.address`); every refusal is
-//! counted, logged or not (`refusals_total{kind}`, and `refusals_unlogged_total{kind}` for the
-//! lines left out), so the log cannot be flooded and nothing goes unseen.
+//! Refusals an attacker can send at any rate (forged signatures, bad tokens) are logged at most
+//! [`BURST`] at once and [`PER_SECOND`] after, and all counted (`refusals_total`,
+//! `refusals_unlogged_total`): the log cannot be flooded, nothing goes unseen.
 
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::NoOpMiddleware;

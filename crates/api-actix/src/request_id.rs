@@ -1,11 +1,7 @@
-//! `X-Request-Id` on every response (echoed or generated), one tracing span per request (a child
-//! of the caller's W3C `traceparent`, with OpenTelemetry's HTTP attribute names, the request id
-//! and the load-test run id), an access log line per request (target `access`), request
-//! metrics, and the two nets
-//! under every handler: a panic becomes `500 INTERNAL` with the request id ([`crate::panics`]),
-//! and a request past [`REQUEST_TIMEOUT`](crate::timeout::REQUEST_TIMEOUT) becomes `503`
-//! ([`crate::timeout`]). One middleware for all of it keeps the per-request cost of the
-//! cheapest answers (a sold-out refusal) low.
+//! One middleware for `X-Request-Id`, the request's span (child of `traceparent`), the access
+//! line, request metrics, and the two nets: a panic is `500 INTERNAL` ([`crate::panics`]), a
+//! request past [`REQUEST_TIMEOUT`](crate::timeout::REQUEST_TIMEOUT) is `503`. One, so the
+//! cheapest answers (a sold-out refusal) stay cheap.
 
 use crate::routes::RouteLabel;
 use actix_web::body::MessageBody;

@@ -1,8 +1,6 @@
-//! A bound on the whole request, body reading included: past [`REQUEST_TIMEOUT`] the handler is
-//! dropped (a transaction in it rolls back) and the client gets `503 SERVICE_UNAVAILABLE` with
-//! `Retry-After`, so no worker waits on a slow client or a stuck dependency without end. The
-//! slowest legitimate request, a purchase, is bounded well below it by its own waits (write
-//! slot, pool, transaction).
+//! A bound on the whole request, body included: past [`REQUEST_TIMEOUT`] the handler is dropped
+//! (its transaction rolls back) and the client gets 503 with `Retry-After`. A purchase's own
+//! waits bound it well below.
 
 use crate::problem::Problem;
 use std::time::Duration;

@@ -1,8 +1,5 @@
-//! Drops: creation, the view buyers read, the seller's operations and stats, draw drops'
-//! entries and draws, and the cache of drop definitions the purchase path reads them from.
-//!
-//! [`Drops`] holds only the ports it uses and the drop cache; units left (the gate's counter
-//! or the database's) and a draw's view are the core's, behind [`DropsCore`].
+//! Drops: creation, the buyers' view, operations and stats, draws, and the drop cache. Units
+//! left and a draw's view are the core's, behind [`DropsCore`].
 
 pub(crate) mod cache;
 pub(crate) mod create;

@@ -67,10 +67,6 @@ impl Events {
     }
 
     /// A page of events matching `list` (admins).
-    ///
-    /// # Errors
-    /// [`ListEventsError::Forbidden`] unless `actor` is an admin; `Infra` when the store
-    /// fails.
     #[tracing::instrument(skip_all, fields(user.id = %actor.user_id))]
     pub async fn list(&self, actor: Actor, list: ListEvents) -> Result<EventPage, ListEventsError> {
         if actor.role != Role::Admin {

@@ -1,11 +1,9 @@
 //! Use cases of the limited-drop service.
 //!
-//! [`GoodsApp`] is the core: the ports, the drop and flag caches, the gate behind its breaker
-//! and the tasks. It holds the purchase service (built once: the hot path builds nothing) and
-//! hands out one service per other feature ([`Drops`], [`Draws`], [`Orders`], [`Flags`],
-//! [`Reconciler`], [`Products`], [`PaymentLog`], [`Events`]), each holding only the ports it uses. This crate decides *what* happens
-//! atomically (which ledger transaction a use case runs, when the gate is confirmed or given
-//! back); the adapters only know *how*.
+//! [`GoodsApp`] is the core: ports, drop and flag caches, the gate behind its breaker, tasks.
+//! It holds the purchase service (built once) and hands out one service per other feature
+//! ([`Drops`], [`Draws`], [`Orders`], [`Flags`], [`Reconciler`], [`Products`], [`PaymentLog`],
+//! [`Events`]). This crate decides *what* happens atomically; the adapters know *how*.
 
 mod actor;
 mod drops;
@@ -289,10 +287,8 @@ impl GoodsApp {
         &self.tasks
     }
 
-    /// Stops this application once no request is in flight any more (the HTTP server has
-    /// drained): each drop's committer commits what it holds, answers its buyers and ends; the
-    /// loops stop after the pass under way; settles, resyncs and notices finish. Waits up to
-    /// `within`; `false` when some task was still running then.
+    /// Stops once the HTTP server has drained: committers commit what they hold, loops stop
+    /// after their pass, settles and notices finish. `false` when a task outlived `within`.
     pub async fn shutdown(&self, within: Duration) -> bool {
         self.purchases.committers.close();
         self.entries.close();

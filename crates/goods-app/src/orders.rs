@@ -1,8 +1,5 @@
-//! An order after its purchase: reading it, cancelling it, paying it (by the provider's
-//! verified events), its expiry, and the buyer's listing.
-//!
-//! [`Orders`] holds only the ports these use; where freed units go (the gate, or a draw
-//! drop's waitlist) is the core's business, behind [`FreedUnits`].
+//! An order after its purchase: view, cancel, payment, expiry, listing. Where freed units go
+//! (the gate, or a draw's waitlist) is the core's, behind [`FreedUnits`].
 
 pub(crate) mod cancel;
 pub(crate) mod lifecycle;

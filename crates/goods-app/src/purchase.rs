@@ -65,10 +65,8 @@ pub enum PurchaseError {
     /// Admitted, but no database write slot within the wait bound.
     #[error("throttled")]
     Throttled,
-    /// A store failed. [`InfraError::is_unavailable`] when the database did not answer
-    /// within its bound (pool, statement or transaction limit) or the admission lease ran out
-    /// first: no order was reported, and a retry with the same key replays the order or gets
-    /// a fresh attempt.
+    /// A store failed ([`InfraError::is_unavailable`]: not within its bound, or the lease ran
+    /// out); a retry with the same key replays the order or tries afresh.
     #[error(transparent)]
     Infra(#[from] InfraError),
 }

@@ -1,9 +1,6 @@
-//! Rate limits (`RATE_LIMIT_PER_BUYER`, `RATE_LIMIT_PER_IP`): the design document's token
-//! bucket. Two layers: this instance's buckets answer first, for every request they cover, at
-//! the cost of a few atomic operations; the fleet's buckets (Redis) answer next for what is
-//! about to reach a store the fleet shares (the gate's script, the database), at one round
-//! trip. What an instance answers from its memory alone (a view, a sold-out drop) is limited
-//! by its own buckets. A fleet store that fails is skipped: the instance's buckets decide.
+//! Rate limits (`RATE_LIMIT_PER_BUYER`, `RATE_LIMIT_PER_IP`), the design's token bucket in two
+//! layers: this instance's buckets first (a few atomics), then the fleet's (Redis, one round
+//! trip) only for what reaches a shared store. A failing fleet store is skipped.
 
 use crate::drops::cache::DropCache;
 use crate::{GoodsApp, telemetry};
@@ -136,11 +133,8 @@ impl Limiter {
         }
     }
 
-    /// In this instance's buckets, then in the fleet's, unless the gate answers a purchase of
-    /// `drop` from this instance's memory (a sold-out drop), which costs the fleet nothing. A
-    /// purchase before the drop's `openAt` is not counted at all: the sale-start gate answers
-    /// it 425 from the drop cache, touching neither Redis nor the database, and so must the
-    /// count.
+    /// Here, then in the fleet, unless the gate answers from memory (a sold-out drop); before
+    /// `openAt` not at all, as the 425 touches no store.
     async fn buyer(&self, buyer: UserId, drop: Option<DropId>) -> Result<(), RateLimited> {
         let Some(limit) = self.limits.buyer else {
             return Ok(());

@@ -1,8 +1,5 @@
-//! The use cases' metrics, through the `metrics` facade (the binary installs the recorder).
-//! What each one counts is its help text in [`describe`]; docs/observability.md lists each with
-//! its labels and the alerts that read it.
-//! Labels come from fixed sets; the one exception, `drop_id` on the drift gauge, is bounded by
-//! the open drops, and the exporter drops a gauge nobody has set for a while (a closed drop's).
+//! The use cases' metrics (help texts in [`describe`]; docs/observability.md has labels and
+//! alerts). Labels are fixed sets, except `drop_id` on the drift gauge, bounded by open drops.
 
 pub const ADMISSION_TO_COMMIT: &str = "purchase_admission_to_commit_seconds";
 pub const GATE_DECISION: &str = "gate_decision_seconds";

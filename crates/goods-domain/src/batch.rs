@@ -1,11 +1,8 @@
-//! The rule that answers a batch of purchases of one drop in one transaction (group commit).
+//! The rule that answers a batch of one drop's purchases in one transaction (group commit).
 //!
-//! The store reads what the rule needs (the drop's free units, whether it was closed, the
-//! database's clock, the orders that already exist for the batch's keys, the buyers' holdings),
-//! asks [`plan_batch`], writes the plan (the accepted orders, the holdings' additions, the hot
-//! rows by [`BatchPlan::taken`]), and answers each order with [`BatchPlan::answers`]. Every
-//! write stays conditional on the invariant it guards, so a plan made from a read another writer
-//! has since overtaken fails its write and the transaction is tried again from a fresh read.
+//! The store reads the facts, asks [`plan_batch`], writes the plan (hot rows by
+//! [`BatchPlan::taken`]) and answers with [`BatchPlan::answers`]. Every write stays conditional
+//! on its invariant, so a plan from an overtaken read fails its write and is retried.
 
 use crate::ports::{PlaceOrder, PlaceOrderError, Placed, Placement, max_orders_per_buyer, unix_ms};
 use crate::{GoodsOrder, IdempotencyKey, UserId};
@@ -124,19 +121,11 @@ impl BatchPlan {
     }
 }
 
-/// Decides every order of `batch` (one drop, one set of terms) in the batch's order against
-/// `facts`, so with one unit left the earliest order that fits gets it and a refusal fails
-/// that order alone:
-///
-/// 1. an existing order for (buyer, key): its replay when it is the same request, else
-///    `KeyReused`;
-/// 2. the same (buyer, key) as an order accepted earlier in the batch: answered from it;
-/// 3. the drop closed early: `Closed`;
-/// 4. the admission lease ended by the database's clock: `LeaseExpired`;
-/// 5. more units than are left: `SoldOut` with what is left;
-/// 6. the buyer at [`max_orders_per_buyer`]: `OrderLimitReached`;
-/// 7. the buyer past `perUserLimit` with it: `PerUserLimitExceeded`;
-/// 8. otherwise accepted.
+/// Decides every order of `batch` (one drop, one set of terms) in order against `facts`, so the
+/// earliest order that fits gets the last unit and a refusal fails that order alone. First
+/// match wins: an existing order for (buyer, key) (replay, or `KeyReused`); one accepted earlier
+/// in the batch (answered from it); `Closed`; `LeaseExpired` by the database's clock; `SoldOut`;
+/// `OrderLimitReached` ([`max_orders_per_buyer`]); `PerUserLimitExceeded`; else accepted.
 pub fn plan_batch(batch: &[PlaceOrder], facts: &BatchFacts) -> BatchPlan {
     let mut left = facts.free;
     let mut added: BTreeMap<UserId, Holding> = BTreeMap::new();

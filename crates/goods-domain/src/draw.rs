@@ -44,9 +44,6 @@ macro_rules! digest {
             }
 
             /// Parses 64 hex digits.
-            ///
-            /// # Errors
-            /// [`BadHex`] when it is not 64 hex digits.
             pub fn from_hex(raw: &str) -> Result<Self, BadHex> {
                 parse_hex(raw).map(Self)
             }
@@ -85,9 +82,6 @@ impl DrawSeed {
     }
 
     /// Parses 64 hex digits (a stored or revealed seed).
-    ///
-    /// # Errors
-    /// [`BadHex`] when it is not 64 hex digits.
     pub fn from_hex(raw: &str) -> Result<Self, BadHex> {
         parse_hex(raw).map(Self)
     }
@@ -123,10 +117,8 @@ impl DrawSeed {
     }
 }
 
-/// A seed sealed with an AEAD under one of the service's seal keys (`DRAW_SEAL_KEY`), its drop's
-/// id and the commitment as associated data: what the database holds until the reveal, so a
-/// copy of the database alone gives neither the seed nor any rank, and a sealed seed copied into
-/// another drop's row does not open there.
+/// A seed sealed with an AEAD under a seal key (`DRAW_SEAL_KEY`), bound to its drop and
+/// commitment: a copy of the database alone gives neither the seed nor any rank.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SealedSeed {
     /// Names the key that sealed it, so seeds sealed before a key rotation stay readable.
@@ -176,9 +168,6 @@ impl DrawToSeal {
     }
 
     /// The seed sealed for `drop`.
-    ///
-    /// # Errors
-    /// [`SealError`] when it cannot be sealed (no seal key, no randomness).
     pub fn seal(&self, drop: DropId) -> Result<SealedSeed, SealError> {
         (self.seal)(drop)
     }
@@ -210,10 +199,8 @@ pub struct Ranked {
     pub rank: u32,
 }
 
-/// The draw over `entrants`: each one's rank key from `seed`, ranked by it ascending. Ranks are
-/// 1-based; rank keys are distinct for distinct users (a collision of HMAC-SHA256 outputs), and
-/// a tie would be broken by user id so the ranking is a function of the seed and the entrants
-/// alone, whatever order they were read in.
+/// The draw over `entrants`: ranked 1, 2, ... by rank key from `seed`, a tie (an HMAC collision)
+/// broken by user id, so the ranking depends on the seed and the entrants alone.
 pub fn rank(seed: &DrawSeed, entrants: &[UserId]) -> Vec<Ranked> {
     let mut keyed: Vec<(RankKey, UserId)> = entrants
         .iter()
@@ -384,11 +371,9 @@ impl Entry {
     }
 }
 
-/// A waiting entry's place in the waitlist (1 is next), from its rank and the draw's counts.
-/// Awards (the draw's and the promotions') always go to the lowest-ranked waiting entry, and a
-/// voided entry was the lowest-ranked waiting one when it was refused, so every entry with an
-/// order or voided ranks before every waiting one: the entries ahead are the ranks before it
-/// less those. No read of the waitlist is needed, however long it is.
+/// A waiting entry's place in the waitlist (1 is next), from its rank and the draw's counts
+/// alone: awards and voids always take the lowest-ranked waiting entry, so every awarded or
+/// voided entry ranks before every waiting one.
 pub fn waitlist_position(rank: u32, counts: &DrawCounts) -> u32 {
     rank.saturating_sub(counts.winners)
         .saturating_sub(counts.voided)

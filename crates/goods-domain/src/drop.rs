@@ -13,10 +13,7 @@ pub struct SaleWindow {
 }
 
 impl SaleWindow {
-    /// Parses a window.
-    ///
-    /// # Errors
-    /// [`ValidationError`] on `closeAt` unless `open_at < close_at`.
+    /// Parses a window: `open_at < close_at`.
     pub fn parse(
         open_at: OffsetDateTime,
         close_at: OffsetDateTime,
@@ -155,12 +152,11 @@ pub enum CreateDropError {
     Infra(#[from] crate::InfraError),
 }
 
-/// One drop at a time per product: a new drop is refused while one of the product's drops
-/// has not ended at `now` (scheduled, on sale or paused; neither closed early nor past its
-/// `closeAt`). A store may pass only the drops whose `closeAt` is still ahead.
+/// One drop at a time per product: refused while one of its drops has not ended at `now`
+/// (neither closed early nor past `closeAt`); a store may pass only drops whose `closeAt` is ahead.
 ///
 /// # Errors
-/// [`CreateDropError::DropAlreadyActive`] while one has not ended.
+/// `DropAlreadyActive` while one has not ended.
 pub fn check_one_active_drop(
     product_drops: &[LimitedDrop],
     now: OffsetDateTime,
@@ -172,12 +168,11 @@ pub fn check_one_active_drop(
     }
 }
 
-/// A seller may create one more drop only while fewer than `max` of their drops have not
-/// ended at `now` (`None`: no quota). A store may pass only the drops whose `closeAt` is
-/// still ahead.
+/// A seller may create one more drop while fewer than `max` of theirs have not ended at `now`
+/// (`None`: no quota); a store may pass only drops whose `closeAt` is ahead.
 ///
 /// # Errors
-/// [`CreateDropError::QuotaExceeded`] at or past the quota.
+/// `QuotaExceeded` at or past the quota.
 pub fn check_seller_quota(
     seller_drops: &[LimitedDrop],
     now: OffsetDateTime,
@@ -248,10 +243,7 @@ impl LimitedDrop {
         }
     }
 
-    /// Pausing (`true`) or resuming (`false`) at `now`.
-    ///
-    /// # Errors
-    /// [`DropTransitionError::Closed`] once the sale has ended.
+    /// Pausing (`true`) or resuming (`false`) at `now`; refused once the sale has ended.
     pub fn set_paused(
         &self,
         now: OffsetDateTime,
@@ -276,14 +268,10 @@ impl LimitedDrop {
         }
     }
 
-    /// The sale window's gate at `now`: refuses before `openAt` (the sale-start gate) and from
-    /// `closeAt` on, without touching the gate or any store. Units and the buyer's limit are
-    /// the admission gate's and the database's to decide.
+    /// The sale window at `now`, touching no store (units and limits are decided later).
     ///
     /// # Errors
-    /// [`PurchaseRejection::DrawDrop`] for a draw, then [`PurchaseRejection::TooEarly`] when
-    /// `now < openAt` (and it was not closed early), then [`PurchaseRejection::Paused`] while
-    /// paused, then [`PurchaseRejection::Closed`] when the sale has ended.
+    /// In this order: `DrawDrop`, `TooEarly` (not closed early), `Paused`, `Closed`.
     pub fn check_on_sale(&self, now: OffsetDateTime) -> Result<(), PurchaseRejection> {
         if self.mode.is_draw() {
             Err(PurchaseRejection::DrawDrop)
@@ -488,9 +476,6 @@ impl NewLimitedDrop {
     }
 
     /// The last creation rule, which needs the product: `limitedQuantity <= stock`.
-    ///
-    /// # Errors
-    /// [`ValidationError`] on `limitedQuantity` when the stock is smaller.
     pub fn check_stock(&self, stock: u32) -> Result<(), ValidationError> {
         if self.limited_quantity.get() <= stock {
             Ok(())

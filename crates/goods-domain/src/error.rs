@@ -23,10 +23,8 @@ impl ValidationError {
     }
 }
 
-/// An infrastructure failure behind a port (database down, Redis timeout, ...).
-///
-/// Ports stay free of `anyhow` and of adapter types: an adapter wraps its own error here, with
-/// the context it knows, and the use case decides what the failure means.
+/// An infrastructure failure behind a port, wrapped by the adapter with its context (ports know
+/// no `anyhow` nor adapter types); the use case decides what it means.
 pub struct InfraError {
     context: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,

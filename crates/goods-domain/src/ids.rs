@@ -13,9 +13,6 @@ macro_rules! positive_id {
             pub const MIN: Self = Self(1);
 
             /// Parses a positive integer id.
-            ///
-            /// # Errors
-            /// [`ValidationError`] when `raw` is zero or negative.
             pub fn parse(raw: i64) -> Result<Self, ValidationError> {
                 if raw > 0 {
                     Ok(Self(raw))
@@ -62,11 +59,7 @@ impl IdempotencyKey {
     /// Longest accepted key, in bytes.
     pub const MAX_LEN: usize = 255;
 
-    /// Parses a key.
-    ///
-    /// # Errors
-    /// [`ValidationError`] when the key is empty, longer than 255 bytes, has a character outside
-    /// printable ASCII, or starts or ends with a space.
+    /// Parses a key: 1 to 255 bytes of printable ASCII, no space at either end.
     pub fn parse(raw: &str) -> Result<Self, ValidationError> {
         let field = "Idempotency-Key";
         if raw.is_empty() || raw.len() > Self::MAX_LEN {
@@ -84,18 +77,13 @@ impl IdempotencyKey {
         Ok(Self(raw.to_owned()))
     }
 
-    /// The key of the order a draw gives a buyer of `drop` (an award or a promotion): one per
-    /// buyer and draw, so a second award of the same entry replays the first order. It starts
-    /// with the control character 0x01, which [`IdempotencyKey::parse`] refuses in a client's
-    /// key: no client can send, plant or collide with a key the service makes for itself.
+    /// The key of a draw's order for a buyer of `drop` (one per buyer and draw, so a second
+    /// award replays the first). It starts with 0x01, which no client's key may hold.
     pub fn for_draw(drop: crate::DropId) -> Self {
         Self(format!("{SERVICE_KEY_PREFIX}draw:{drop}"))
     }
 
     /// A key as stored with an order: a client's, or one the service made for itself.
-    ///
-    /// # Errors
-    /// [`ValidationError`] when it is neither.
     pub fn stored(raw: &str) -> Result<Self, ValidationError> {
         match raw.strip_prefix(SERVICE_KEY_PREFIX) {
             Some(rest) => Self::parse(rest).map(|_| Self(raw.to_owned())),

@@ -1,8 +1,5 @@
-//! The limited-drop domain: a product goes on sale at a set time for a fixed quantity.
-//!
-//! This crate is pure: no I/O, no runtime, no database or Redis types. Everything that talks to
-//! the outside world is a trait in [`ports`], implemented by the adapter crates and mocked in
-//! tests through the `mock` feature.
+//! The limited-drop domain, pure (no I/O, no runtime): everything outside is a trait in
+//! [`ports`], implemented by the adapters and mocked through the `mock` feature.
 
 pub mod batch;
 pub mod draw;

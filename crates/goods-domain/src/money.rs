@@ -12,10 +12,7 @@ impl Currency {
     /// ISO 4217's code for "no currency involved".
     pub const NONE: Self = Self(*b"XXX");
 
-    /// Parses a code.
-    ///
-    /// # Errors
-    /// [`ValidationError`] on `field` unless `raw` is three capital letters A-Z.
+    /// Parses a code: three capital letters A-Z.
     pub fn parse(field: &'static str, raw: &str) -> Result<Self, ValidationError> {
         match raw.as_bytes() {
             &[a, b, c] if [a, b, c].iter().all(u8::is_ascii_uppercase) => Ok(Self([a, b, c])),
@@ -53,10 +50,7 @@ pub struct Money {
 }
 
 impl Money {
-    /// Parses an amount as a client or a payment provider sends it.
-    ///
-    /// # Errors
-    /// [`ValidationError`] on `field` when it is negative or above [`MAX_AMOUNT_MINOR`].
+    /// Parses an amount as a client or a provider sends it, 0 to [`MAX_AMOUNT_MINOR`].
     pub fn parse(
         field: &'static str,
         minor: i64,
@@ -93,10 +87,7 @@ impl Default for Price {
 }
 
 impl Price {
-    /// Parses a unit price.
-    ///
-    /// # Errors
-    /// [`ValidationError`] on `priceMinor` when it is negative or above [`MAX_PRICE_MINOR`].
+    /// Parses a unit price, 0 to [`MAX_PRICE_MINOR`].
     pub fn parse(minor: i64, currency: Currency) -> Result<Self, ValidationError> {
         u64::try_from(minor)
             .ok()

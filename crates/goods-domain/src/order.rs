@@ -76,11 +76,7 @@ impl PaymentReference {
     /// Longest accepted reference, in bytes.
     pub const MAX_LEN: usize = 128;
 
-    /// Parses a reference.
-    ///
-    /// # Errors
-    /// [`ValidationError`] when it is empty, longer than 128 bytes, or has a character outside
-    /// printable ASCII.
+    /// Parses a reference: 1 to 128 bytes of printable ASCII.
     pub fn parse(raw: &str) -> Result<Self, ValidationError> {
         let field = "paymentReference";
         if raw.is_empty() || raw.len() > Self::MAX_LEN {
@@ -126,9 +122,6 @@ impl PaymentWindow {
     }
 
     /// A window of `seconds` as a drop's `paymentWindowSeconds`: 60 to 604800 (7 days).
-    ///
-    /// # Errors
-    /// [`ValidationError`] outside that range.
     pub fn for_drop(seconds: i64) -> Result<Self, ValidationError> {
         match u32::try_from(seconds) {
             Ok(s) if (Self::MIN_DROP_SECONDS..=Self::MAX_SECONDS).contains(&s) => {

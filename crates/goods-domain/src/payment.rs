@@ -1,8 +1,5 @@
-//! Payments as the payment provider reports them, and what each one does to its order.
-//!
-//! A buyer pays at the provider; the provider's signed event is the only way an order becomes
-//! PAID. The rule deciding an event's outcome is [`GoodsOrder::apply_payment`]: the store locks
-//! the order, calls it, and writes what it says.
+//! Payments as the provider reports them (its signed event is the only way to PAID); the rule
+//! is [`GoodsOrder::apply_payment`], which the store calls on the locked order.
 
 use crate::{
     GoodsOrder, Money, OrderId, OrderStatus, PaymentReference, PaymentWindow, ValidationError,
@@ -14,11 +11,7 @@ use time::OffsetDateTime;
 pub struct PaymentEventId(String);
 
 impl PaymentEventId {
-    /// Parses an event id.
-    ///
-    /// # Errors
-    /// [`ValidationError`] on `eventId` when it is empty, longer than 128 bytes or not printable
-    /// ASCII.
+    /// Parses an event id: 1 to 128 bytes of printable ASCII.
     pub fn parse(raw: &str) -> Result<Self, ValidationError> {
         if raw.is_empty() || raw.len() > 128 || !raw.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
             return Err(ValidationError::new(

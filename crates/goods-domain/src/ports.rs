@@ -1,8 +1,5 @@
-//! Ports: what the domain needs from the outside world, as traits.
-//!
-//! Every port is `Send + Sync + 'static` so it can sit behind an `Arc<dyn _>` and be swapped
-//! per deployment (SQLite or MySQL, in-process or Redis gate) or mocked alone in a test. With
-//! the `mock` feature each trait gets a mockall `Mock*` type.
+//! Ports: what the domain needs from outside, as `Send + Sync + 'static` traits behind
+//! `Arc<dyn _>`, swapped per deployment or mocked alone (`mock` feature: a `Mock*` each).
 
 mod budget;
 mod catalog;

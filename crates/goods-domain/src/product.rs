@@ -10,10 +10,8 @@ impl ProductName {
     /// Parses a product name.
     ///
     /// # Errors
-    /// [`ValidationError`] when the trimmed name is empty or longer than 200 characters, or
-    /// holds a control character or a bidirectional embedding, override or isolate (text that
-    /// would show other than it reads: U+202A-U+202E, U+2066-U+2069), or a line or paragraph
-    /// separator.
+    /// Empty or over 200 characters trimmed, or a control, bidi (U+202A-E, U+2066-9: text
+    /// that shows other than it reads), line or paragraph separator character.
     pub fn parse(raw: &str) -> Result<Self, ValidationError> {
         let trimmed = raw.trim();
         let len = trimmed.chars().count();

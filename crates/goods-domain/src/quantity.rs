@@ -10,10 +10,7 @@ pub struct Quantity(u32);
 impl Quantity {
     pub const ONE: Self = Self(1);
 
-    /// Parses a quantity.
-    ///
-    /// # Errors
-    /// [`ValidationError`] naming `field` when `raw` is below 1 or above `i32::MAX`.
+    /// Parses a quantity, 1 to `i32::MAX`.
     pub fn parse(field: &'static str, raw: i64) -> Result<Self, ValidationError> {
         if (1..=i64::from(i32::MAX)).contains(&raw) {
             u32::try_from(raw)

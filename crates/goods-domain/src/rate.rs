@@ -1,7 +1,5 @@
-//! Rate limits: the design document's token bucket, per buyer and per client address, as the
-//! generic cell rate algorithm (GCRA: one stored instant per key, the bucket's "theoretical
-//! arrival time"). The adapters keep the instants (in-process, or in Redis for the fleet); the
-//! arithmetic, and what a limit means, is here.
+//! Rate limits: the design's token bucket as GCRA (one stored instant per key, its "theoretical
+//! arrival time"); adapters keep the instants, the arithmetic is here.
 
 use crate::UserId;
 use std::net::IpAddr;
@@ -17,10 +15,7 @@ pub struct RateLimit {
 }
 
 impl RateLimit {
-    /// `rate` per `period`, bursts of twice the rate.
-    ///
-    /// # Errors
-    /// A message when `rate` is 0 or `period` is zero.
+    /// `rate` per `period` (both non-zero), bursts of twice the rate.
     pub fn new(rate: u32, period: Duration) -> Result<Self, String> {
         if rate == 0 || period.is_zero() {
             return Err("a rate limit needs at least 1 request per period".into());
@@ -33,9 +28,6 @@ impl RateLimit {
     }
 
     /// Reads a setting: `N/s`, `N/m` (`N` from 1 to 1,000,000), or `off` (`None`).
-    ///
-    /// # Errors
-    /// A message naming the accepted forms.
     pub fn parse(text: &str) -> Result<Option<Self>, String> {
         let text = text.trim();
         if text.eq_ignore_ascii_case("off") {
@@ -132,11 +124,9 @@ pub fn ceil_seconds(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
-/// GCRA in microseconds: the decision for a request at `now`, given the key's stored
-/// theoretical arrival time `tat` (`None`: never seen, or forgotten since it passed), and the
-/// instant to store when it is allowed. Each request moves the arrival time one interval
-/// ahead; a request is refused while that would put it more than `burst` intervals ahead of
-/// `now`. The Redis script computes the same (an adapter test compares the two).
+/// GCRA in microseconds: the decision at `now` from the stored arrival time `tat` (`None`:
+/// unseen), and what to store. Each request moves it one interval ahead, refused past `burst`
+/// intervals ahead of `now`. The Redis script computes the same (a test compares them).
 pub fn gcra(tat: Option<u64>, now: u64, limit: &RateLimit) -> (RateDecision, Option<u64>) {
     let interval = u64::try_from(limit.interval().as_micros()).unwrap_or(u64::MAX);
     let tolerance = interval.saturating_mul(u64::from(limit.burst));

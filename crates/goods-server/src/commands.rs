@@ -1,10 +1,5 @@
-//! The binary's subcommands besides serving: `migrate [--to VERSION]` applies the database
-//! migrations (all of them, or up to and including one) and exits; `sign-payment` prints the
-//! `Payment-Signature` a payment provider would send for the event read from standard input
-//! (for trying the service, and for load tests); `health` asks the ops listener's
-//! `/health/ready` (a container's health check, with no curl in the image); `verify-draw`
-//! checks a draw drop's revealed seed against its commitment and computes a buyer's rank key
-//! (what any buyer can do without the service). Each returns the process's exit code.
+//! The subcommands besides serving (`migrate`, `sign-payment`, `health`, `verify-draw`; see
+//! docs/configuration.md), each returning the process's exit code.
 
 use crate::config::MigrateConfig;
 use crate::telemetry;
@@ -49,12 +44,9 @@ pub fn sign_payment() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Checks a draw, first `SHA-256(seed)` against the commitment published at creation (a
-/// mismatch prints only that: nothing computed from a seed that is not the draw's means
-/// anything), then the user's rank key `HMAC-SHA256(seed, user id in decimal)`, with the
-/// cutoff whether it won (rank key <= cutoff), and with the entry's inclusion proof that the
-/// entry is in the set whose root was published before the reveal. Exit 0 when every check
-/// given passes, 1 when one fails, 2 on bad arguments.
+/// Checks a draw: the seed against the commitment (a mismatch stops there), then the user's rank
+/// key, with the cutoff whether it won, and with a proof that the entry is in the published
+/// set. Exit 0 when every check passes, 1 when one fails, 2 on bad arguments.
 pub fn verify_draw(args: &[&str]) -> ExitCode {
     use goods_domain::{DrawCommitment, DrawSeed, EntriesRoot, InclusionProof, RankKey, UserId};
     let usage = |what: &str| {

@@ -1,7 +1,5 @@
-//! Configuration from the environment (docs/configuration.md), validated at start: a bad value
-//! stops the server with one line naming the variable. One section per concern, each read by
-//! its own function: the listeners, the database, Redis, the gate, purchases, identity, the
-//! background work, observability.
+//! Configuration from the environment (docs/configuration.md), validated at start (a bad value
+//! stops the server with one line naming it), one section per concern.
 
 mod abuse;
 mod auth;
@@ -49,10 +47,8 @@ pub struct Config {
     pub observability: Observability,
     /// Where events are published, and how long they are kept.
     pub events: EventsConfig,
-    /// The feature flags a database that never had them set starts with
-    /// (`FLAGS_AT_FIRST_START=on|off`, default `on`). `off` ships the release dark, as the design
-    /// document's release plan asks: the drop routes answer 404 until an admin turns
-    /// `limited-drop.enabled` on. A flag that was ever set keeps its value.
+    /// The flags a database that never had them starts with (`FLAGS_AT_FIRST_START`): `off`
+    /// ships the release dark until an admin turns `limited-drop.enabled` on.
     pub flags_at_first_start: bool,
 }
 

@@ -1,8 +1,5 @@
-//! The process's metrics recorder: `metrics-exporter-prometheus`, rendered by `GET /metrics`.
-//!
-//! Chosen over the `prometheus` crate because the crates below the binary record through the
-//! `metrics` facade (as they log through `tracing`) without knowing the exporter, and its
-//! registry is sharded and atomic, so recording takes no global lock on the request path.
+//! The metrics recorder, `metrics-exporter-prometheus` (`GET /metrics`): the crates below record
+//! through the `metrics` facade, and its sharded registry takes no global lock.
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use metrics_util::MetricKindMask;

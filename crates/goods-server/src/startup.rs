@@ -63,9 +63,8 @@ impl Application {
         Self::build_with_clock(config, Arc::new(SystemClock)).await
     }
 
-    /// [`build`](Self::build) with another clock: tests move time (payment windows, a drop's
-    /// opening and closing) instead of sleeping. The database keeps its own clock for
-    /// admission leases, which only decides when a stuck reservation is given up.
+    /// [`build`](Self::build) with another clock, so tests move time instead of sleeping (the
+    /// database keeps its own for admission leases).
     ///
     /// # Errors
     /// As [`build`](Self::build).
@@ -168,12 +167,9 @@ impl Application {
         self.serve().await.map(drop)
     }
 
-    /// Serves until SIGTERM, SIGINT or [`handle`](Self::handle)`.stop(true)`, with the
-    /// background work (healing, refresh, the background lease) alongside, then shuts down
-    /// within `SHUTDOWN_GRACE_MS`: no new connection is accepted and `/health/ready` answers
-    /// 503; in-flight requests are answered (a purchase's 202 only once its order is
-    /// committed); each drop's committer commits what it holds; the loops stop after the pass
-    /// under way; the outcome counters are flushed to Redis; the ops listener stops last.
+    /// Serves until SIGTERM, SIGINT or [`handle`](Self::handle)`.stop(true)`, then shuts down
+    /// within `SHUTDOWN_GRACE_MS` in docs/configuration.md's order ("Shutdown"): requests
+    /// answered, committers drained, loops stopped, counters flushed, the ops listener last.
     pub async fn serve(self) -> std::io::Result<Stopped> {
         let Self {
             bound:

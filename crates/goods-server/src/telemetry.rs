@@ -1,8 +1,5 @@
-//! The tracing subscriber: console logs (text or JSON) filtered by `RUST_LOG`, plus OTLP trace
-//! export only when an endpoint is configured (no exporter, no start-up delay otherwise), with a
-//! filter of its own (`OTEL_TRACES_FILTER`), so the adapters' debug spans are exported while the
-//! console stays quiet. Incoming W3C `traceparent` headers are honoured (the propagator is set
-//! here; the request middleware extracts the caller's context).
+//! The tracing subscriber: console logs by `RUST_LOG`, and OTLP export only with an endpoint,
+//! filtered by `OTEL_TRACES_FILTER`; the W3C propagator for incoming `traceparent`.
 
 use crate::config::{LogFormat, Observability, OtlpProtocol};
 use anyhow::Context as _;

@@ -45,14 +45,10 @@ impl<B: Backend> SqlStore<B> {
     }
 }
 
-/// The transaction. All reads come first: the hot rows' state and the database's clock (one
-/// read), the buyers' holdings created if missing and locked (one write), the batch's existing
-/// orders by (buyer, key) (one read), the holdings (one read). The rule decides every order from
-/// those. The writes follow, each one statement for the whole batch: the orders, their ids read
-/// back, the holdings, then the two hot rows (stock, then drop) updated once by the units taken,
-/// last, since a hot row's lock is held from its update to COMMIT. Every write is conditional
-/// on the invariant it guards; if one refuses what the reads found free, the transaction rolls
-/// back as [`Contended`] and is tried again.
+/// The transaction: reads first (hot rows and the clock, holdings locked, existing orders,
+/// holdings), the rule decides, then one statement per write for the whole batch, the hot rows
+/// last (their locks are held from the update to COMMIT). A conditional write that refuses
+/// rolls back as [`Contended`], to be tried again.
 async fn commit_batch<B: Backend>(
     c: &mut B::Conn,
     batch: &[PlaceOrder],
@@ -217,11 +213,8 @@ async fn lock_holdings<B: Backend>(
     Ok(())
 }
 
-/// The holdings of `buyers` in `drop`, which [`lock_holdings`] locked: a plain read is current
-/// for them, since no other transaction can change them until this one ends (MySQL runs READ
-/// COMMITTED, so the read is not answered from an older snapshot; SQLite's transactions run one
-/// at a time). A locking read here would also lock other buyers' rows the server happens to
-/// scan, and deadlock with their batches.
+/// The holdings [`lock_holdings`] locked, by a plain read (current under READ COMMITTED): a
+/// locking read would also lock rows the server scans, deadlocking other batches.
 async fn read_holdings(
     c: &mut impl Exec,
     drop: i64,
@@ -302,11 +295,9 @@ async fn add_holdings(
     Ok(())
 }
 
-/// Takes the units the batch accepted from the stock, then the drop: the two hot rows, last.
-/// The drop's update also numbers the batch's events: one per order, and one more when these
-/// units are its last ([`goods_domain::event::purchase_facts`] decides the same from the
-/// row as updated; `event_seq` is assigned first, so both backends read the old `sold_quantity`
-/// in it).
+/// Takes the batch's units from the stock, then the drop (the hot rows, last); the drop's update
+/// also numbers the events, one per order and one more for the last unit (`event_seq` first, so
+/// both backends read the old `sold_quantity`).
 async fn take_units<B: Backend>(
     c: &mut B::Conn,
     terms: &PlaceOrder,
@@ -371,13 +362,9 @@ async fn take_units<B: Backend>(
     Ok(())
 }
 
-/// The batch's events as one `event_batches` row, written by an `INSERT ... SELECT` from the
-/// drop's row as this transaction left it (locked until commit): each `goods.order.placed`
-/// (its data left to the order's row),
-/// then the `goods.drop.sold_out` that [`event::purchase_facts`] adds when the batch takes the
-/// last unit, kept only if the row says the batch did (the same test as [`take_units`]'s
-/// count). The first number is counted back from the row's `event_seq`, which [`take_units`]
-/// advanced by as many events.
+/// The batch's events as one `event_batches` row, `INSERT ... SELECT` from the locked drop row:
+/// each `goods.order.placed`, then `goods.drop.sold_out` if the row says this batch took the
+/// last unit; numbered back from the `event_seq` that [`take_units`] advanced.
 fn events_insert<B: Backend>(
     terms: &PlaceOrder,
     accepted: &[&PlaceOrder],

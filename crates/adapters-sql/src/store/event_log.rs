@@ -1,14 +1,9 @@
-//! The event log: each decision's events appended in the decision's transaction, numbered per
-//! drop by `limited_drops.event_seq`, bumped on the drop's row under its lock (so the numbers
-//! follow commit order with no gaps), and read back oldest first.
+//! The event log: a decision's events appended in its transaction, numbered per drop by
+//! `limited_drops.event_seq` under the drop's lock (commit order, no gaps).
 //!
-//! A transaction writes its events as one `event_batches` row (one row for a purchase batch's
-//! 64 orders, where one row an event into `events` and its indexes cost the sell-out 10% of its
-//! orders a second, docs/benchmarks.md). Every reader of the log first moves the waiting rows
-//! into `events`, one row an event, oldest first ([`SqlStore::expand_batches`]); the healing
-//! pass's pruning does too. A drop's batches are written under its lock, so their ids follow
-//! its numbers, and moving them oldest first keeps each drop's events in `events` in `dropseq`
-//! order.
+//! A transaction writes one `event_batches` row (one row an event cost the sell-out 10%,
+//! docs/benchmarks.md); readers and the pruning first move waiting rows into `events` oldest
+//! first ([`SqlStore::expand_batches`]), which keeps each drop's events in `dropseq` order.
 
 use super::SqlStore;
 use crate::event_lines::{self, StoredEvent};
@@ -466,8 +461,8 @@ impl<B: Backend> EventLog for SqlStore<B> {
 }
 
 impl<B: Backend> SqlStore<B> {
-    /// Moves every waiting batch row into `events` (at most [`EXPAND_ROUNDS`] transactions of
-    /// [`EXPAND_BATCHES`]; the rest waits for the next reader). With none waiting it costs one
+    /// Moves every waiting batch row into `events` (at most `EXPAND_ROUNDS` transactions of
+    /// `EXPAND_BATCHES`; the rest waits for the next reader). With none waiting it costs one
     /// read, and no write transaction.
     pub async fn expand_batches(&self) -> Result<(), InfraError> {
         let waiting: Vec<crate::rows::NumberRow> = self

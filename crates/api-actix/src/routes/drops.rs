@@ -114,13 +114,8 @@ pub async fn my_entry(
     Ok(HttpResponse::Ok().json(EntryBody::from(entry)))
 }
 
-/// `POST /limited-drops/{dropId}/orders` (buyer), in the contract's order of checks:
-/// identity, the body's media type and fields (415, 400), the key (400), the values (422), then
-/// the use case.
-///
-/// Most answers of a drop are refusals, so this route renders its problem itself rather than
-/// through actix's boxed `Error` (an allocation and an indirection per refusal). Identity
-/// failures still come from the extractor, as on every route.
+/// `POST /limited-drops/{dropId}/orders`, in the contract's order of checks. Most answers are
+/// refusals, so it renders its problem itself, not through actix's boxed `Error`.
 pub async fn purchase(
     state: web::Data<ApiState>,
     who: Identity,

@@ -1,10 +1,6 @@
-//! The drops an instance serves from memory: their definitions (so the hot path reads a drop
-//! without a database round trip), which drop ids exist (so a request for one that does not
-//! costs nothing), and the units left of drops no gate counts (reused for [`REMAINING_TTL`]).
-//!
-//! A drop changes only by a pause, a resume or a close: this instance's cache takes them at
-//! once ([`DropCache::put`]), the other instances' at their next [`DropCache::refresh`] (on a
-//! change notice, or the poll). The healing pass forgets drops an hour after they close.
+//! The drops an instance serves from memory: definitions, the ids that exist, and units left of
+//! drops no gate counts (for [`REMAINING_TTL`]). A pause, resume or close lands here at once
+//! ([`DropCache::put`]) and elsewhere at the next [`DropCache::refresh`].
 
 use crate::mechanisms::drop_index::{DropIndex, Known};
 use crate::mechanisms::single_flight::{Shared, SingleFlight, unshared};

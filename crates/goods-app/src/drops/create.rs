@@ -6,11 +6,8 @@ use goods_domain::ports::GateSeed;
 use goods_domain::{CreateDropError, DrawCounts, DrawToSeal, DropInput, NewLimitedDrop};
 
 impl Drops {
-    /// Validates and stores a drop of a product `actor` manages, then seeds the admission gate
-    /// with its quantity.
-    ///
-    /// The database write is the commit point; a gate that cannot be seeded now is seeded from
-    /// the database on the first purchase, so a gate failure does not fail the creation.
+    /// Validates and stores a drop of a product `actor` manages, then seeds the gate; a gate
+    /// that fails now is seeded by the first purchase, so it does not fail the creation.
     #[tracing::instrument(skip_all, fields(product.id = input.product_id))]
     pub async fn create(
         &self,

@@ -1,18 +1,12 @@
-//! Draw drops: buyers enter during `[openAt, entryCloseAt)`; once entries close, the instance
-//! leading the background work draws within one healing pass: it closes the entries, ranks
-//! them by goods-domain's rule, gives the winners their orders in batches, and reveals the seed.
-//! A unit a winner gives back (cancel, expiry) goes to the first waitlisted entry until
-//! `closeAt`.
+//! Draw drops: buyers enter during `[openAt, entryCloseAt)`; then the leading instance closes
+//! the entries (publishing the RFC 6962 root of the entrants before the sealed seed is opened),
+//! ranks them by goods-domain's rule, gives the winners their orders in batches and reveals the
+//! seed. A unit given back goes to the first waitlisted entry until `closeAt`.
 //!
-//! The entry set is fixed before the seed is opened: closing the entries publishes the RFC 6962
-//! root of the entrants, and only then is the sealed seed opened to rank them.
-//!
-//! Every step can be run again by another instance after a crash without awarding twice: the
-//! ranking is a function of the seed and the entrants, a winner's order has the service's own
-//! key for the draw (one order per buyer per draw, replayed if it exists; no client can send
-//! it), an entry keeps the first order it got, and the ledger's conditional updates never let
-//! the drop's orders exceed its units. A refusal for one entry voids that entry and its unit
-//! goes to the next by rank: no entry can stop the others' awards.
+//! Every step can be rerun after a crash without awarding twice: the ranking is a function of
+//! seed and entrants, a winner's order has the service's own key (no client can send it), an
+//! entry keeps its first order, and the ledger never lets orders exceed units. A refused entry
+//! is voided and its unit goes to the next by rank.
 
 use crate::drops::cache::DropCache;
 use crate::mechanisms::group_commit::{Committers, Sink};
@@ -337,10 +331,6 @@ impl Draws {
     }
 
     /// `actor`'s entry in a draw drop, with its status now.
-    ///
-    /// # Errors
-    /// [`EntryError::EntryNotFound`] without one; `DropNotFound`, `NotADraw`, or the store's
-    /// failure.
     #[tracing::instrument(skip_all, fields(drop.id = %id, user.id = %actor.user_id))]
     pub async fn my_entry(&self, id: DropId, actor: Actor) -> Result<EntryView, EntryError> {
         let drop = self.draw_drop(id).await?;
@@ -497,11 +487,9 @@ impl Draws {
         Ok(promoted)
     }
 
-    /// Awards the waiting entries of `drop`, lowest rank first, a batch at a time, while the
-    /// drop has free units; the orders this call created. An entry whose order the ledger
-    /// refuses for a reason of its own is voided (with the reason) and the unit stays free for
-    /// the next by rank. Each batch's orders start their payment window when the batch is
-    /// placed (the clock is read per batch).
+    /// Awards waiting entries, lowest rank first, a batch at a time, while units are free; an
+    /// entry the ledger refuses is voided with the reason and the unit goes to the next. Each
+    /// batch's payment windows start when it is placed.
     async fn award(&self, drop: &LimitedDrop, promoted: bool) -> Result<u32, InfraError> {
         let by = if promoted { "promotion" } else { "draw" };
         let mut created = 0;

@@ -1,10 +1,6 @@
-//! PauseDrop, ResumeDrop and CloseDrop: a running drop's operations, for the seller of its
-//! product or an admin. Each is recorded as an event naming who did it, and counted.
-//!
-//! The database is the truth; this instance's cache takes the new state at once, and every
-//! other instance within [`crate::GoodsApp::refresh`]'s period. Closing is exact across the
-//! fleet regardless: no order commits after the close (the purchase transaction refuses a
-//! closed drop).
+//! Pause, resume and close, for the product's seller or an admin, each an event naming who.
+//! Other instances see the change at their next refresh; a close is exact fleet-wide anyway,
+//! since the purchase transaction refuses a closed drop.
 
 use super::Drops;
 use crate::{Actor, DropView, telemetry};
@@ -25,11 +21,8 @@ pub enum OperateDropError {
 }
 
 impl Drops {
-    /// Pauses (`true`) or resumes (`false`) a drop: while paused, purchases are refused with
-    /// `DROP_PAUSED` before the gate and the database. Idempotent.
-    ///
-    /// # Errors
-    /// [`OperateDropError`]: not found (or another seller's), closed, or a store failure.
+    /// Pauses (`true`) or resumes (`false`) a drop; paused, purchases are refused `DROP_PAUSED`
+    /// before the gate. Idempotent.
     #[tracing::instrument(skip_all, fields(drop.id = %id, paused))]
     pub async fn set_paused(
         &self,
@@ -57,14 +50,12 @@ impl Drops {
         self.operated(stored, operation, actor).await
     }
 
-    /// Ends a drop's sale now: purchases answer `CLOSED`, no order commits after this returns,
-    /// the gate releases the drop's state after a grace for purchases in flight, and the
-    /// product may get a new drop. Units never sold were never taken from the product's stock
-    /// (an order takes them when it commits), so they stay there. Closing again answers the
-    /// same and changes nothing.
+    /// Ends a drop's sale now: no order commits after this returns, the gate forgets the drop
+    /// after a grace, and the product may get a new drop (unsold units never left its stock).
+    /// Closing again changes nothing.
     ///
     /// # Errors
-    /// [`OperateDropError::NotFound`] (also for another seller's drop), or a store failure.
+    /// `NotFound` also for another seller's drop.
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
     pub async fn close(&self, id: DropId, actor: Actor) -> Result<DropView, OperateDropError> {
         let drop = self

@@ -19,11 +19,7 @@ pub struct DropStats {
 }
 
 impl Drops {
-    /// Reads a drop's outcome counters and units, for the seller of its product or an admin.
-    ///
-    /// # Errors
-    /// [`DropReadError::NotFound`] (also for a drop `actor` does not manage), or `Infra`
-    /// when a store fails.
+    /// A drop's outcome counters and units, for its seller or an admin (`NotFound` to others).
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
     pub async fn stats(&self, id: DropId, actor: Actor) -> Result<DropStats, DropReadError> {
         let drop = self

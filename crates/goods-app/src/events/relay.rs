@@ -1,8 +1,6 @@
-//! The relay: hands the event log to the broker, drop by drop in `dropseq` order, and marks
-//! what the broker acknowledged. Run by one instance of the fleet at a time (the `events`
-//! lease); a crash between the broker's ack and the mark publishes again under the same id,
-//! which the broker (and any consumer) drops as a repeat. Nothing here is on a buyer's path:
-//! a broker that is down only makes the backlog grow.
+//! The relay (one instance at a time, the `events` lease): hands the log to the broker in
+//! `dropseq` order and marks what it acknowledged; a crash in between republishes under the
+//! same id, a repeat. A broker that is down only grows the backlog.
 
 use crate::telemetry;
 use goods_domain::InfraError;

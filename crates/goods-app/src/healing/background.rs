@@ -1,11 +1,7 @@
-//! The loops that run beside the requests: the healing pass, the draws' schedule, the event
-//! relay and the drop refresh, each on its own period, all owned by the application's
-//! [`Tasks`](crate::Tasks) so shutdown stops them after the pass under way.
-//!
-//! Work whose state is the fleet's runs on one instance at a time, under a named lease of the
-//! store: the healing pass under [`BACKGROUND`] (when the gate is shared), the draws under
-//! [`DRAWS`] (taken only while a draw is due here), the relay under [`EVENTS`]. A lease store
-//! that fails counts as a lease not held.
+//! The loops beside the requests (healing pass, draws, event relay, drop refresh), owned by
+//! [`Tasks`](crate::Tasks). Fleet-wide work runs under a named lease, one instance at a time:
+//! [`BACKGROUND`], [`DRAWS`] (only while a draw is due), [`EVENTS`]; a failing lease store
+//! counts as not held.
 
 use crate::{GoodsApp, Relay};
 use goods_domain::ports::{BACKGROUND, DRAWS, EVENTS, LeaseStore};
@@ -137,12 +133,9 @@ impl GoodsApp {
         });
     }
 
-    /// Takes and renews `lease` every third of its period, for its period, and says in
-    /// `leading` whether this instance holds it. A holder that dies loses it a period after
-    /// its last renewal, and another instance takes it within a third of a period after that:
-    /// the work moves within two periods. Every step of that work is idempotent, so the rare
-    /// overlap (a pass longer than the lease) does no harm. While `wanted` says no, the lease
-    /// is neither asked for nor renewed.
+    /// Takes and renews `lease` every third of its period, saying in `leading` whether it is
+    /// held here; a dead holder's work moves within two periods (the work is idempotent, so an
+    /// overlap is harmless). While `wanted` says no, the lease is left alone.
     fn keep_lease(
         &self,
         lease: Lease,

@@ -25,12 +25,8 @@ impl GoodsApp {
         !self.draws_to_tend(self.ports.clock.now()).is_empty()
     }
 
-    /// Holds the draw drops that were unclosed when this instance started (read once; those
-    /// created since are held as they are created here or found by the refresh's scan of new
-    /// ids), so every instance knows the draws whichever of them takes the draws' lease.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the drops cannot be listed; the next call tries again.
+    /// Holds the draw drops unclosed at start (read once; later ones arrive by creation or the
+    /// refresh), so whichever instance takes the draws' lease knows them all.
     pub async fn hold_draw_drops(&self) -> Result<(), InfraError> {
         if self
             .healing
@@ -53,14 +49,11 @@ impl GoodsApp {
         Ok(())
     }
 
-    /// The draws' own schedule, run every [`DRAW_TICK`](super::DRAW_TICK) by one instance of the fleet whatever
-    /// `RECONCILE_INTERVAL_MS` is: draws whose entries closed, promotions of units given back,
-    /// and the expiry of unpaid orders (which gives a forfeited winner's unit back). Sets the
-    /// overdue-draw gauge the alert watches.
+    /// The draws' schedule, every [`DRAW_TICK`](super::DRAW_TICK) on one instance: due draws,
+    /// waitlist promotions, expiry of unpaid orders; sets the overdue-draw gauge.
     ///
     /// # Errors
-    /// [`InfraError`] when the drops cannot be listed; a failure on one drop is logged,
-    /// counted in the report, and does not stop the tick.
+    /// The drops cannot be listed (one drop's failure is logged and counted, not returned).
     pub async fn tend_draws(&self) -> Result<HealReport, InfraError> {
         let now = self.ports.clock.now();
         // A server without a draw to tend sends no statement.

@@ -1,23 +1,17 @@
 //! Self-healing: the gate converges back to the database after any single fault.
 //!
-//! - **Stale reservations.** An in-progress marker whose lease has passed is resolved against
-//!   the database ([`PurchaseLedger::resolve_stale`]): its order exists, and the marker becomes
-//!   done; or it does not and never can, and the units go back.
-//! - **Resync.** The gate's counter, holdings and done markers are rebuilt from the database,
-//!   keeping what is in flight ([`AdmissionGate::resync`]): when the gate answers again after
-//!   an outage (for the drops the database sold alone meanwhile), when the database refuses a
-//!   purchase the gate admitted (the gate was too generous), when the gate holds nothing for an
-//!   open drop (Redis restarted empty), and when reconciliation finds the same drift on two
-//!   passes in a row (drift that is only purchases in flight changes between passes) or any
-//!   negative drift (the gate would admit more than exists).
-//! - **The pass.** [`GoodsApp::heal_all`] does all of that for every open or recently closed
-//!   drop, one drop's failure never stopping the others, then relays the outbox.
+//! - **Stale reservations**: a marker past its lease is resolved by the database (its order
+//!   exists: done; it never can: the units go back).
+//! - **Resync** ([`AdmissionGate::resync`]): the gate rebuilt from the database, keeping what is
+//!   in flight, when it answers again after an outage, when the database refuses what it
+//!   admitted, when it holds nothing for an open drop, or on drift seen on two passes (or any
+//!   negative drift).
+//! - **The pass** ([`GoodsApp::heal_all`]): all of that for every open or recently closed drop,
+//!   one drop's failure never stopping the others, then the outbox's relay.
 //!
-//! Every step is idempotent and safe to run from every instance at once: resolutions are
-//! decided by the database, a resync can only hold units back when it races another, and the
-//! oversell event is recorded once per drop by the outbox's unique key.
+//! Every step is idempotent and safe from every instance at once: the database decides, a racing
+//! resync can only hold units back, and the oversell event is recorded once by its unique key.
 //!
-//! [`PurchaseLedger::resolve_stale`]: goods_domain::ports::PurchaseLedger::resolve_stale
 //! [`AdmissionGate::resync`]: goods_domain::ports::AdmissionGate::resync
 
 pub mod background;

@@ -7,11 +7,8 @@ use goods_domain::{InfraError, LimitedDrop};
 use tracing::Instrument as _;
 
 impl GoodsApp {
-    /// One healing pass over every open or recently closed drop (the periodic task's body).
-    ///
-    /// # Errors
-    /// [`InfraError`] when the drops cannot be listed; a failure on one drop is logged,
-    /// counted in [`HealReport::failed`], and does not stop the pass.
+    /// One healing pass over every open or recently closed drop; one drop's failure is counted
+    /// in [`HealReport::failed`], not returned.
     pub async fn heal_all(&self) -> Result<HealReport, InfraError> {
         let now = self.ports.clock.now();
         self.drops.prune(now, CLOSED_GRACE);

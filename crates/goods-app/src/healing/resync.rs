@@ -6,8 +6,10 @@ use goods_domain::{Fact, IdempotencyKey, InfraError, LimitedDrop, UserId};
 use std::collections::HashSet;
 
 impl GoodsApp {
-    /// Rebuilds the drop's gate from the database (see [`AdmissionGate::resync`]). Returns
-    /// `false` when there is no gate or a resync of this drop is already running here.
+    /// Rebuilds the drop's gate from the database ([`AdmissionGate::resync`]); `false` when
+    /// there is no gate or a resync of this drop is already running here.
+    ///
+    /// [`AdmissionGate::resync`]: goods_domain::ports::AdmissionGate::resync
     #[tracing::instrument(skip_all, fields(drop.id = %drop.id))]
     pub async fn resync_drop(&self, drop: &LimitedDrop) -> Result<bool, InfraError> {
         let Some(gate) = &self.ports.gate else {
@@ -47,11 +49,8 @@ impl GoodsApp {
         Ok(true)
     }
 
-    /// Writes `goods.gate.degraded` (a purchase of the drop bypassed a failing gate) or
-    /// `goods.gate.recovered` (the drop's gate was resynced after that), once per outage and
-    /// drop on this instance, and once in the fleet (the store writes only news). A failed
-    /// write is logged and tried again by the next purchase or resync: a buyer's answer never
-    /// depends on it.
+    /// Writes `goods.gate.degraded` or `goods.gate.recovered` once per outage and drop (the store
+    /// writes only news); a failed write is logged and retried by the next purchase or resync.
     pub(crate) async fn gate_event(&self, fact: Fact) {
         let drop = fact.drop_id();
         let degraded = matches!(fact, Fact::GateDegraded { .. });

@@ -1,11 +1,7 @@
-//! The fleet's write budget around the purchase transactions (`DB_WRITE_PERMITS_GLOBAL`): a
-//! [`PurchaseLedger`] that takes a global permit before each purchase transaction and gives it
-//! back after, so the database never runs more of them at once than the budget, however many
-//! instances there are. The per-instance write buffer stays the local bound.
-//!
-//! A batch that gets no permit within the wait is refused whole (THROTTLED, nothing written).
-//! When the budget's store (Redis) does not answer, the transaction runs without a permit: the
-//! per-instance buffer still bounds it, as when the gate is down (`budget_bypassed_total`).
+//! The fleet's write budget (`DB_WRITE_PERMITS_GLOBAL`): a [`PurchaseLedger`] taking a global
+//! permit around each purchase transaction, however many instances there are. A batch with no
+//! permit in time is refused whole (THROTTLED); when Redis does not answer it runs without one,
+//! bounded by the instance's buffer (`budget_bypassed_total`).
 
 use crate::telemetry;
 use async_trait::async_trait;

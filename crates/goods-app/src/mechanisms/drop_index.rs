@@ -1,14 +1,9 @@
-//! Which drop ids exist, in memory, so a request for a drop that does not exist costs the
-//! database nothing: an anonymous client asking for random ids is answered 404 from here, and
-//! at most one scan of new ids runs per [`MIN_SCAN_INTERVAL`] however many ask.
+//! Which drop ids exist, in memory, so a random id costs the database nothing (404 from here),
+//! with at most one scan of new ids per [`MIN_SCAN_INTERVAL`] however many ask.
 //!
-//! Drop ids are assigned in ascending order and drops are never deleted, so the index holds
-//! every id up to the highest one it has seen: an unknown id below that is absent, an id just
-//! above it (within [`NEAR`]) may be a drop created since (by another instance), which a scan of
-//! the ids above the highest finds; an id further above is absent too, since no fleet creates
-//! that many drops between two scans. Each scan reaches back [`OVERLAP`] ids, so a drop whose
-//! creation committed after a higher one's is found by the next scan (the periodic refresh runs
-//! one every `DROP_REFRESH_MS`).
+//! Ids ascend and drops are never deleted: an unknown id below the highest seen is absent; one
+//! just above it (within [`NEAR`]) may be new, which a scan finds; one further above is absent.
+//! Each scan reaches back [`OVERLAP`] ids, for a creation that committed after a higher one's.
 
 use goods_domain::ports::DropRepository;
 use goods_domain::{DropId, InfraError};

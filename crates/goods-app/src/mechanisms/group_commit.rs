@@ -1,13 +1,10 @@
 //! Group commit: the admitted purchases of one drop are committed together.
 //!
-//! Every buyer of a hot drop updates the same two rows (the drop's sold count and the product's
-//! stock), so one order per transaction queues them all on those rows' locks, one commit at a
-//! time. Instead each drop gets a committer task: purchases queue to it, and it commits what is
-//! waiting (up to [`GroupCommit::max_batch`]) in one ledger transaction
-//! ([`PurchaseLedger::place_orders`]), then answers every waiter on its own. While its batches
-//! are in the database (at most [`GroupCommit::in_flight`]) the next one gathers, so the batch
-//! size follows the load: a lone buyer is committed at once, alone; a thousand buyers in the
-//! same second share a few dozen transactions.
+//! Every buyer of a hot drop updates the same two rows, so one order a transaction queues them on
+//! those locks. Each drop's committer commits what is waiting (up to [`GroupCommit::max_batch`])
+//! in one [`PurchaseLedger::place_orders`] and answers each waiter; while up to
+//! [`GroupCommit::in_flight`] batches are in the database the next gathers, so a lone buyer
+//! commits at once and a thousand share a few dozen transactions.
 
 use async_trait::async_trait;
 use goods_domain::ports::{PlaceOrder, Placement, PurchaseLedger};
@@ -30,11 +27,9 @@ pub struct GroupCommit {
     /// was waiting (`GROUP_COMMIT_LINGER_MS`). It never applies to a lone buyer: a drop whose
     /// previous batch held one order is committed at once.
     pub linger: Duration,
-    /// How many of a drop's batches may be in the database at once (`GROUP_COMMIT_IN_FLIGHT`).
-    /// They queue on the drop's hot rows only for their last statements, so a second batch
-    /// does its reads and inserts while the first commits; on a machine whose cores the
-    /// database shares, smaller batches cost more than the overlap gains (docs/benchmarks.md),
-    /// so the default is one.
+    /// How many of a drop's batches may be in the database at once (`GROUP_COMMIT_IN_FLIGHT`);
+    /// one by default, since with the database on the same cores the overlap costs more than it
+    /// gains (docs/benchmarks.md).
     pub in_flight: usize,
 }
 
@@ -104,10 +99,8 @@ pub(crate) struct Committers<S: Sink = Orders> {
     config: GroupCommit,
     /// `None` once closed: no committer starts any more.
     queues: Mutex<Option<Queues<S>>>,
-    /// Committers run on the application's tracker, on the runtime it was built on, not on the
-    /// runtime of the request that happened to start one: an HTTP worker's single-threaded
-    /// runtime stops with its worker, while other workers' buyers still wait on the drop's
-    /// committer.
+    /// Committers run on the application's tracker and runtime, not on the request's: an HTTP
+    /// worker's runtime stops with it while other workers' buyers still wait on the committer.
     tasks: Tasks,
 }
 
@@ -139,9 +132,6 @@ impl<S: Sink> Committers<S> {
     }
 
     /// Commits `item` with whatever else of its drop is waiting, and answers it alone.
-    ///
-    /// # Errors
-    /// The item's refusal, or the batch's failure (see [`Sink::commit`]).
     pub(crate) async fn place(&self, item: S::Item) -> S::Answer {
         let (answer, answered) = oneshot::channel();
         let drop = S::drop_of(&item);

@@ -1,11 +1,6 @@
-//! One load per key at a time: concurrent callers missing the same thing share one trip to
-//! the store.
-//!
-//! A drop's first second is the worst moment for a cache miss: every buyer reaching an
-//! instance that has not read the drop yet misses at once, and without this each of them
-//! would take a database connection for the same row, exhausting the pool before a single
-//! purchase is written (a fleet test saw 503s from it). The result is shared only with the
-//! callers that were waiting for it; the next miss loads again.
+//! One load per key at a time: concurrent callers missing the same thing share one trip to the
+//! store. At a drop's opening every buyer misses at once, and one connection each would empty
+//! the pool (a fleet test saw 503s). The result goes only to those waiting; the next miss loads.
 
 use goods_domain::InfraError;
 use std::collections::HashMap;
@@ -41,10 +36,8 @@ impl<K, V> Default for SingleFlight<K, V> {
 }
 
 impl<K: Eq + Hash + Copy, V: Clone> SingleFlight<K, V> {
-    /// `load`'s result for `key`: runs `load` unless a load of `key` is already running, in
-    /// which case it waits for that one's result instead. If the running load's caller is
-    /// cancelled (its client went away), a waiter runs its own `load`; a flight nobody waits
-    /// for any more is forgotten, so cancelled loads of ever new keys leave nothing behind.
+    /// `load`'s result for `key`, or that of the load of `key` already running. If that one's
+    /// caller is cancelled a waiter loads itself; a flight nobody awaits is forgotten.
     pub(crate) async fn run<F, Fut>(&self, key: K, load: F) -> V
     where
         F: FnOnce() -> Fut,

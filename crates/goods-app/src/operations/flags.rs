@@ -149,9 +149,6 @@ impl FlagHooks for GoodsApp {
 
 impl Flags {
     /// Every flag with its value and its last change (admins only).
-    ///
-    /// # Errors
-    /// [`FlagError::Forbidden`] for anyone but an admin, or a store failure.
     pub async fn list(&self, actor: Actor) -> Result<Vec<Flag>, FlagError> {
         if actor.role != Role::Admin {
             return Err(FlagError::Forbidden);
@@ -159,11 +156,8 @@ impl Flags {
         Ok(complete(self.store.flags().await?))
     }
 
-    /// Sets the flag named `name` (admins only), applies it on this instance at once, and
-    /// records the change as an event naming the admin, and in `flag_changes_total`.
-    ///
-    /// # Errors
-    /// [`FlagError`]: not an admin, an unknown name, or a store failure.
+    /// Sets the flag `name` (admins only), applies it here at once, and records the change as
+    /// an event naming the admin and in `flag_changes_total`.
     #[tracing::instrument(skip_all, fields(flag = name, enabled))]
     pub async fn set(&self, name: &str, enabled: bool, actor: Actor) -> Result<Flag, FlagError> {
         if actor.role != Role::Admin {
@@ -195,10 +189,8 @@ impl Flags {
         Ok(flag)
     }
 
-    /// Ships the release dark: every flag that was never set is set off (by the
-    /// configuration, `FLAGS_AT_FIRST_START=off`), then the flags are applied. A flag set before
-    /// (by an admin, or by an earlier start) keeps its value, so a restart of a dark release
-    /// that an admin has since switched on stays on.
+    /// Ships the release dark (`FLAGS_AT_FIRST_START=off`): every flag never set is set off; one
+    /// set before keeps its value, so a restart does not undo an admin's switch.
     pub async fn ship_dark(&self) -> Result<(), InfraError> {
         let now = self.clock.now();
         for name in FlagName::ALL {
@@ -226,10 +218,8 @@ impl Flags {
         Ok(())
     }
 
-    /// Applies one flag's value on this instance. Turning the gate back on first resyncs
-    /// every drop this instance serves from the database (sales made meanwhile went to the
-    /// database alone); only then does the gate admit again. A failed resync keeps the gate
-    /// off until the next refresh tries again.
+    /// Applies one flag here. The gate comes back on only after every served drop was resynced
+    /// (sales meanwhile went to the database alone); a failed resync keeps it off till the next.
     async fn apply(&self, name: FlagName, enabled: bool) {
         match name {
             FlagName::LimitedDrop => self.cache.drops.store(enabled, Ordering::Relaxed),

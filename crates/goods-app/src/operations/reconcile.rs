@@ -64,12 +64,8 @@ impl GoodsApp {
 }
 
 impl Reconciler {
-    /// Reconciles one drop, for the seller of its product or an admin; records an oversell
-    /// alert when the database sold too much.
-    ///
-    /// # Errors
-    /// [`DropReadError::NotFound`] (also for a drop `actor` does not manage), or `Infra` when
-    /// the database fails (an unreachable gate is reported as `gate_remaining: None`).
+    /// Reconciles one drop (its seller or an admin), recording an oversell alert when the
+    /// database sold too much; an unreachable gate is `gate_remaining: None`.
     #[tracing::instrument(skip_all, fields(drop.id = %id))]
     pub async fn reconcile(
         &self,

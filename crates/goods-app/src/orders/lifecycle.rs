@@ -1,11 +1,7 @@
-//! The order's life after the purchase: expiry of unpaid orders (by the healing pass, and
-//! lazily when an order is read, listed, paid or cancelled after its deadline), and the buyer's
-//! listing. Payment is in [`crate::payments`].
-//!
-//! Every change of an order's state is one ledger transaction that starts from a locked read of
-//! the order, so a payment and an expiry of the same order run one after the other and exactly
-//! one of them wins. Units given back by an expiry go back to the gate too (which tells every
-//! instance's sold-out flag), exactly once: only the call that expired the order releases them.
+//! Expiry of unpaid orders (by the healing pass, and lazily whenever an order is touched after
+//! its deadline) and the buyer's listing. Each change is one ledger transaction from a locked
+//! read, so of a payment and an expiry exactly one wins, and only the call that expired an
+//! order gives its units back to the gate.
 
 use super::Orders;
 use crate::{Actor, telemetry};

@@ -36,14 +36,8 @@ pub struct PaymentPage {
 }
 
 impl Orders {
-    /// Applies a verified provider event to its order, once per event id: a repeat answers the
-    /// first outcome and changes nothing. A payment that arrives after the order's window
-    /// expires the order (its units go back to the gate too) and is answered
-    /// `REFUND_REQUIRED`.
-    ///
-    /// # Errors
-    /// [`PaymentEventError::EventIdReused`] for a known id with other contents; `Infra` when
-    /// the store fails.
+    /// Applies a verified provider event once per id (a repeat answers the first outcome); a
+    /// payment past the window expires the order, units back to the gate, `REFUND_REQUIRED`.
     #[tracing::instrument(skip_all, fields(order.id = %event.order_id, payment.event_id = event.id.as_str()))]
     pub async fn apply_payment(
         &self,
@@ -88,10 +82,6 @@ impl PaymentLog {
     }
 
     /// Recorded payment events, newest first, a page at a time (admins).
-    ///
-    /// # Errors
-    /// [`ListPaymentsError::Forbidden`] unless `actor` is an admin; `Infra` when the store
-    /// fails.
     #[tracing::instrument(skip_all, fields(user.id = %actor.user_id))]
     pub async fn list(
         &self,

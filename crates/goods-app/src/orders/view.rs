@@ -18,9 +18,6 @@ pub enum GetOrderError {
 
 impl Orders {
     /// Reads an order: its buyer, the seller of its product, or an admin may.
-    ///
-    /// # Errors
-    /// [`GetOrderError`] when it does not exist or the caller may not read it.
     #[tracing::instrument(skip_all, fields(order.id = %id, user.id = %actor.user_id))]
     pub async fn get(&self, id: OrderId, actor: Actor) -> Result<GoodsOrder, GetOrderError> {
         let order = self.orders.get(id).await?.ok_or(GetOrderError::NotFound)?;

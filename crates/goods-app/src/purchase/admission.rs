@@ -220,13 +220,8 @@ impl Purchases {
     }
 }
 
-/// What the gate is told of an admitted reservation once the database has decided: confirmed
-/// with its order when this request created one; given back when the database refused it, no
-/// write slot was free, or an earlier order was replayed because the gate had forgotten it. When
-/// the outcome is unknown (the database failed or did not answer in time, so the purchase may
-/// yet have committed) the in-progress marker stays: its lease ends, and the retry of the same
-/// key or the healer resolves it against the database. A gate that misses a settle likewise
-/// keeps the marker until its lease resolves it.
+/// What the gate is told once the database has decided. An unknown outcome (or a missed
+/// settle) leaves the marker to its lease: the key's retry or the healer resolves it.
 enum Settlement {
     /// Committed as this order.
     Confirm(OrderId),

@@ -1,7 +1,5 @@
-//! The entry set of a draw, fixed before its seed is revealed: the Merkle tree hash of RFC 6962
-//! (section 2.1) over one leaf per entrant, the leaf data being the user id in decimal ASCII,
-//! leaves in ascending order of user id. An inclusion proof (RFC 6962 section 2.1.1, the audit
-//! path) lets a buyer check that their entry is in the set that was published.
+//! A draw's entry set, fixed before the reveal: the RFC 6962 Merkle tree hash over the user ids
+//! in decimal ASCII, ascending; an inclusion proof (its audit path) shows an entry is in it.
 
 use super::{BadHex, parse_hex};
 use crate::UserId;

@@ -16,14 +16,8 @@ pub struct WritePermit(pub String);
 pub trait WriteBudget: Send + Sync + 'static {
     /// Takes a permit for at most `lease`: `Some` with the permits held now (this one
     /// included), or `None` when every permit is held.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the budget's store does not answer.
     async fn try_acquire(&self, lease: Duration) -> Result<Option<(WritePermit, u32)>, InfraError>;
 
-    /// Gives a permit back.
-    ///
-    /// # Errors
-    /// [`InfraError`] when the budget's store does not answer (the lease gives it back then).
+    /// Gives a permit back (if the store does not answer, its lease does).
     async fn release(&self, permit: WritePermit) -> Result<(), InfraError>;
 }

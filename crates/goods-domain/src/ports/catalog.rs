@@ -23,18 +23,13 @@ pub use crate::drop::CreateDropError;
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait DropRepository: Send + Sync + 'static {
-    /// Stores `drop` atomically with its checks against the product: it exists, its stock covers
-    /// `limitedQuantity` ([`NewLimitedDrop::check_stock`]), and it has no drop that is still
-    /// open or scheduled at `now` (a drop closed early does not count). A draw drop is stored
-    /// with its draw (required for a draw): its commitment, and its seed sealed for the id the
-    /// drop has just been given, in the same transaction; nothing writes the sealed seed again.
+    /// Stores `drop` in one transaction with its checks against the product (it exists, its
+    /// stock covers the drop, no other drop of it is open or scheduled at `now`) and, for a
+    /// draw, its commitment and its seed sealed for the new id (never written again).
     ///
     /// # Errors
-    /// [`CreateDropError`] naming the failed check (`Invalid` for the stock; `QuotaExceeded`
-    /// when the product's owner already has `seller_quota` drops not yet closed, counted under
-    /// a lock of the owner's products, so racing creations cannot pass it together;
-    /// `DrawsNotConfigured` when the seed cannot be sealed for want of a key), or the store's
-    /// failure.
+    /// The failed check; `QuotaExceeded` is counted under a lock of the owner's products, so
+    /// racing creations cannot pass it together.
     async fn create(
         &self,
         drop: &NewLimitedDrop,

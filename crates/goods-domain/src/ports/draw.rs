@@ -31,21 +31,16 @@ pub enum EnterError {
     Infra(#[from] InfraError),
 }
 
-/// Draw drops' entries and draws. Entries are rows of their own (no hot row): many buyers'
-/// entries are written by one statement, so entries go at least as fast as orders. The
-/// draw's counts are kept beside it as entries, awards and refusals are written, so no read
-/// counts the entries.
+/// Draw drops' entries (rows of their own, no hot row, many per statement) and draws, whose
+/// counts are kept as entries are written, so no read counts them.
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait DrawRepository: Send + Sync + 'static {
-    /// Records a batch of entries of one drop, one per buyer: each buyer's entry as stored,
-    /// in the batch's order, and the entry count grown by the entries it created. Refused
-    /// once entries are closed ([`DrawRepository::close_entries`]), so no entry commits after
-    /// the entry set was read.
+    /// Records a batch of one drop's entries, one per buyer, answering each as stored and
+    /// growing the count; refused once entries are closed, so none commits after the set was read.
     ///
     /// # Errors
-    /// [`EnterError::EntriesClosed`], or the store's failure; then none of the batch may be
-    /// assumed written.
+    /// Then none of the batch may be assumed written.
     async fn enter(&self, drop: DropId, entries: &[NewEntry]) -> Result<Vec<Entered>, EnterError>;
 
     /// `user`'s entry in `drop`, with whether its order was given back.
@@ -112,16 +107,10 @@ pub trait DrawRepository: Send + Sync + 'static {
 /// service's seal key, opened only to draw.
 #[cfg_attr(feature = "mock", mockall::automock)]
 pub trait SeedVault: Send + Sync + 'static {
-    /// A fresh secret seed.
-    ///
-    /// # Errors
-    /// [`InfraError`] when no good randomness is to be had (no draw is made from a weak seed).
+    /// A fresh secret seed; an error rather than a weak one.
     fn seed(&self) -> Result<DrawSeed, InfraError>;
 
     /// `seed` sealed with the current key, bound to `drop` and its `commitment`.
-    ///
-    /// # Errors
-    /// [`SealError::NotConfigured`] without a seal key; `Infra` when the key store fails.
     fn seal(
         &self,
         drop: DropId,

@@ -28,10 +28,8 @@ pub struct LoggedEvent {
 }
 
 impl LoggedEvent {
-    /// The event as CloudEvents 1.0 JSON in structured mode: the attributes the contract names
-    /// (`specversion`, `id`, `source`, `type`, `subject`, `time`, `datacontenttype`, the
-    /// extension `dropseq`) around its `data`. The same bytes at `/admin/events` and on the
-    /// broker.
+    /// The event as CloudEvents 1.0 structured JSON (with the `dropseq` extension): the same
+    /// bytes at `/admin/events` and on the broker.
     pub fn to_cloud_event(&self) -> String {
         use time::format_description::well_known::Rfc3339;
         let time = self
@@ -174,11 +172,9 @@ impl Publication {
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait EventBroker: Send + Sync + 'static {
-    /// Publishes `events` in order (each under its id, so the broker drops a repeat), and
-    /// waits for the broker's acknowledgement of each: how many of them, from the first, it
-    /// acknowledged. Fewer than all: the rest are to be published again, in order, later. A
-    /// repeat counts as acknowledged only when the message the broker holds under its id is
-    /// this event; otherwise publication stops there and names it the impostor.
+    /// Publishes `events` in order, each under its id, and answers how many from the first the
+    /// broker acknowledged (the rest go again later). A repeat counts only if the broker's
+    /// message under that id is this event; otherwise it stops there, naming the impostor.
     ///
     /// # Errors
     /// [`InfraError`] when not even the first could be handed over.

@@ -1,7 +1,5 @@
-//! The admission gate (the design document's DropReservationStore): an atomic counter in front
-//! of the database that admits at most the units left and turns everyone else away without a
-//! database round trip. It is never the source of truth: the database is, and the gate can be
-//! rebuilt from it at any time ([`GateSeed`]).
+//! The admission gate (the design's DropReservationStore): an atomic counter in front of the
+//! database, never the truth, rebuilt from it at any time ([`GateSeed`]).
 
 use crate::{DropId, IdempotencyKey, InfraError, OrderId, Quantity, UserId};
 use async_trait::async_trait;
@@ -15,10 +13,8 @@ pub struct Reservation {
     pub quantity: Quantity,
     pub per_user_limit: Quantity,
     pub key: IdempotencyKey,
-    /// The end of this attempt's lease: its in-progress marker records it, and once it has
-    /// passed the reservation is resolved against the database (see [`StaleReservation`]).
-    /// The ledger refuses to commit the purchase after it, so a resolution that finds no order
-    /// is final. Gates store it to the millisecond.
+    /// The end of this attempt's lease (to the millisecond): past it the reservation is
+    /// resolved by the database, which refuses to commit it after, so "no order" is final.
     pub deadline: OffsetDateTime,
 }
 
@@ -92,10 +88,8 @@ pub struct GateSeed {
     pub expires_at: OffsetDateTime,
     /// Every order of the drop, for per-buyer counts and idempotency markers.
     pub orders: Vec<HeldOrder>,
-    /// Done markers (buyer, key) the gate held before this seed was read that no order of it
-    /// explains: a done marker is written after its order committed, so its order would be in
-    /// a seed read later. A resync drops them, where it keeps any other marker the seed lacks
-    /// (one written after the seed was read). Empty when the seed is not for a resync.
+    /// Done markers held before this seed was read that none of its orders explains (a done
+    /// marker follows its commit, so its order would be here): a resync drops them.
     pub unexplained: Vec<(UserId, IdempotencyKey)>,
 }
 
@@ -128,11 +122,9 @@ pub trait AdmissionGate: Send + Sync + 'static {
     /// units and deadline): a later attempt with the same key is left alone.
     async fn cancel(&self, reservation: &Reservation) -> Result<(), InfraError>;
 
-    /// Atomically rebuilds the drop's counter, buyers' holdings and done markers from the
-    /// database's truth, keeping the reservations still in flight: an in-progress marker, or a
-    /// done marker of an order the seed does not list (it committed after the seed was read),
-    /// keeps its units taken. Seeds the gate when it holds nothing. Safe to run concurrently
-    /// from several instances: a stale seed can only hold units back, never admit too many.
+    /// Atomically rebuilds counter, holdings and done markers from the truth, keeping what is in
+    /// flight (in-progress markers, done markers of orders newer than the seed); seeds an empty
+    /// gate. Safe concurrently: a stale seed can only hold units back.
     async fn resync(&self, seed: &GateSeed) -> Result<(), InfraError>;
 
     /// The drop's in-progress reservations whose lease ended before `now`.
@@ -151,10 +143,8 @@ pub trait AdmissionGate: Send + Sync + 'static {
         quantity: Quantity,
     ) -> Result<(), InfraError>;
 
-    /// The drop's sale ended at `at`, before its `closeAt` (it was closed): the gate releases
-    /// the drop's state one grace period after `at` (as it does after `closeAt`), keeping it
-    /// until then for purchases in flight to settle. Nothing is admitted meanwhile: closed
-    /// drops are refused before the gate.
+    /// The drop was closed at `at`: its state is released a grace period later (as after
+    /// `closeAt`), for purchases in flight to settle.
     async fn closed(&self, drop_id: DropId, at: OffsetDateTime) -> Result<(), InfraError>;
 
     /// Units the gate will still admit, or `None` when it holds nothing for the drop.

@@ -169,30 +169,16 @@ pub enum StaleResolution {
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait PurchaseLedger: Send + Sync + 'static {
-    /// Commits a batch of purchases of one drop in one transaction (group commit), and answers
-    /// each order on its own, in the batch's order. For every order: replay the existing order
-    /// for (buyer, key), or refuse it, or commit it; it commits only if the drop's sold count
-    /// stays within `limitedQuantity`, the buyer's holding within `perUserLimit` and their
-    /// orders within [`max_orders_per_buyer`], the product's stock covers it, and the database's
-    /// clock has not passed its `deadline` when the drop row is updated. Orders are considered
-    /// in the batch's order, so with one unit left the earliest order that fits gets it. A
-    /// refusal fails that order alone; a later order with the same (buyer, key) as one committed
-    /// in the batch is answered as its replay. Holds every invariant with no gate in front.
-    ///
-    /// Every order of `batch` must be of the same drop, with the same drop terms.
+    /// Commits a batch of one drop's purchases (same drop terms) in one transaction, answering
+    /// each as [`crate::batch::plan_batch`] decides; holds every invariant with no gate in front.
     ///
     /// # Errors
-    /// [`InfraError`] when the batch could not be committed at all; nothing of it was (or, when
+    /// The batch could not be committed at all: nothing was (or, when
     /// [`InfraError::is_unavailable`], it is unknown whether it was).
     async fn place_orders(&self, batch: &[PlaceOrder]) -> Result<Vec<Placement>, InfraError>;
 
-    /// In one transaction: cancel the order if `by` owns it and it is PENDING within its
-    /// payment window at `expiry`, and give its units back to the product's stock, the drop's
-    /// and the buyer's counts; expire it instead (giving its units back the same way) when it
-    /// is PENDING past its window. Cancelling a cancelled order changes nothing.
-    ///
-    /// # Errors
-    /// [`CancelOrderError`] naming the refused condition, or the store's failure.
+    /// In one transaction: cancel `by`'s PENDING order within its window (expire it past it),
+    /// giving its units back to stock, drop and buyer. Cancelling again changes nothing.
     async fn cancel_order(
         &self,
         id: OrderId,
@@ -200,18 +186,11 @@ pub trait PurchaseLedger: Send + Sync + 'static {
         expiry: Expiry,
     ) -> Result<Cancelled, CancelOrderError>;
 
-    /// In one transaction: records `event` once by its id, with the outcome
-    /// [`GoodsOrder::apply_payment`] decides on the order as last committed (locked), and writes
-    /// the order's change it names: PAID, or EXPIRED with its units given back as a cancel
-    /// gives them. An unknown order is recorded as [`PaymentOutcome::OrderNotFound`]. A repeat
-    /// of a recorded event (same id, same contents) answers the recorded outcome and changes
-    /// nothing. Exactly one of a payment and an expiry of the same order wins.
+    /// In one transaction: records `event` once by its id with the outcome
+    /// [`GoodsOrder::apply_payment`] decides on the locked order, and writes that change (PAID,
+    /// or EXPIRED with its units back). A repeat (same id, same contents) answers the recorded
+    /// outcome and changes nothing; of a payment and an expiry of one order exactly one wins.
     ///
-    /// [`PaymentOutcome::OrderNotFound`]: crate::PaymentOutcome::OrderNotFound
-    ///
-    /// # Errors
-    /// [`PaymentEventError::EventIdReused`] for the same id with other contents, or the store's
-    /// failure.
     async fn apply_payment(
         &self,
         event: &PaymentEvent,
@@ -228,12 +207,9 @@ pub trait PurchaseLedger: Send + Sync + 'static {
         expiry: Expiry,
     ) -> Result<Option<GoodsOrder>, InfraError>;
 
-    /// Decides a reservation whose lease ended at `deadline`: with a locking read of the
-    /// (buyer, key) order, so a purchase transaction still running is waited for, and only once
-    /// the database's own clock is past `deadline` (the clock [`place_orders`] checks), so no
-    /// purchase can commit after an `Abandoned` answer.
-    ///
-    /// [`place_orders`]: PurchaseLedger::place_orders
+    /// Decides a reservation whose lease ended at `deadline`, by a locking read of the (buyer,
+    /// key) order and only once the database's clock is past `deadline`, so no purchase can
+    /// commit after `Abandoned`.
     async fn resolve_stale(
         &self,
         user: UserId,

@@ -18,10 +18,8 @@ pub struct OutboxEntry {
 #[cfg_attr(feature = "mock", mockall::automock)]
 #[async_trait]
 pub trait EventOutbox: Send + Sync + 'static {
-    /// Records `event` under `key` unless an event with that key exists, and with it `facts`
-    /// (all of one drop) in the event log, in one transaction: `true` when this call recorded
-    /// them. Concurrent callers (every instance) record them once between them; a call that
-    /// fails records neither, so the next one records both.
+    /// Records `event` under `key` unless that key exists, with `facts` (one drop's) in the event
+    /// log, in one transaction: `true` when this call did; concurrent callers record them once.
     async fn record_once(
         &self,
         key: &str,

@@ -1,7 +1,5 @@
-//! The events section: where the event log is published (`EVENTS_URL`, `EVENTS_STREAM`,
-//! `EVENTS_CREDENTIALS_FILE`, `EVENTS_TLS_CA_FILE`) and how long it is kept
-//! (`EVENTS_RETENTION_S`). Without `EVENTS_URL` the events are kept in the database only and
-//! read at `/admin/events`.
+//! The events section (`EVENTS_*`): where the log is published (without `EVENTS_URL`, only in
+//! the database, read at `/admin/events`) and how long it is kept.
 
 use super::{ConfigError, bad, number};
 use std::path::PathBuf;

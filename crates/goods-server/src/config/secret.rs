@@ -35,10 +35,7 @@ const PLACEHOLDERS: &[&str] = &[
 ];
 
 /// `var` from the environment, or the contents of the file `var_FILE` names (trailing line
-/// breaks removed); `None` when neither is set.
-///
-/// # Errors
-/// When both are set, or the file cannot be read.
+/// breaks removed); `None` when neither is set, an error when both are.
 pub fn read(
     get: &impl Fn(&str) -> Option<String>,
     var: &'static str,
@@ -54,11 +51,8 @@ pub fn read(
     }
 }
 
-/// `url` with the password read from `file_var` (a container secret), when that is set; a URL
-/// that carries a password of its own and a password file is an error.
-///
-/// # Errors
-/// When the URL does not parse, has a password too, or the file cannot be read.
+/// `url` with the password read from `file_var` (a container secret) when that is set; a URL
+/// with a password of its own besides is an error.
 pub fn with_password_file(
     get: &impl Fn(&str) -> Option<String>,
     url_var: &'static str,
@@ -117,18 +111,12 @@ fn is_phrase(value: &str) -> bool {
             .all(|b| b.is_ascii_alphabetic() || b" -_.,'".contains(&b))
 }
 
-/// Refuses a secret too weak to sign with.
-///
-/// # Errors
-/// A [`ConfigError`] on `var` saying what is wrong and how to make a good one.
 /// The share of a secret's characters at or above which it counts as guessable.
 const MAX_GUESSABLE_SHARE: f64 = 0.5;
 
-/// The share of `value`'s characters that zxcvbn (Dropbox's guessability estimator) explains by
-/// patterns a cracker tries first (keyboard walks, sequences, repeats, dictionary words, dates)
-/// rather than by brute force. zxcvbn stops looking once a long string's guesses pass 2^64, so
-/// pieces of 16 characters are read too, and the larger share counts. Random secrets here
-/// score 0-17%; keyboard walks, alphabet runs and run-together passphrases 67-100%.
+/// The share of `value`'s characters zxcvbn explains by patterns a cracker tries first, the
+/// larger of the whole's and of 16-character pieces' (zxcvbn stops past 2^64 guesses). Random
+/// secrets score 0-17%; keyboard walks, runs and run-together passphrases 67-100%.
 fn guessable_share(value: &str) -> f64 {
     fn explained(piece: &str) -> usize {
         zxcvbn::zxcvbn(piece, &[])
@@ -156,6 +144,7 @@ fn guessable_share(value: &str) -> f64 {
     share
 }
 
+/// Refuses a secret too weak to sign with, saying what is wrong and how to make a good one.
 pub fn check_strength(var: &'static str, value: &str) -> Result<(), ConfigError> {
     let lower = value.to_ascii_lowercase();
     if let Some(word) = PLACEHOLDERS.iter().find(|w| lower.contains(*w)) {
