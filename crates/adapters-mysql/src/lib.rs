@@ -19,6 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/mysql");
 
 pub use adapters_sql::{MysqlTls, TlsMode};
+pub use hosts::{HostList, Writer};
+
+pub mod hosts;
 
 /// The driver's TLS options for `tls`. A CA file replaces the public roots compiled into the
 /// driver: only that CA is trusted, so a certificate from any public CA is refused.
@@ -61,23 +64,46 @@ mod tls_tests {
     }
 }
 
-/// One connection to `url` with `tls`, set up as diesel-async sets up its own (its statement
-/// cache, found rows, UTC), plus the TLS options a URL cannot carry.
-async fn establish(url: &str, tls: &MysqlTls) -> diesel::ConnectionResult<AsyncMysqlConnection> {
-    let opts = mysql_async::Opts::from_url(url)
-        .map_err(|e| diesel::ConnectionError::InvalidConnectionUrl(e.to_string()))?;
+/// One connection to the host of `url` with `tls`, set up as diesel-async sets up its own (its
+/// statement cache, found rows, UTC) plus the TLS options a URL cannot carry, and whether that
+/// host may be written through ([`hosts::node_writable`]).
+async fn open_node(url: String, tls: &MysqlTls) -> Result<(mysql_async::Conn, bool), String> {
+    let opts = mysql_async::Opts::from_url(&url).map_err(|e| e.to_string())?;
     let opts = mysql_async::OptsBuilder::from_opts(opts)
         .stmt_cache_size(0)
         .client_found_rows(true)
         .ssl_opts(ssl_opts(tls));
-    let conn = mysql_async::Conn::new(opts).await.map_err(|e| {
-        diesel::ConnectionError::BadConnection(match tls.mode {
-            TlsMode::Off => e.to_string(),
-            mode => format!("{e} (DATABASE_TLS={mode:?}: the connection is refused rather than made in plaintext or with a certificate that does not verify)"),
-        })
+    let mut conn = mysql_async::Conn::new(opts).await.map_err(|e| match tls.mode {
+        TlsMode::Off => e.to_string(),
+        mode => format!("{e} (DATABASE_TLS={mode:?}: the connection is refused rather than made in plaintext or with a certificate that does not verify)"),
     })?;
+    let writable = hosts::node_writable(&mut conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((conn, writable))
+}
+
+/// One connection through `writer`'s host (see [`Writer::connect`]).
+async fn establish_through(
+    writer: &Writer,
+    tls: &MysqlTls,
+) -> diesel::ConnectionResult<AsyncMysqlConnection> {
+    let conn = writer
+        .connect(|url| open_node(url, tls))
+        .await
+        .map_err(diesel::ConnectionError::BadConnection)?;
     AsyncMysqlConnection::try_from(conn).await
 }
+
+/// One connection to the first writable host of `url` (one-off work: migrations).
+async fn establish(url: &str, tls: &MysqlTls) -> diesel::ConnectionResult<AsyncMysqlConnection> {
+    let hosts = HostList::parse(url).map_err(diesel::ConnectionError::InvalidConnectionUrl)?;
+    establish_through(&Writer::new(hosts, CONNECT_WAIT), tls).await
+}
+
+/// How long one host may take to accept a connection and say whether it is writable, when no
+/// bound is configured (migrations).
+const CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The MySQL store: every SQL-backed port.
 pub type MysqlStore = SqlStore<Mysql>;
@@ -87,11 +113,14 @@ pub struct Mysql {
     pool: Pool<AsyncMysqlConnection>,
     statements: Arc<AtomicU64>,
     bounds: Bounds,
+    /// Which host of `DATABASE_URL` new connections go to.
+    writer: Arc<Writer>,
 }
 
 impl Mysql {
-    /// Connects a pool of `pool_size` connections to `url` (`mysql://...`), applying pending
-    /// migrations first when `migrate` is set. Must run on a multi-threaded runtime.
+    /// Connects a pool of `pool_size` connections to `url` (`mysql://...`, one host or several:
+    /// see [`Writer`]), applying pending migrations first when `migrate` is set. Must run on a
+    /// multi-threaded runtime.
     ///
     /// # Errors
     /// When the server cannot be reached or a migration fails.
@@ -138,12 +167,19 @@ impl Mysql {
         let limit = bounds.transaction.as_secs_f64();
         let lock_wait = bounds.transaction.as_secs().max(1);
         let tls = tls.clone();
-        config.custom_setup = Box::new(move |url| {
+        let hosts = HostList::parse(url).map_err(|e| anyhow::anyhow!("DATABASE_URL {e}"))?;
+        let first = hosts.url(0);
+        // A host that hangs must leave time for the next within one caller's wait for a
+        // connection, or no caller would ever get past it.
+        let per_host = bounds.acquire / u32::try_from(hosts.len()).unwrap_or(u32::MAX);
+        let writer = Arc::new(Writer::new(hosts, per_host));
+        let writes_through = Arc::clone(&writer);
+        config.custom_setup = Box::new(move |_| {
             let counter = Arc::clone(&counter);
-            let url = url.to_owned();
+            let writer = Arc::clone(&writes_through);
             let tls = tls.clone();
             Box::pin(async move {
-                let mut conn = establish(&url, &tls).await?;
+                let mut conn = establish_through(&writer, &tls).await?;
                 // READ COMMITTED: every read of a purchase sees what is committed when it runs,
                 // not a snapshot from the transaction's first read, so what it reads after
                 // locking the buyers' holdings is current (see `commit_batch`).
@@ -166,7 +202,7 @@ impl Mysql {
             })
         });
         let manager =
-            AsyncDieselConnectionManager::<AsyncMysqlConnection>::new_with_config(url, config);
+            AsyncDieselConnectionManager::<AsyncMysqlConnection>::new_with_config(first, config);
         let pool = Pool::builder(manager)
             .max_size(pool_size)
             .build()
@@ -175,6 +211,7 @@ impl Mysql {
             pool,
             statements,
             bounds,
+            writer,
         };
         let store = SqlStore::new(backend);
         store.ping().await.context("connecting to MySQL")?;
@@ -198,6 +235,11 @@ impl Mysql {
                 }
             }
         }
+    }
+
+    /// The host of `DATABASE_URL`'s list that new connections go to (0 is the first).
+    pub fn writer(&self) -> &Writer {
+        &self.writer
     }
 
     /// How many connections the pool holds open (for tests of the warm-up).

@@ -456,6 +456,41 @@ mod tests {
     }
 
     #[test]
+    fn several_hosts_in_database_url_keep_their_order_and_take_the_password_file() {
+        let dir = std::env::temp_dir().join(format!("goods-db-pw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("password");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        let read = config(&[
+            (
+                "DATABASE_URL",
+                "mysql://goods@n1:3306,n2:3307,n3:3308/goods?prefer_socket=false",
+            ),
+            ("DATABASE_PASSWORD_FILE", file.to_str().unwrap()),
+            ("AUTH_MODE", "trusted-header"),
+        ])
+        .unwrap();
+        let Database::Mysql(url) = &read.database.source else {
+            panic!("{:?}", read.database.source);
+        };
+        assert_eq!(
+            url.expose_secret(),
+            "mysql://goods:s3cret@n1:3306,n2:3307,n3:3308/goods?prefer_socket=false"
+        );
+        for (url, names) in [
+            (
+                "mysql://goods@n1:3306,n2:3306/goods?sslmode=require",
+                "DATABASE_TLS",
+            ),
+            ("mysql://goods@n1:3306,,n2:3306/goods", "empty host"),
+        ] {
+            let err = config(&[("DATABASE_URL", url)]).unwrap_err();
+            assert_eq!(err.var, "DATABASE_URL", "{url}");
+            assert!(err.reason.contains(names), "{url}: {err}");
+        }
+    }
+
+    #[test]
     fn group_commit_is_configurable() {
         let c = config(&[
             ("GROUP_COMMIT_MAX_BATCH", "1"),

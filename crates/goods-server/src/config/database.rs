@@ -85,9 +85,7 @@ pub(super) fn source(get: &impl Fn(&str) -> Option<String>) -> Result<Database, 
     let url = get("DATABASE_URL").unwrap_or_else(|| "sqlite://data/goods.db".into());
     if url.starts_with("mysql://") {
         super::needs_feature("DATABASE_URL", "mysql", cfg!(feature = "mysql"))?;
-        refuse_tls_in_url(&url)?;
-        let url = secret::with_password_file(get, "DATABASE_URL", url, "DATABASE_PASSWORD_FILE")?;
-        return Ok(Database::Mysql(url.into()));
+        return mysql_source(get, url);
     }
     if get("DATABASE_PASSWORD_FILE").is_some() {
         return Err(bad(
@@ -100,6 +98,29 @@ pub(super) fn source(get: &impl Fn(&str) -> Option<String>) -> Result<Database, 
         Some(_) => Ok(Database::Sqlite(url)),
         None => Err(bad("DATABASE_URL", "must start with mysql:// or sqlite://")),
     }
+}
+
+/// A `mysql://` `DATABASE_URL` of one host or several (`h1:p1,h2:p2`), checked through its
+/// first host's URL (a URL library reads one host), which also takes the password file.
+#[cfg(feature = "mysql")]
+fn mysql_source(
+    get: &impl Fn(&str) -> Option<String>,
+    url: String,
+) -> Result<Database, ConfigError> {
+    let hosts = adapters_mysql::HostList::parse(&url).map_err(|e| bad("DATABASE_URL", e))?;
+    let first = hosts.url(0);
+    refuse_tls_in_url(&first)?;
+    let first = secret::with_password_file(get, "DATABASE_URL", first, "DATABASE_PASSWORD_FILE")?;
+    let url = hosts
+        .with_parts_of(&first)
+        .map_err(|e| bad("DATABASE_URL", e))?
+        .to_string();
+    Ok(Database::Mysql(url.into()))
+}
+
+#[cfg(not(feature = "mysql"))]
+fn mysql_source(_: &impl Fn(&str) -> Option<String>, _: String) -> Result<Database, ConfigError> {
+    Err(bad("DATABASE_URL", "needs the `mysql` feature"))
 }
 
 /// Whether a `DATABASE_URL` query parameter is about TLS (`require_ssl`, `ssl-mode`, `sslmode`,
