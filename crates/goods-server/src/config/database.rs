@@ -1,6 +1,8 @@
 //! The source of truth: which database, how it is reached, and its time bounds.
 
-use super::{ConfigError, bad, number, secret};
+#[cfg(feature = "mysql")]
+use super::secret;
+use super::{ConfigError, bad, number};
 pub use adapters_sql::{MysqlTls, TlsMode};
 use secrecy::{ExposeSecret as _, SecretString};
 use std::time::Duration;
@@ -127,6 +129,7 @@ fn mysql_source(_: &impl Fn(&str) -> Option<String>, _: String) -> Result<Databa
 /// `ssl_ca`, `verify_identity`, `built_in_roots`, `tls`, ...). Such a parameter is refused at start:
 /// the driver reads some of them and the connection setup overrides others, so a URL could look
 /// encrypted and log in in plaintext. TLS is `DATABASE_TLS` and `DATABASE_TLS_CA_FILE` alone.
+#[cfg(feature = "mysql")]
 fn is_tls_parameter(key: &str) -> bool {
     let key = key.to_ascii_lowercase().replace('-', "_");
     key.starts_with("ssl")
@@ -138,6 +141,7 @@ fn is_tls_parameter(key: &str) -> bool {
         )
 }
 
+#[cfg(feature = "mysql")]
 fn refuse_tls_in_url(url: &str) -> Result<(), ConfigError> {
     let Ok(parsed) = url::Url::parse(url) else {
         return Err(bad("DATABASE_URL", "is not a URL"));
