@@ -80,15 +80,12 @@ impl std::fmt::Display for HostList {
     }
 }
 
-/// Whether a node may be written through, from its `wsrep_local_state` and
-/// `wsrep_cluster_status`: synced (4) in the primary component. A server without Galera has
-/// neither status, and may.
-pub fn writable(local_state: Option<&str>, cluster_status: Option<&str>) -> bool {
-    match (local_state, cluster_status) {
-        (None, None) => true,
-        (Some(state), Some(status)) => state == "4" && status == "Primary",
-        _ => false,
-    }
+/// Whether a node may be written through: with replication on (`wsrep_on`), only synced
+/// (`wsrep_local_state` 4) in the primary component (`wsrep_cluster_status` Primary). A server
+/// without Galera, or with its provider loaded but `wsrep_on` off (Debian's MariaDB reports
+/// `Disconnected` then), may.
+pub fn writable(wsrep_on: bool, local_state: Option<&str>, cluster_status: Option<&str>) -> bool {
+    !wsrep_on || (local_state == Some("4") && cluster_status == Some("Primary"))
 }
 
 /// The host the instance writes through: the first of the list that answers and is
@@ -183,6 +180,13 @@ impl Writer {
 /// # Errors
 /// The status query's failure.
 pub async fn node_writable(conn: &mut mysql_async::Conn) -> Result<bool, mysql_async::Error> {
+    let on: Vec<(String, String)> = conn
+        .query("SHOW GLOBAL VARIABLES WHERE Variable_name = 'wsrep_on'")
+        .await?;
+    let wsrep_on = on.iter().any(|(_, value)| value.eq_ignore_ascii_case("ON"));
+    if !wsrep_on {
+        return Ok(true);
+    }
     let rows: Vec<(String, String)> = conn
         .query(
             "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state', 'wsrep_cluster_status')",
@@ -194,6 +198,7 @@ pub async fn node_writable(conn: &mut mysql_async::Conn) -> Result<bool, mysql_a
             .map(|(_, value)| value.as_str())
     };
     Ok(writable(
+        true,
         get("wsrep_local_state"),
         get("wsrep_cluster_status"),
     ))
@@ -243,17 +248,20 @@ mod tests {
     }
 
     #[rstest::rstest]
-    #[case(None, None, true)]
-    #[case(Some("4"), Some("Primary"), true)]
-    #[case(Some("2"), Some("Primary"), false)]
-    #[case(Some("4"), Some("non-Primary"), false)]
-    #[case(Some("4"), None, false)]
+    #[case::no_galera(false, None, None, true)]
+    #[case::provider_loaded_but_off(false, None, Some("Disconnected"), true)]
+    #[case::synced_primary(true, Some("4"), Some("Primary"), true)]
+    #[case::desynced(true, Some("2"), Some("Primary"), false)]
+    #[case::minority(true, Some("4"), Some("non-Primary"), false)]
+    #[case::disconnected(true, Some("0"), Some("Disconnected"), false)]
+    #[case::no_status(true, None, None, false)]
     fn only_a_synced_member_of_the_primary_component_is_written_through(
+        #[case] wsrep_on: bool,
         #[case] state: Option<&str>,
         #[case] status: Option<&str>,
         #[case] expected: bool,
     ) {
-        assert_eq!(writable(state, status), expected);
+        assert_eq!(writable(wsrep_on, state, status), expected);
     }
 
     /// A host answers `Ok((host, writable))`, fails, or hangs.
