@@ -3,8 +3,8 @@
 //! of the primary component, so the fleet's transactions meet in one node's locks.
 
 use mysql_async::prelude::Queryable as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// A `mysql://` URL split around its hosts: what comes before them (scheme and credentials),
 /// the hosts in the order given, and what follows (database and parameters).
@@ -90,13 +90,18 @@ pub fn writable(wsrep_on: bool, local_state: Option<&str>, cluster_status: Optio
 
 /// The host the instance writes through: the first of the list that answers and is
 /// [`writable`], kept until it fails; then the next one after it, and so on around the list.
-/// It never moves back by itself, so a node that returns mid-sale takes no writes until asked.
+/// It never moves back by itself, so a node that returns mid-sale takes no writes until asked
+/// ([`reset`](Self::reset)). Each move counts in `db_writer_moves_total`.
 #[derive(Debug)]
 pub struct Writer {
     hosts: HostList,
     current: AtomicUsize,
     /// How long one host may take to accept a connection and answer the status query.
     wait: Duration,
+    /// When the writer last changed host, in nanoseconds after `since` (0: never): connections
+    /// opened before it lead to the host left behind ([`moved_at`](Self::moved_at)).
+    moved: AtomicU64,
+    since: Instant,
 }
 
 impl Writer {
@@ -105,6 +110,8 @@ impl Writer {
             hosts,
             current: AtomicUsize::new(0),
             wait,
+            moved: AtomicU64::new(0),
+            since: Instant::now(),
         }
     }
 
@@ -113,9 +120,28 @@ impl Writer {
         self.current.load(Ordering::Relaxed)
     }
 
-    /// Moves back to the first host of the list (the operator's call, once it is synced).
+    /// When the writer last changed host (a move or a [`reset`](Self::reset)), if ever: a pooled
+    /// connection opened before then may lead to another node, and is closed rather than used,
+    /// so the fleet's writes meet on one node.
+    pub fn moved_at(&self) -> Option<Instant> {
+        match self.moved.load(Ordering::Acquire) {
+            0 => None,
+            nanos => Some(self.since + Duration::from_nanos(nanos)),
+        }
+    }
+
+    fn mark_moved(&self) {
+        let nanos = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.moved.store(nanos.max(1), Ordering::Release);
+        metrics::counter!(adapters_sql::WRITER_MOVES).increment(1);
+    }
+
+    /// Moves back to the first host of the list: the operator's call (SIGHUP), once that node is
+    /// synced again. When it is not, the next connection moves on from it as after a failure.
     pub fn reset(&self) {
-        self.current.store(0, Ordering::Relaxed);
+        if self.current.swap(0, Ordering::Relaxed) != 0 {
+            self.mark_moved();
+        }
     }
 
     pub fn hosts(&self) -> &HostList {
@@ -150,7 +176,7 @@ impl Writer {
                             to = %self.hosts.hosts[index],
                             "database writer moved to the next synced node"
                         );
-                        metrics::counter!("database_writer_moves_total").increment(1);
+                        self.mark_moved();
                     }
                     return Ok(conn);
                 }
@@ -292,18 +318,34 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((conn.as_str(), writer.current()), ("d", 3));
+        let moved = writer.moved_at().expect("the move is dated");
         // `a` answers again: the writer stays on `d` until asked.
         let conn = writer
             .connect(|url| fake(url, &[], &[], &[]))
             .await
             .unwrap();
-        assert_eq!(conn, "d");
+        assert_eq!((conn.as_str(), writer.moved_at()), ("d", Some(moved)));
         writer.reset();
+        let back = writer.moved_at().unwrap();
+        assert!(back > moved, "the way back dates the connections to `d` as stale");
         let conn = writer
             .connect(|url| fake(url, &[], &[], &[]))
             .await
             .unwrap();
         assert_eq!(conn, "a");
+        // Asked again while on the first host: nothing moves, no connection goes stale.
+        writer.reset();
+        assert_eq!(writer.moved_at(), Some(back));
+    }
+
+    #[test]
+    fn a_writer_that_never_moved_dates_no_connection_as_stale() {
+        let writer = Writer::new(
+            HostList::parse("mysql://u@a,b/db").unwrap(),
+            Duration::from_millis(500),
+        );
+        writer.reset();
+        assert_eq!(writer.moved_at(), None);
     }
 
     #[tokio::test(start_paused = true)]

@@ -237,8 +237,9 @@ impl Mysql {
         }
     }
 
-    /// The host of `DATABASE_URL`'s list that new connections go to (0 is the first).
-    pub fn writer(&self) -> &Writer {
+    /// The host of `DATABASE_URL`'s list that new connections go to (0 is the first), shared
+    /// with whoever may move it back ([`Writer::reset`]).
+    pub fn writer(&self) -> &Arc<Writer> {
         &self.writer
     }
 
@@ -268,8 +269,21 @@ impl Backend for Mysql {
     type Pooled = PooledConn<AsyncDieselConnectionManager<AsyncMysqlConnection>>;
     const DIALECT: &'static Dialect = &DIALECT;
 
+    /// A connection within the acquire bound; one the pool opened before the writer last moved
+    /// leads to the node left behind, and is closed in favour of a fresh one.
     async fn conn(&self) -> Result<Self::Pooled, InfraError> {
-        PooledConn::get(&self.pool, self.bounds.acquire, "mysql connection").await
+        let Some(moved) = self.writer.moved_at() else {
+            return PooledConn::get(&self.pool, self.bounds.acquire, "mysql connection").await;
+        };
+        let until = std::time::Instant::now() + self.bounds.acquire;
+        loop {
+            let wait = until.saturating_duration_since(std::time::Instant::now());
+            let conn = PooledConn::get(&self.pool, wait, "mysql connection").await?;
+            if conn.created() >= moved {
+                return Ok(conn);
+            }
+            conn.discard();
+        }
     }
 
     fn bounds(&self) -> Bounds {
@@ -287,6 +301,7 @@ impl Backend for Mysql {
             open: status.size,
             idle: status.available,
             waiting: status.waiting,
+            writer: self.writer.current(),
         }
     }
 

@@ -28,6 +28,6 @@ pub use instrument::count_statements;
 pub use migrations::{apply_migrations, version_of};
 pub use pooled::PooledConn;
 pub use tx::{
-    Bounds, MAX_ATTEMPTS, METRIC_NAMES, PoolStatus, TxError, bounded, db_failure,
+    Bounds, MAX_ATTEMPTS, METRIC_NAMES, PoolStatus, TxError, WRITER_MOVES, bounded, db_failure,
     describe as describe_metrics, infra, retry_when, with_retries,
 };

@@ -33,6 +33,20 @@ where
             ))),
         }
     }
+
+    /// When the pool opened this connection.
+    pub fn created(&self) -> std::time::Instant {
+        #[allow(clippy::expect_used)] // only `Drop` and `discard` empty the option
+        Object::metrics(self.0.as_ref().expect("connection present until drop")).created
+    }
+
+    /// Closes this connection and takes it out of the pool: the next checkout opens a fresh one
+    /// in its place.
+    pub fn discard(mut self) {
+        if let Some(conn) = self.0.take() {
+            drop(Object::take(conn));
+        }
+    }
 }
 
 impl<M: Manager> Deref for PooledConn<M>

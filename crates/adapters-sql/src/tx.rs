@@ -158,6 +158,11 @@ pub const POOL_CONNECTIONS: &str = "db_pool_connections";
 pub const POOL_MAX: &str = "db_pool_max_connections";
 /// Callers waiting for a pooled connection at the last scrape.
 pub const POOL_WAITING: &str = "db_pool_waiting";
+/// The host of `DATABASE_URL`'s list new connections go to (0: the first) at the last scrape.
+pub const WRITER_HOST: &str = "db_writer_host";
+/// Moves of new connections to another host of `DATABASE_URL`'s list: past a failed host, or
+/// back to the first at SIGHUP.
+pub const WRITER_MOVES: &str = "db_writer_moves_total";
 
 /// Every database metric name.
 pub const METRIC_NAMES: &[&str] = &[
@@ -167,6 +172,8 @@ pub const METRIC_NAMES: &[&str] = &[
     POOL_CONNECTIONS,
     POOL_MAX,
     POOL_WAITING,
+    WRITER_HOST,
+    WRITER_MOVES,
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,6 +183,8 @@ pub struct PoolStatus {
     pub open: usize,
     pub idle: usize,
     pub waiting: usize,
+    /// The host new connections go to (0 for a store with one).
+    pub writer: usize,
 }
 
 impl PoolStatus {
@@ -186,6 +195,7 @@ impl PoolStatus {
         metrics::gauge!(POOL_CONNECTIONS, "state" => "idle").set(self.idle as f64);
         metrics::gauge!(POOL_MAX).set(self.max as f64);
         metrics::gauge!(POOL_WAITING).set(self.waiting as f64);
+        metrics::gauge!(WRITER_HOST).set(self.writer as f64);
     }
 }
 
@@ -211,6 +221,14 @@ pub fn describe() {
     metrics::describe_gauge!(
         POOL_WAITING,
         "Callers waiting for a pooled database connection at the last scrape."
+    );
+    metrics::describe_gauge!(
+        WRITER_HOST,
+        "The host of DATABASE_URL's list new database connections go to (0: the first) at the last scrape."
+    );
+    metrics::describe_counter!(
+        WRITER_MOVES,
+        "Moves of new database connections to another host of DATABASE_URL's list (past a failed host, or back to the first at SIGHUP)."
     );
 }
 

@@ -118,6 +118,7 @@ impl Backend for Sqlite {
             open: status.size,
             idle: status.available,
             waiting: status.waiting,
+            writer: 0,
         }
     }
 

@@ -74,8 +74,11 @@ impl Application {
         // chosen ports from them), whatever the store or Redis say while they are opened.
         // Connections wait in the backlog until the server runs.
         let listeners = Listeners::bind(&config.http)?;
+        // Before the store opens, so a writer's move past a dead first host is counted.
+        let prometheus = crate::metrics::recorder(config.background.reconcile_interval);
         // The database's identity names the gate's keys in Redis (RedisConnection::mirroring).
         let (sql, identity) = store::open(&config.database).await?;
+        signals::on_hangup(sql.reset_writer.clone());
         let redis = match &config.redis {
             Some(redis) => Some(shared::connect(redis, &identity).await?),
             None => None,
@@ -96,7 +99,6 @@ impl Application {
             // Before the listener opens: a dark release never serves a drop route.
             app.flags().ship_dark().await?;
         }
-        let prometheus = crate::metrics::recorder(config.background.reconcile_interval);
         let state = app::api_state(&config, &app, &sql, readiness.clone(), prometheus.clone());
         let background = goods_app::Background {
             holder: holder(),

@@ -606,26 +606,20 @@ async fn sells_out_after_mariadb_is_back(
     server: &Server,
     drop: i64,
     limited: i64,
-    mut next: i64,
-    mut answers: Answers,
+    next: i64,
+    answers: Answers,
 ) {
-    let back = Instant::now();
-    loop {
-        assert!(
-            back.elapsed() < Duration::from_secs(20),
-            "the drop never sold out"
-        );
-        let got = wave(client, &server.base, drop, next..next + 40).await;
-        next += 40;
-        assert!(got.values().all(|a| a.status != 500), "{got:?}");
-        answers.extend(got);
-        let recon = client.reconciliation(&server.base, drop).await;
-        if recon["soldQuantity"] == json!(limited) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(HEAL_MS)).await;
-    }
-    eprintln!("sold out {:?} after MariaDB came back", back.elapsed());
+    let (answers, took) = sell_out_in_waves(
+        client,
+        &server.base,
+        drop,
+        limited,
+        next,
+        answers,
+        Duration::from_secs(20),
+    )
+    .await;
+    eprintln!("sold out {took:?} after MariaDB came back");
     client.until_healed(&server.base, drop, HEAL_WITHIN).await;
     until_ready_status(&client.http, &server.base, 200).await;
     assert_sold_out_exactly(client, &server.base, drop, limited, &answers).await;

@@ -5,6 +5,8 @@
 //!   how to provide one. Nothing is ever skipped silently.
 //! - [`gate_contract`]: the admission-gate contract, run against the in-process and the Redis
 //!   gate through [`gate_contract_tests!`].
+//! - [`galera`]: the three-node Galera Cluster scripts/galera-cluster started, whose nodes a
+//!   fault test kills, pauses and starts again.
 //! - [`mariadb`]: a private `mariadbd` on a temporary directory and a free port, for tests
 //!   that kill, pause and restart their database.
 //! - [`redis`]: the same for Redis 7 (`TEST_REDIS_URL`), a key prefix per test, and private
@@ -21,6 +23,7 @@
 
 pub mod clock;
 pub mod contract;
+pub mod galera;
 pub mod gate_contract;
 pub mod mariadb;
 pub mod mysql;
@@ -37,11 +40,11 @@ pub fn run_id() -> String {
     std::env::var("TEST_RUN_ID").unwrap_or_else(|_| "manual".into())
 }
 
-/// Sends `signal` (`STOP`, `CONT`, `KILL`, ...) to `child` with `kill(1)`; whether it was
-/// delivered.
-fn try_signal(child: &std::process::Child, signal: &str) -> bool {
+/// Sends `signal` (`STOP`, `CONT`, `KILL`, ...) to process `pid` with `kill(1)`; whether it
+/// was delivered.
+fn try_signal(pid: u32, signal: &str) -> bool {
     std::process::Command::new("kill")
-        .args([format!("-{signal}"), child.id().to_string()])
+        .args([format!("-{signal}"), pid.to_string()])
         .status()
         .is_ok_and(|status| status.success())
 }
@@ -49,10 +52,14 @@ fn try_signal(child: &std::process::Child, signal: &str) -> bool {
 /// Sends `signal` to `child`, which must receive it: a fault test whose fault was not
 /// injected proves nothing, so a signal that is not delivered fails the test here.
 pub fn signal(child: &std::process::Child, signal: &str) {
+    signal_pid(child.id(), signal);
+}
+
+/// [`signal`] to a process the test did not start (a server known by its pid file).
+pub fn signal_pid(pid: u32, signal: &str) {
     assert!(
-        try_signal(child, signal),
-        "kill -{signal} {} was not delivered",
-        child.id()
+        try_signal(pid, signal),
+        "kill -{signal} {pid} was not delivered"
     );
 }
 
@@ -61,19 +68,30 @@ pub fn signal(child: &std::process::Child, signal: &str) {
 /// core could still answer a request sent right after it. Panics when it does not stop within
 /// 2 s.
 pub fn pause(child: &std::process::Child) {
-    signal(child, "STOP");
-    wait_for_state(child, true);
+    pause_pid(child.id());
+}
+
+/// [`pause`] by pid.
+pub fn pause_pid(pid: u32) {
+    signal_pid(pid, "STOP");
+    wait_for_state(pid, true);
 }
 
 /// Resumes `child` with SIGCONT, returning once it runs again.
 pub fn resume(child: &std::process::Child) {
-    signal(child, "CONT");
-    wait_for_state(child, false);
+    resume_pid(child.id());
 }
 
-/// Waits up to 2 s until `child` is stopped (or, with `stopped` false, no longer stopped).
-fn wait_for_state(child: &std::process::Child, stopped: bool) {
-    let stat = format!("/proc/{}/stat", child.id());
+/// [`resume`] by pid.
+pub fn resume_pid(pid: u32) {
+    signal_pid(pid, "CONT");
+    wait_for_state(pid, false);
+}
+
+/// Waits up to 2 s until process `pid` is stopped (or, with `stopped` false, no longer
+/// stopped).
+fn wait_for_state(pid: u32, stopped: bool) {
+    let stat = format!("/proc/{pid}/stat");
     let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
     while std::time::Instant::now() < until {
         let state = std::fs::read_to_string(&stat).unwrap_or_default();
@@ -88,7 +106,7 @@ fn wait_for_state(child: &std::process::Child, stopped: bool) {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     let want = if stopped { "stop" } else { "run again" };
-    panic!("process {} did not {want} within 2 s", child.id());
+    panic!("process {pid} did not {want} within 2 s");
 }
 
 /// Kills `child` with SIGKILL (after a SIGCONT, so a paused one dies too) and reaps it.
@@ -97,7 +115,7 @@ pub fn kill(child: &mut std::process::Child) {
     if matches!(child.try_wait(), Ok(Some(_))) {
         return;
     }
-    let _ = try_signal(child, "CONT");
+    let _ = try_signal(child.id(), "CONT");
     let _ = child.kill();
     assert!(
         child.wait().is_ok(),

@@ -1,6 +1,7 @@
 //! SIGTERM (what an orchestrator sends) and SIGINT (Ctrl-C), both graceful stops. Listened for
 //! from the start, before the first log line: a signal sent as soon as the server said where it
-//! listens is not lost (or fatal, as it would be without a handler).
+//! listens is not lost (or fatal, as it would be without a handler). SIGHUP is the operator's
+//! "the first database host is back": new connections go to it again.
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
@@ -37,4 +38,29 @@ async fn next(signal: Option<&mut Signal>) {
         Some(signal) => drop(signal.recv().await),
         None => std::future::pending().await,
     }
+}
+
+/// Calls `reset` at each SIGHUP (`None`: the store has one host, and the signal is only logged,
+/// never the default action that ends the process).
+pub(super) fn on_hangup(reset: Option<std::sync::Arc<dyn Fn() + Send + Sync>>) {
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(hangups) => hangups,
+        Err(error) => {
+            tracing::warn!(error = %error, "SIGHUP handler not installed");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match &reset {
+                Some(reset) => {
+                    tracing::info!(
+                        "SIGHUP: new database connections go to DATABASE_URL's first host again"
+                    );
+                    reset();
+                }
+                None => tracing::info!("SIGHUP: DATABASE_URL names one host; nothing to move"),
+            }
+        }
+    });
 }

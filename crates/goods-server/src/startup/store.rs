@@ -14,6 +14,9 @@ pub(super) struct SqlPorts {
     pub probe: api_actix::Probe,
     /// The pool's state, read at each scrape.
     pub pool: Arc<dyn Fn() -> adapters_sql::PoolStatus + Send + Sync>,
+    /// Sends new connections back to the first host of a `DATABASE_URL` that names several
+    /// (SIGHUP); none for a store with one.
+    pub reset_writer: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 fn sql_ports<B: adapters_sql::Backend>(store: adapters_sql::SqlStore<B>) -> SqlPorts
@@ -28,6 +31,7 @@ where
             async move { store.ping().await.map_err(|e| e.to_string()) }.boxed()
         }),
         pool: Arc::new(move || pool_store.pool_status()),
+        reset_writer: None,
     }
 }
 
@@ -51,7 +55,10 @@ pub(super) async fn open(db: &DatabaseConfig) -> anyhow::Result<(SqlPorts, Strin
             )
             .await?;
             let identity = store.identity().await?;
-            Ok((sql_ports(store), identity))
+            let writer = std::sync::Arc::clone(store.backend().writer());
+            let mut ports = sql_ports(store);
+            ports.reset_writer = Some(Arc::new(move || writer.reset()));
+            Ok((ports, identity))
         }
         #[cfg(not(feature = "mysql"))]
         Database::Mysql(_) => Err(without_mysql()),

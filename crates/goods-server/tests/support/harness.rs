@@ -384,6 +384,78 @@ pub async fn wave(
         .collect()
 }
 
+/// Buyers from `next` on buy in waves of 40, [`HEAL_MS`] apart, until the drop has sold `limited`
+/// units (reconciliation's `soldQuantity`), added to `answers`; how long that took. A 500 or a
+/// purchase left unanswered fails the test, and so does a drop not sold out within `within`.
+pub async fn sell_out_in_waves(
+    client: &Client,
+    base: &str,
+    drop: i64,
+    limited: i64,
+    mut next: i64,
+    mut answers: Answers,
+    within: Duration,
+) -> (Answers, Duration) {
+    let start = Instant::now();
+    loop {
+        assert!(
+            start.elapsed() < within,
+            "the drop did not sell out within {within:?}"
+        );
+        let got = wave(client, base, drop, next..next + 40).await;
+        next += 40;
+        assert!(got.values().all(|a| a.status != 500), "{got:?}");
+        answers.extend(got);
+        let recon = client.reconciliation(base, drop).await;
+        if recon["soldQuantity"] == json!(limited) {
+            return (answers, start.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(HEAL_MS)).await;
+    }
+}
+
+/// Whether `answer` tells the buyer to send the same purchase again, with the same key: still
+/// in progress, or the service could not say (503, 429). A 503 can hide an order that did
+/// commit (the database's answer was lost with its connection); the key replays it.
+pub fn retry_later(answer: &Answer) -> bool {
+    answer.is("IDEMPOTENCY_KEY_IN_PROGRESS")
+        || answer.is("SERVICE_UNAVAILABLE")
+        || answer.is("THROTTLED")
+}
+
+/// Every buyer of `answers` told to retry ([`retry_later`]) sends its purchase again, with its
+/// key, [`HEAL_MS`] apart, until each has a definitive answer (within `within`; never a 500):
+/// `answers` with those answers in place.
+#[allow(dead_code)] // not every test binary has buyers to settle
+pub async fn settle(
+    client: &Client,
+    base: &str,
+    drop: i64,
+    mut answers: Answers,
+    within: Duration,
+) -> Answers {
+    let start = Instant::now();
+    loop {
+        let pending: Vec<i64> = answers
+            .iter()
+            .filter(|(_, a)| retry_later(a))
+            .map(|(user, _)| *user)
+            .collect();
+        if pending.is_empty() {
+            return answers;
+        }
+        assert!(
+            start.elapsed() < within,
+            "{} buyers still told to retry after {within:?}",
+            pending.len()
+        );
+        let got = wave(client, base, drop, pending.into_iter()).await;
+        assert!(got.values().all(|a| a.status != 500), "{got:?}");
+        answers.extend(got);
+        tokio::time::sleep(Duration::from_millis(HEAL_MS)).await;
+    }
+}
+
 /// Asserts the end state of a sale of `limited` units: the database sold exactly `limited`,
 /// the buyers hold exactly that many distinct 202s, every one of them is an order that exists,
 /// and the gate agrees (nothing left, drift 0).
