@@ -327,7 +327,10 @@ mod tests {
         assert_eq!((conn.as_str(), writer.moved_at()), ("d", Some(moved)));
         writer.reset();
         let back = writer.moved_at().unwrap();
-        assert!(back > moved, "the way back dates the connections to `d` as stale");
+        assert!(
+            back > moved,
+            "the way back dates the connections to `d` as stale"
+        );
         let conn = writer
             .connect(|url| fake(url, &[], &[], &[]))
             .await
