@@ -609,7 +609,11 @@ async fn sells_out_after_mariadb_is_back(
     next: i64,
     answers: Answers,
 ) {
-    let (answers, took) = sell_out_in_waves(
+    let Sale {
+        answers,
+        sold_out_after,
+        ..
+    } = sell_out_in_waves(
         client,
         &server.base,
         drop,
@@ -619,7 +623,7 @@ async fn sells_out_after_mariadb_is_back(
         Duration::from_secs(20),
     )
     .await;
-    eprintln!("sold out {took:?} after MariaDB came back");
+    eprintln!("sold out {sold_out_after:?} after MariaDB came back");
     client.until_healed(&server.base, drop, HEAL_WITHIN).await;
     until_ready_status(&client.http, &server.base, 200).await;
     assert_sold_out_exactly(client, &server.base, drop, limited, &answers).await;

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The running cluster.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Cluster {
     url: String,
     hosts: Vec<String>,

@@ -384,8 +384,22 @@ pub async fn wave(
         .collect()
 }
 
+/// What [`sell_out_in_waves`] saw.
+pub struct Sale {
+    /// Every buyer's latest answer, the earlier ones included.
+    pub answers: Answers,
+    /// From the first wave until the drop was sold out.
+    pub sold_out_after: Duration,
+    /// From the first wave until the start of the first wave that got a 202.
+    pub resumed_after: Duration,
+    /// The longest wave: no purchase of it took longer.
+    pub slowest_wave: Duration,
+    /// Answers 503 (any code) among the waves' purchases.
+    pub unavailable: usize,
+}
+
 /// Buyers from `next` on buy in waves of 40, [`HEAL_MS`] apart, until the drop has sold `limited`
-/// units (reconciliation's `soldQuantity`), added to `answers`; how long that took. A 500 or a
+/// units (reconciliation's `soldQuantity`), their answers added to `answers`. A 500 or a
 /// purchase left unanswered fails the test, and so does a drop not sold out within `within`.
 pub async fn sell_out_in_waves(
     client: &Client,
@@ -393,22 +407,36 @@ pub async fn sell_out_in_waves(
     drop: i64,
     limited: i64,
     mut next: i64,
-    mut answers: Answers,
+    answers: Answers,
     within: Duration,
-) -> (Answers, Duration) {
+) -> Sale {
     let start = Instant::now();
+    let mut sale = Sale {
+        answers,
+        sold_out_after: Duration::ZERO,
+        resumed_after: Duration::MAX,
+        slowest_wave: Duration::ZERO,
+        unavailable: 0,
+    };
     loop {
         assert!(
             start.elapsed() < within,
             "the drop did not sell out within {within:?}"
         );
+        let sent = Instant::now();
         let got = wave(client, base, drop, next..next + 40).await;
+        sale.slowest_wave = sale.slowest_wave.max(sent.elapsed());
         next += 40;
         assert!(got.values().all(|a| a.status != 500), "{got:?}");
-        answers.extend(got);
+        if got.values().any(|a| a.status == 202) {
+            sale.resumed_after = sale.resumed_after.min(sent - start);
+        }
+        sale.unavailable += got.values().filter(|a| a.status == 503).count();
+        sale.answers.extend(got);
         let recon = client.reconciliation(base, drop).await;
         if recon["soldQuantity"] == json!(limited) {
-            return (answers, start.elapsed());
+            sale.sold_out_after = start.elapsed();
+            return sale;
         }
         tokio::time::sleep(Duration::from_millis(HEAL_MS)).await;
     }
