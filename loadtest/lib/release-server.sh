@@ -15,6 +15,8 @@ start_release_server() {
   BASE="http://127.0.0.1:$port"
   RELEASE_DB_HOSTPORT="${mysql#mysql://}"; RELEASE_DB_HOSTPORT="${RELEASE_DB_HOSTPORT#*@}"
   RELEASE_DB_HOSTPORT="${RELEASE_DB_HOSTPORT%%/*}"
+  # Several hosts (a Galera Cluster): the database is made through the first, and replicates.
+  RELEASE_DB_HOSTPORT="${RELEASE_DB_HOSTPORT%%,*}"
   release_sql "CREATE DATABASE $DB"
   SERVER=""
   trap stop_release_server EXIT

@@ -100,3 +100,39 @@ async fn required_against_a_server_without_tls_is_refused_not_downgraded() {
     );
     assert!(text.contains("Required"), "{text}");
 }
+
+/// Several hosts in one URL (a Galera Cluster's nodes) under one TLS setting: each host is held
+/// to it on its own. A first host whose certificate names another host is passed over, never
+/// connected to with less checking, and the next, whose certificate verifies, is written
+/// through; with the first host alone, nothing connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_host_of_a_list_is_held_to_the_tls_mode_and_one_that_fails_it_is_passed_over() {
+    let pki = TestPki::new();
+    let (other_cert, other_key) = pki.elsewhere();
+    let elsewhere = PrivateMariadb::start_tls(&pki.ca_pem(), &other_cert, &other_key);
+    let (cert, key) = pki.server();
+    let verified = PrivateMariadb::start_tls(&pki.ca_pem(), &cert, &key);
+    verified.database("tls");
+    let host = |server: &PrivateMariadb| {
+        server
+            .server_url()
+            .trim_start_matches("mysql://root@")
+            .to_owned()
+    };
+    let list = format!("mysql://root@{},{}/tls", host(&elsewhere), host(&verified));
+    let store = open(&list, TlsMode::VerifyIdentity, Some(pki.ca_pem()))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    store.ping().await.unwrap();
+    assert_eq!(store.backend().writer().current(), 1);
+    let text = refused(
+        open(
+            &format!("mysql://root@{}/tls", host(&elsewhere)),
+            TlsMode::VerifyIdentity,
+            Some(pki.ca_pem()),
+        )
+        .await,
+        "verify-identity to the host whose certificate names another",
+    );
+    assert!(text.contains("VerifyIdentity"), "{text}");
+}
