@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Where the server's CPU goes for an admitted purchase, against a sold-out refusal, in one run
+# (issue 31's first step). A release server on MariaDB + Redis (GATE=redis, production mode):
+#
+#   1. a sell-out of LIMITED units (http_sellout, CONNECTIONS buyers back to back), the server
+#      sampled by perf (cpu-clock, DWARF call graphs) from before the opening to the last answer;
+#   2. a sold-out drop refusing new buyers for REFUSE_FOR (wrk, purchase.lua), sampled the same way.
+#
+# For each: the server's CPU per request from /proc around the phase (user + system time over the
+# requests answered), a flame graph (inferno) and a table of where the samples went, by part of
+# the service (loadtest/lib/profile-table.py), written to OUT (default docs/profiles). Fails when
+# the sell-out's own checks fail or a refusal is not a 409.
+#
+#   loadtest/profile-purchase.sh        # LIMITED=20000 CONNECTIONS=64 REFUSE_FOR=5s
+#
+# Needs perf (linux-perf), inferno (cargo install inferno), wrk, a release build with debug info
+# (the workspace's release profile keeps it): cargo build --release -p goods-server -p goods-bench.
+# Loopback only; it stops by itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+LIMITED="${LIMITED:-20000}"
+CONNECTIONS="${CONNECTIONS:-64}"
+REFUSE_FOR="${REFUSE_FOR:-5s}"
+FREQUENCY="${FREQUENCY:-499}"
+OUT="${OUT:-docs/profiles}"
+SELLOUT_BIN="${SELLOUT_BIN:-target/release/http_sellout}"
+PORT="${PORT:-18084}"
+for bin in perf inferno-collapse-perf inferno-flamegraph wrk; do
+  command -v "$bin" >/dev/null 2>&1 || { echo "FAIL: $bin not found (perf: apt-get install linux-perf; inferno: cargo install inferno; wrk: apt-get install wrk)"; exit 1; }
+done
+. loadtest/lib/release-server.sh
+work="$(mktemp -d)"
+start_release_server profile "$PORT" RECONCILE_INTERVAL_MS=0 RATE_LIMIT_PER_IP=off
+trap 'stop_release_server; rm -rf "$work"' EXIT
+mkdir -p "$OUT"
+tick_us=$((1000000 / $(getconf CLK_TCK)))
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER/stat"; }
+record() { # NAME: perf on the server until SIGINT
+  perf record -q -e cpu-clock -F "$FREQUENCY" --call-graph dwarf,16384 -p "$SERVER" -o "$work/$1.data" 2>/dev/null &
+  PERF=$!
+  sleep 0.5
+}
+stop_recording() { kill -INT "$PERF"; wait "$PERF" || true; }
+report() { # NAME REQUESTS TICKS
+  local name="$1" requests="$2" ticks="$3" us
+  us=$(awk -v t="$ticks" -v u="$tick_us" -v n="$requests" 'BEGIN {printf "%.1f", t * u / n}')
+  perf script -i "$work/$name.data" 2>/dev/null | inferno-collapse-perf --all > "$work/$name.folded"
+  inferno-flamegraph --minwidth 2 --title "goods-server: $name ($requests requests, $us µs of CPU each)" \
+    < "$work/$name.folded" > "$OUT/$name.svg"
+  echo "== $name: $requests requests, $ticks ticks of server CPU: $us µs per request; flame graph $OUT/$name.svg"
+  python3 loadtest/lib/profile-table.py "$work/$name.folded" "$us" | tee "$OUT/$name.md"
+  # KEEP=DIR keeps the folded stacks (inferno-flamegraph, inferno-diff-folded read them).
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$work/$name.folded" "$KEEP/"; fi
+}
+
+echo "== 1. a sell-out of $LIMITED units, $CONNECTIONS buyers at a time"
+record admitted
+before=$(cpu_ticks)
+status=0
+out=$(BASE="$BASE" LIMITED="$LIMITED" CONNECTIONS="$CONNECTIONS" "$SELLOUT_BIN") || status=$?
+after=$(cpu_ticks)
+stop_recording
+echo "$out"
+[ "$status" = 0 ] || { echo "FAIL: the sell-out's checks failed"; exit 1; }
+report admitted "$LIMITED" $((after - before))
+
+echo "== 2. sold-out refusals for $REFUSE_FOR"
+SELLER=(-H 'X-User-Id: 1' -H 'X-User-Role: seller' -H 'Content-Type: application/json')
+product=$(curl -sf -X POST "$BASE/products" "${SELLER[@]}" -d '{"name":"refused","stockQuantity":10}' | sed 's/.*"productId":\([0-9]*\).*/\1/')
+open=$(date -u -d '-1 sec' +%Y-%m-%dT%H:%M:%SZ); close=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)
+drop=$(curl -sf -X POST "$BASE/limited-drops" "${SELLER[@]}" \
+  -d "{\"productId\":$product,\"openAt\":\"$open\",\"closeAt\":\"$close\",\"limitedQuantity\":1}" | sed 's/.*"dropId":\([0-9]*\).*/\1/')
+curl -sf -X POST "$BASE/limited-drops/$drop/orders" -H 'X-User-Id: 2' -H 'Idempotency-Key: first' \
+  -H 'Content-Type: application/json' -d '{"quantity":1}' >/dev/null
+stats() { curl -sf "$BASE/limited-drops/$drop/stats" "${SELLER[@]}" | sed 's/.*"soldOutRejectCount":\([0-9]*\).*/\1/'; }
+refused_before=$(stats)
+record refused
+before=$(cpu_ticks)
+DROP_ID="$drop" wrk -t2 -c"$CONNECTIONS" -d"$REFUSE_FOR" -s loadtest/wrk/purchase.lua "$BASE" > "$work/wrk.txt"
+after=$(cpu_ticks)
+stop_recording
+refused=$(( $(stats) - refused_before ))
+answers=$(awk '/requests in/ {print $1}' "$work/wrk.txt")
+non2xx=$(awk '/Non-2xx or 3xx responses/ {print $5}' "$work/wrk.txt")
+[ "${non2xx:-0}" = "$answers" ] || { echo "FAIL: $answers answers, only ${non2xx:-0} refused"; exit 1; }
+echo "wrk: $answers answers, all refused; the server counted $refused SOLD_OUT"
+report refused "$refused" $((after - before))
