@@ -45,6 +45,27 @@ async fn the_first_two_log_lines_name_the_listeners_even_when_redis_does_not_ans
     assert_eq!(exit_code(child).await, Some(0));
 }
 
+/// SIGHUP moves a multi-host store's writer back to its first host (tests/galera.rs); on a
+/// store with one host it is only logged, and it never ends the process (the signal's default
+/// action without a handler).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_on_a_store_with_one_host_changes_nothing_and_the_server_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, base) = start(dir.path(), &[]);
+    for _ in 0..2 {
+        test_support::signal(&child, "HUP");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "SIGHUP ended the server"
+    );
+    let live = reqwest::get(format!("{base}/health/live")).await.unwrap();
+    assert_eq!(live.status(), 200);
+    sigterm(&child);
+    assert_eq!(exit_code(child).await, Some(0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_the_request_in_flight_and_exits_zero() {
     let dir = tempfile::tempdir().unwrap();

@@ -112,9 +112,6 @@ async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
     // most the lease plus one healing interval after the restart. 429 and 503 are "retry with
     // the same key" too (300 retries at once may outwait the write-slot or pool bound on a
     // loaded machine); 500 never.
-    let retry_later = |a: &Answer| {
-        a.is("IDEMPOTENCY_KEY_IN_PROGRESS") || a.is("SERVICE_UNAVAILABLE") || a.is("THROTTLED")
-    };
     let limit = Duration::from_millis(LEASE_MS + HEAL_MS) + Duration::from_secs(3);
     let mut answers: Answers = HashMap::new();
     let mut pending: Vec<i64> = (1..=BUYERS).collect();
@@ -131,8 +128,8 @@ async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
                 "no 500 after the restart: {a:?}"
             );
         }
-        pending.retain(|user| got.get(user).is_none_or(retry_later));
-        answers.extend(got.into_iter().filter(|(_, a)| !retry_later(a)));
+        pending.retain(|user| got.get(user).is_none_or(harness::retry_later));
+        answers.extend(got.into_iter().filter(|(_, a)| !harness::retry_later(a)));
         if !pending.is_empty() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

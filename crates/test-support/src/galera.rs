@@ -46,11 +46,6 @@ impl Cluster {
         }
     }
 
-    /// `host:port` of each node.
-    pub fn hosts(&self) -> &[String] {
-        &self.hosts
-    }
-
     /// Creates database `name` through the first node that answers; the URL naming all three
     /// nodes and it.
     pub fn database(&self, name: &str) -> String {
@@ -60,18 +55,20 @@ impl Cluster {
         format!("{}/{name}", self.url)
     }
 
-    /// The pid of node `node`'s mariadbd (from its pid file).
-    pub fn pid(&self, node: usize) -> u32 {
+    /// The pid in node `node`'s pid file, if it holds one.
+    fn pid_file(&self, node: usize) -> Option<u32> {
         let file = self.dir.join(format!("node{}.pid", node + 1));
+        std::fs::read_to_string(file).ok()?.trim().parse().ok()
+    }
+
+    /// The pid of node `node`'s mariadbd, waiting up to 30 s for a starting node to write it.
+    pub fn pid(&self, node: usize) -> u32 {
         let until = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Some(pid) = std::fs::read_to_string(&file)
-                .ok()
-                .and_then(|text| text.trim().parse().ok())
-            {
+            if let Some(pid) = self.pid_file(node) {
                 return pid;
             }
-            assert!(Instant::now() < until, "no pid in {}", file.display());
+            assert!(Instant::now() < until, "node {node} wrote no pid file");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -80,9 +77,8 @@ impl Cluster {
     /// process is gone.
     pub fn kill(&self, node: usize) {
         let pid = self.pid(node);
-        let _ = Command::new("kill")
-            .args(["-CONT", &pid.to_string()])
-            .status();
+        // A paused node dies too.
+        crate::try_signal(pid, "CONT");
         crate::signal_pid(pid, "KILL");
         let until = Instant::now() + Duration::from_secs(10);
         while alive(pid) {
@@ -99,15 +95,9 @@ impl Cluster {
     /// for them.
     pub fn restore(&self) {
         for node in 0..self.hosts.len() {
-            let file = self.dir.join(format!("node{}.pid", node + 1));
-            let pid = std::fs::read_to_string(&file)
-                .ok()
-                .and_then(|text| text.trim().parse::<u32>().ok());
-            match pid {
+            match self.pid_file(node) {
                 Some(pid) if alive(pid) => {
-                    let _ = Command::new("kill")
-                        .args(["-CONT", &pid.to_string()])
-                        .status();
+                    crate::try_signal(pid, "CONT");
                 }
                 _ => self.restart(node),
             }
