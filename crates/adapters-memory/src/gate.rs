@@ -211,15 +211,22 @@ impl AdmissionGate for MemoryGate {
     }
 
     async fn confirm(&self, r: &Reservation, order: OrderId) -> Result<(), InfraError> {
+        self.confirm_all(std::slice::from_ref(&(r.clone(), order)))
+            .await
+    }
+
+    async fn confirm_all(&self, confirmed: &[(Reservation, OrderId)]) -> Result<(), InfraError> {
         let mut drops = self.lock()?;
-        if let Some(gate) = drops.get_mut(&r.drop_id) {
-            gate.markers.insert(
-                (r.user_id, r.key.clone()),
-                Marker::Done {
-                    quantity: r.quantity,
-                    order,
-                },
-            );
+        for (r, order) in confirmed {
+            if let Some(gate) = drops.get_mut(&r.drop_id) {
+                gate.markers.insert(
+                    (r.user_id, r.key.clone()),
+                    Marker::Done {
+                        quantity: r.quantity,
+                        order: *order,
+                    },
+                );
+            }
         }
         Ok(())
     }

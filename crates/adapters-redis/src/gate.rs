@@ -95,6 +95,27 @@ impl RedisGate {
 }
 
 impl RedisGate {
+    /// Marks `confirmed` (all of `drop`) done with their orders, in one script.
+    async fn confirm_in(
+        &self,
+        drop: DropId,
+        confirmed: &[(&Reservation, OrderId)],
+    ) -> Result<(), InfraError> {
+        if confirmed.is_empty() {
+            return Ok(());
+        }
+        let mut args: Vec<Value> = Vec::with_capacity(confirmed.len() * 3);
+        for (r, order) in confirmed {
+            args.push(marker_field(r.user_id, &r.key).into());
+            args.push(i64::from(r.quantity.get()).into());
+            args.push(order.get().into());
+        }
+        let _: i64 = scripts::run(&self.conn.pool, &CONFIRM, vec![self.keys(drop).idem], args)
+            .await
+            .map_err(infra("redis confirm"))?;
+        Ok(())
+    }
+
     /// Runs `seed.lua` or `resync.lua`, which take the same keys and arguments.
     async fn run_seed(&self, script: &Script, seed: &GateSeed) -> Result<i64, Error> {
         let keys = self.keys(seed.drop_id);
@@ -308,19 +329,23 @@ impl AdmissionGate for RedisGate {
 
     #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %r.drop_id, order.id = %order))]
     async fn confirm(&self, r: &Reservation, order: OrderId) -> Result<(), InfraError> {
-        let args: Vec<Value> = vec![
-            marker_field(r.user_id, &r.key).into(),
-            i64::from(r.quantity.get()).into(),
-            order.get().into(),
-        ];
-        let _: i64 = scripts::run(
-            &self.conn.pool,
-            &CONFIRM,
-            vec![self.keys(r.drop_id).idem],
-            args,
-        )
-        .await
-        .map_err(infra("redis confirm"))?;
+        self.confirm_in(r.drop_id, &[(r, order)]).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(orders = confirmed.len()))]
+    async fn confirm_all(&self, confirmed: &[(Reservation, OrderId)]) -> Result<(), InfraError> {
+        // One script per drop (its keys share a slot); a committer's batch is of one drop.
+        let mut drops: Vec<DropId> = confirmed.iter().map(|(r, _)| r.drop_id).collect();
+        drops.sort_unstable();
+        drops.dedup();
+        for drop in drops {
+            let of_drop: Vec<(&Reservation, OrderId)> = confirmed
+                .iter()
+                .filter(|(r, _)| r.drop_id == drop)
+                .map(|(r, order)| (r, *order))
+                .collect();
+            self.confirm_in(drop, &of_drop).await?;
+        }
         Ok(())
     }
 

@@ -355,10 +355,14 @@ mod tests {
             .times(1)
             .returning(|_| created_one());
         let mut gate = gate_answering(ReserveOutcome::Admitted);
-        gate.expect_confirm()
-            .withf(|_, id| *id == order_id())
+        // Confirmed by the drop's committer with its batch, before the buyer is answered.
+        gate.expect_confirm_all()
+            .withf(|confirmed| {
+                matches!(confirmed, [(r, id)] if *id == order_id() && r.user_id == cmd(1).user_id)
+            })
             .times(1)
-            .returning(|_, _| Ok(()));
+            .returning(|_| Ok(()));
+        gate.expect_confirm().times(0);
         gate.expect_cancel().times(0);
         let bought = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap();
         assert_eq!((bought.order.id, bought.replayed), (order_id(), false));
@@ -407,6 +411,7 @@ mod tests {
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(1).returning(|_| Ok(()));
         gate.expect_confirm().times(0);
+        gate.expect_confirm_all().times(0);
         let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::Throttled));
     }
@@ -423,6 +428,7 @@ mod tests {
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(0);
         gate.expect_confirm().times(0);
+        gate.expect_confirm_all().times(0);
         let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
         assert!(
             matches!(&err, PurchaseError::Infra(e) if !e.is_unavailable()),
@@ -463,7 +469,7 @@ mod tests {
         gate.expect_reserve()
             .withf(|r| r.deadline == OPEN + Duration::seconds(8))
             .returning(|_| Ok(ReserveOutcome::Admitted));
-        gate.expect_confirm().returning(|_, _| Ok(()));
+        gate.expect_confirm_all().returning(|_| Ok(()));
         buy(m, Some(gate), hooks(), cmd(1)).await.unwrap();
     }
 
@@ -518,7 +524,7 @@ mod tests {
             .withf(|r| r.deadline == OPEN - Duration::seconds(1))
             .times(1)
             .returning(|_| Ok(()));
-        gate.expect_confirm().times(1).returning(|_, _| Ok(()));
+        gate.expect_confirm_all().times(1).returning(|_| Ok(()));
         let bought = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap();
         assert!(!bought.replayed);
     }
@@ -592,6 +598,7 @@ mod tests {
             .returning(|_| Ok(Some(sample_order(OrderStatus::Pending))));
         let mut gate = gate_answering(ReserveOutcome::Replay(order_id()));
         gate.expect_confirm().times(0);
+        gate.expect_confirm_all().times(0);
         gate.expect_cancel().times(0);
         let bought = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap();
         assert!(bought.replayed);
@@ -790,6 +797,7 @@ mod tests {
             .times(3)
             .returning(move |_| answers.pop().unwrap());
         gate.expect_confirm().returning(|_, _| Ok(()));
+        gate.expect_confirm_all().returning(|_| Ok(()));
         let mut hooks = hooks();
         hooks.checkpoint();
         hooks.expect_gate_bypassed().times(1).returning(|_, _| ());

@@ -23,6 +23,7 @@ macro_rules! gate_contract_tests {
             the_per_user_limit_holds_under_races,
             sold_out_is_answered_before_the_buyer_limit_and_nothing_changes,
             markers_go_from_in_progress_to_done_and_a_different_body_is_a_reuse,
+            confirming_a_batch_marks_each_reservation_done_with_its_own_order,
             cancelling_twice_gives_units_and_the_buyer_count_back_once,
             releasing_a_cancelled_order_gives_its_units_back_and_keeps_its_replay,
             seeding_again_changes_nothing_and_a_seed_restores_counts_and_markers,
@@ -179,6 +180,37 @@ pub async fn markers_go_from_in_progress_to_done_and_a_different_body_is_a_reuse
         ReserveOutcome::Replay(order)
     );
     assert_eq!(remaining(&gate).await, Some(4), "a replay takes nothing");
+}
+
+pub async fn confirming_a_batch_marks_each_reservation_done_with_its_own_order(gate: Gate) {
+    gate.seed_if_absent(&seed(10)).await.unwrap();
+    let batch: Vec<Reservation> = (1..=5).map(|user| res(user, "k|1", 1, 2)).collect();
+    let in_flight = res(6, "k|1", 1, 2);
+    for r in batch.iter().chain([&in_flight]) {
+        assert_eq!(gate.reserve(r).await.unwrap(), ReserveOutcome::Admitted);
+    }
+    gate.confirm_all(&[]).await.unwrap();
+    let confirmed: Vec<(Reservation, OrderId)> = batch
+        .iter()
+        .map(|r| (r.clone(), OrderId::parse(100 + r.user_id.get()).unwrap()))
+        .collect();
+    gate.confirm_all(&confirmed).await.unwrap();
+    for (r, order) in &confirmed {
+        assert_eq!(
+            gate.reserve(r).await.unwrap(),
+            ReserveOutcome::Replay(*order),
+            "buyer {}",
+            r.user_id
+        );
+    }
+    assert_eq!(
+        gate.reserve(&in_flight).await.unwrap(),
+        ReserveOutcome::InProgress {
+            deadline: in_flight.deadline
+        },
+        "a reservation outside the batch is still in progress"
+    );
+    assert_eq!(remaining(&gate).await, Some(4), "confirming takes nothing");
 }
 
 pub async fn cancelling_twice_gives_units_and_the_buyer_count_back_once(gate: Gate) {

@@ -50,7 +50,7 @@ impl Sink for Entries {
         item.drop
     }
 
-    async fn commit(&self, batch: &[EntryItem]) -> Result<Vec<Self::Answer>, InfraError> {
+    async fn commit(&self, batch: Vec<EntryItem>) -> Result<Vec<Self::Answer>, InfraError> {
         let Some(first) = batch.first() else {
             return Ok(Vec::new());
         };

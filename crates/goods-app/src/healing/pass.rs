@@ -438,6 +438,7 @@ mod tests {
             .times(2)
             .returning(move |_| answers.pop().unwrap());
         gate.expect_confirm().returning(|_, _| Ok(()));
+        gate.expect_confirm_all().returning(|_| Ok(()));
         let (resynced, mut done) = tokio::sync::mpsc::unbounded_channel();
         gate.expect_resync()
             .withf(|seed| seed.remaining == 97)

@@ -7,8 +7,10 @@
 //! commits at once and a thousand share a few dozen transactions.
 
 use async_trait::async_trait;
-use goods_domain::ports::{PlaceOrder, Placement, PurchaseLedger};
-use goods_domain::{DropId, InfraError};
+use goods_domain::ports::{
+    AdmissionGate, PlaceOrder, Placed, Placement, PurchaseLedger, Reservation,
+};
+use goods_domain::{DropId, InfraError, OrderId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -57,29 +59,68 @@ pub(crate) trait Sink: Send + Sync + 'static {
     /// The drop an item belongs to: one committer per drop.
     fn drop_of(item: &Self::Item) -> DropId;
     /// Commits `batch` in one transaction.
-    async fn commit(&self, batch: &[Self::Item]) -> Result<Vec<Self::Answer>, InfraError>;
+    async fn commit(&self, batch: Vec<Self::Item>) -> Result<Vec<Self::Answer>, InfraError>;
     /// Every item's answer when the batch failed.
     fn failed(error: InfraError) -> Self::Answer;
 }
 
-/// The purchases' sink: the ledger's `place_orders`.
+/// The purchases' sink: the ledger's `place_orders`, then one confirm at the gate for every
+/// order of the batch that the gate admitted.
 pub(crate) struct Orders(pub(crate) Arc<dyn PurchaseLedger>);
+
+/// A purchase handed to its drop's committer.
+pub(crate) struct Commit {
+    pub(crate) order: PlaceOrder,
+    /// The gate that admitted it, and its reservation there: confirmed with the batch once the
+    /// order is created, so that a retry of the key replays it. `None` when no gate admitted
+    /// it (the database alone decided), or when the gate failed and is settled apart.
+    pub(crate) confirm_at: Option<(Arc<dyn AdmissionGate>, Reservation)>,
+}
 
 #[async_trait]
 impl Sink for Orders {
-    type Item = PlaceOrder;
+    type Item = Commit;
     type Answer = Placement;
 
-    fn drop_of(order: &PlaceOrder) -> DropId {
-        order.drop_id
+    fn drop_of(item: &Commit) -> DropId {
+        item.order.drop_id
     }
 
-    async fn commit(&self, batch: &[PlaceOrder]) -> Result<Vec<Placement>, InfraError> {
-        self.0.place_orders(batch).await
+    async fn commit(&self, batch: Vec<Commit>) -> Result<Vec<Placement>, InfraError> {
+        let (orders, confirm_at): (Vec<PlaceOrder>, Vec<_>) =
+            batch.into_iter().map(|c| (c.order, c.confirm_at)).unzip();
+        let placements = self.0.place_orders(&orders).await?;
+        confirm_created(confirm_at, &placements).await;
+        Ok(placements)
     }
 
     fn failed(error: InfraError) -> Placement {
         Err(error.into())
+    }
+}
+
+/// Tells each gate the orders it admitted that the batch created, in one call per gate (one
+/// in practice): the waiters are answered after it, as each was after its own confirm. A
+/// confirm that fails leaves the markers to their lease (a retry or the healer resolves them).
+async fn confirm_created(
+    confirm_at: Vec<Option<(Arc<dyn AdmissionGate>, Reservation)>>,
+    placements: &[Placement],
+) {
+    type Confirms = Vec<(Reservation, OrderId)>;
+    let mut per_gate: Vec<(Arc<dyn AdmissionGate>, Confirms)> = Vec::new();
+    for (at, placement) in confirm_at.into_iter().zip(placements) {
+        let (Some((gate, reservation)), Ok(Placed::Created(order))) = (at, placement) else {
+            continue;
+        };
+        match per_gate.iter_mut().find(|(g, _)| Arc::ptr_eq(g, &gate)) {
+            Some((_, confirms)) => confirms.push((reservation, order.id)),
+            None => per_gate.push((gate, vec![(reservation, order.id)])),
+        }
+    }
+    for (gate, confirms) in per_gate {
+        if let Err(error) = gate.confirm_all(&confirms).await {
+            tracing::warn!(error = %error, orders = confirms.len(), "gate not settled after the database decided");
+        }
     }
 }
 
@@ -253,8 +294,9 @@ async fn commit<S: Sink>(sink: Arc<S>, batch: Vec<Waiter<S>>) {
         return;
     }
     span.record("orders", items.len());
-    match sink.commit(&items).instrument(span).await {
-        Ok(placements) if placements.len() == items.len() => {
+    let count = items.len();
+    match sink.commit(items).instrument(span).await {
+        Ok(placements) if placements.len() == count => {
             for (answer, placement) in answers.into_iter().zip(placements) {
                 let _ = answer.send(placement);
             }
@@ -263,7 +305,7 @@ async fn commit<S: Sink>(sink: Arc<S>, batch: Vec<Waiter<S>>) {
             let error = format!(
                 "the store answered {} items of a batch of {}",
                 placements.len(),
-                items.len()
+                count
             );
             for answer in answers {
                 let _ = answer.send(S::failed(InfraError::msg(error.clone())));
@@ -401,6 +443,14 @@ mod tests {
         ))
     }
 
+    /// Buyer `buyer`'s purchase, with no gate to confirm it at.
+    fn unconfirmed(buyer: i64) -> Commit {
+        Commit {
+            order: place_order(buyer),
+            confirm_at: None,
+        }
+    }
+
     fn placed_id(placement: Placement) -> i64 {
         match placement {
             Ok(Placed::Created(order)) => order.id.get(),
@@ -417,7 +467,7 @@ mod tests {
         for buyer in buyers {
             let committers = Arc::clone(committers);
             tasks.push(tokio::spawn(async move {
-                committers.place(place_order(buyer)).await
+                committers.place(unconfirmed(buyer)).await
             }));
             // Lets the task reach the queue before the next one, so the queue keeps their order.
             tokio::task::yield_now().await;
@@ -442,7 +492,7 @@ mod tests {
         let ledger = Recording::new(true, None);
         let committers = committers(&ledger, 64, 50);
         let start = tokio::time::Instant::now();
-        assert_eq!(placed_id(committers.place(place_order(7)).await), 7);
+        assert_eq!(placed_id(committers.place(unconfirmed(7)).await), 7);
         assert_eq!(tokio::time::Instant::now(), start, "waited for a batch");
         assert_eq!(ledger.batches(), vec![vec![7]]);
     }
@@ -532,7 +582,7 @@ mod tests {
         let mut queued = first_in_flight(&committers, &ledger).await;
         queued.extend(queue(&committers, [2, 3]).await);
         committers.close();
-        let late = committers.place(place_order(4)).await;
+        let late = committers.place(unconfirmed(4)).await;
         assert!(
             matches!(&late, Err(PlaceOrderError::Infra(e)) if e.is_unavailable()),
             "{late:?}"
@@ -586,13 +636,133 @@ mod tests {
     async fn an_idle_committer_stops_and_the_next_purchase_starts_another() {
         let ledger = Recording::new(true, None);
         let committers = committers(&ledger, 64, 0);
-        committers.place(place_order(1)).await.unwrap();
+        committers.place(unconfirmed(1)).await.unwrap();
         tokio::time::sleep(IDLE + Duration::from_secs(1)).await;
         assert!(
             committers.lock().as_ref().unwrap()[&place_order(1).drop_id].is_closed(),
             "the idle committer still runs"
         );
-        assert_eq!(placed_id(committers.place(place_order(2)).await), 2);
+        assert_eq!(placed_id(committers.place(unconfirmed(2)).await), 2);
         assert_eq!(ledger.batches(), vec![vec![1], vec![2]]);
+    }
+
+    /// Each `confirm_all` call, as the order ids it confirmed.
+    type Calls = Arc<Mutex<Vec<Vec<i64>>>>;
+
+    /// A gate that records each `confirm_all` call as the buyers it confirms (their order ids
+    /// are their ids here), failing each call when `fail`.
+    fn recording_gate(fail: bool) -> (Arc<dyn AdmissionGate>, Calls) {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let recorded = Arc::clone(&calls);
+        let mut gate = goods_domain::ports::MockAdmissionGate::new();
+        gate.expect_confirm().times(0);
+        gate.expect_confirm_all().returning(move |confirmed| {
+            for (r, order) in confirmed {
+                assert_eq!(
+                    r.user_id.get(),
+                    order.get(),
+                    "confirmed with another's order"
+                );
+            }
+            recorded
+                .lock()
+                .unwrap()
+                .push(confirmed.iter().map(|(_, order)| order.get()).collect());
+            if fail {
+                Err(InfraError::unavailable("no answer within 200 ms"))
+            } else {
+                Ok(())
+            }
+        });
+        (Arc::new(gate), calls)
+    }
+
+    /// Buyer `buyer`'s purchase, admitted by `gate`.
+    fn admitted(buyer: i64, gate: &Arc<dyn AdmissionGate>) -> Commit {
+        let order = place_order(buyer);
+        let reservation = Reservation {
+            drop_id: order.drop_id,
+            user_id: order.user_id,
+            quantity: order.quantity,
+            per_user_limit: order.per_user_limit,
+            key: order.key.clone(),
+            deadline: OPEN + time::Duration::seconds(8),
+        };
+        Commit {
+            order,
+            confirm_at: Some((Arc::clone(gate), reservation)),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_confirmed_at_its_gate_in_one_call_before_its_buyers_are_answered() {
+        let ledger = Recording::new(false, None);
+        let committers = committers(&ledger, 64, 0);
+        let (gate, confirms) = recording_gate(false);
+        let place = |buyer: i64| {
+            let (committers, commit) = (Arc::clone(&committers), admitted(buyer, &gate));
+            let confirms = Arc::clone(&confirms);
+            tokio::spawn(async move {
+                let placed = placed_id(committers.place(commit).await);
+                // Answered only once its marker is done: a retry of the key replays the order.
+                assert!(
+                    confirms
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .flatten()
+                        .any(|id| *id == placed),
+                    "buyer {placed} answered before the gate was told"
+                );
+                placed
+            })
+        };
+        let mut tasks = vec![place(1)];
+        while ledger.batches().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        // Buyer 4 was not admitted by the gate (it had failed): its order is not confirmed.
+        for buyer in [2, 3] {
+            tasks.push(place(buyer));
+            tokio::task::yield_now().await;
+        }
+        let unadmitted = Arc::clone(&committers);
+        tasks.push(tokio::spawn(async move {
+            placed_id(unadmitted.place(unconfirmed(4)).await)
+        }));
+        tokio::task::yield_now().await;
+        tasks.push(place(5));
+        tokio::task::yield_now().await;
+        ledger.commits.add_permits(2);
+        for (buyer, task) in [1, 2, 3, 4, 5].into_iter().zip(tasks) {
+            assert_eq!(task.await.unwrap(), buyer);
+        }
+        assert_eq!(ledger.batches(), vec![vec![1], vec![2, 3, 4, 5]]);
+        assert_eq!(*confirms.lock().unwrap(), vec![vec![1], vec![2, 3, 5]]);
+    }
+
+    #[tokio::test]
+    async fn a_confirm_that_fails_still_answers_every_buyer_with_its_order() {
+        let ledger = Recording::new(true, None);
+        let committers = committers(&ledger, 64, 0);
+        let (gate, confirms) = recording_gate(true);
+        assert_eq!(placed_id(committers.place(admitted(7, &gate)).await), 7);
+        assert_eq!(*confirms.lock().unwrap(), vec![vec![7]]);
+    }
+
+    #[rstest::rstest]
+    #[case(true)]
+    #[case(false)]
+    #[tokio::test]
+    async fn a_failed_batch_confirms_nothing(#[case] unavailable: bool) {
+        let ledger = Recording::new(true, Some(unavailable));
+        let committers = committers(&ledger, 64, 0);
+        let (gate, confirms) = recording_gate(false);
+        let placed = committers.place(admitted(7, &gate)).await;
+        assert!(
+            matches!(placed, Err(PlaceOrderError::Infra(_))),
+            "{placed:?}"
+        );
+        assert!(confirms.lock().unwrap().is_empty());
     }
 }

@@ -3,6 +3,7 @@
 //! gate is resynced when it is back.
 
 use super::{PurchaseCommand, PurchaseError, PurchaseHooks, Purchased, Purchases, place_order};
+use crate::mechanisms::group_commit::Commit;
 use crate::telemetry;
 use goods_domain::ports::{
     AdmissionGate, DomainEvent, PlaceOrder, PurchaseLedger, Reservation, ReserveOutcome,
@@ -36,7 +37,7 @@ impl Purchases {
                 if self.access.breaker.reset() {
                     hooks.gate_is_back();
                 }
-                self.after_reserve(hooks, gate.as_ref(), drop, outcome, &reservation, now, true)
+                self.after_reserve(hooks, &gate, drop, outcome, &reservation, now, true)
                     .await
             }
             Err(error) => {
@@ -57,12 +58,10 @@ impl Purchases {
                 }
                 hooks.gate_bypassed(drop.id, true).await;
                 let result = self
-                    .commit(&place_order_for(
-                        drop,
-                        &reservation,
-                        now,
-                        self.payment_window,
-                    ))
+                    .commit(Commit {
+                        order: place_order_for(drop, &reservation, now, self.payment_window),
+                        confirm_at: None,
+                    })
                     .await;
                 // If the gate did reserve, settle it like any admitted reservation, so a
                 // retry replays the order instead of finding it in progress. In the
@@ -108,7 +107,7 @@ impl Purchases {
     async fn after_reserve(
         &self,
         hooks: &dyn PurchaseHooks,
-        gate: &dyn AdmissionGate,
+        gate: &Arc<dyn AdmissionGate>,
         drop: &LimitedDrop,
         outcome: ReserveOutcome,
         reservation: &Reservation,
@@ -119,13 +118,12 @@ impl Purchases {
             ReserveOutcome::Admitted => {
                 // The ledger command is built only for admitted purchases: refusals, the bulk
                 // of a drop's traffic, allocate nothing for it.
+                // The committer confirms the order at the gate with its batch.
                 let result = self
-                    .commit(&place_order_for(
-                        drop,
-                        reservation,
-                        now,
-                        self.payment_window,
-                    ))
+                    .commit(Commit {
+                        order: place_order_for(drop, reservation, now, self.payment_window),
+                        confirm_at: Some((Arc::clone(gate), reservation.clone())),
+                    })
                     .await;
                 if matches!(
                     result,
@@ -135,7 +133,15 @@ impl Purchases {
                     // are off (a sale it did not see). Rebuild it from the truth.
                     hooks.resync_soon(*drop);
                 }
-                settle(gate, reservation, settlement(&result), false).await;
+                if !matches!(
+                    result,
+                    Ok(Purchased {
+                        replayed: false,
+                        ..
+                    })
+                ) {
+                    settle(gate.as_ref(), reservation, settlement(&result), false).await;
+                }
                 result
             }
             ReserveOutcome::InProgress { deadline } if may_resolve && now > deadline => {
@@ -147,7 +153,7 @@ impl Purchases {
                     quantity: reservation.quantity,
                     deadline,
                 };
-                match resolve_stale(self.ledger.as_ref(), gate, drop, &stale).await? {
+                match resolve_stale(self.ledger.as_ref(), gate.as_ref(), drop, &stale).await? {
                     StaleResolution::Committed(order) => {
                         if order.matches_request(drop.id, reservation.quantity) {
                             Ok(Purchased {
@@ -160,7 +166,7 @@ impl Purchases {
                     }
                     StaleResolution::Pending => Err(PurchaseError::InProgress),
                     StaleResolution::Abandoned => {
-                        let outcome = self.reserve(gate, drop, reservation).await?;
+                        let outcome = self.reserve(gate.as_ref(), drop, reservation).await?;
                         Box::pin(self.after_reserve(
                             hooks,
                             gate,

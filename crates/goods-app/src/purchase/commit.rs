@@ -2,9 +2,10 @@
 //! the database-only path (no gate, its flag off, or its breaker open).
 
 use super::{PurchaseCommand, PurchaseError, PurchaseHooks, Purchased, Purchases, place_order};
+use crate::mechanisms::group_commit::Commit;
 use crate::telemetry;
 use goods_domain::LimitedDrop;
-use goods_domain::ports::{PlaceOrder, Placed};
+use goods_domain::ports::Placed;
 use time::OffsetDateTime;
 
 impl Purchases {
@@ -34,16 +35,21 @@ impl Purchases {
             None,
             self.payment_window,
         );
-        self.commit(&order).await
+        self.commit(Commit {
+            order,
+            confirm_at: None,
+        })
+        .await
     }
 
-    /// Takes a write slot and commits the order with its drop's next batch.
-    pub(super) async fn commit(&self, order: &PlaceOrder) -> Result<Purchased, PurchaseError> {
+    /// Takes a write slot and commits the order with its drop's next batch (which confirms it
+    /// at the gate that admitted it, if any).
+    pub(super) async fn commit(&self, commit: Commit) -> Result<Purchased, PurchaseError> {
         let admitted = std::time::Instant::now();
         let Some(_permit) = self.buffer.acquire().await else {
             return Err(PurchaseError::Throttled);
         };
-        match self.committers.place(order.clone()).await? {
+        match self.committers.place(commit).await? {
             Placed::Created(order) => {
                 self.drops.units_changed(order.drop_id);
                 metrics::histogram!(telemetry::ADMISSION_TO_COMMIT)

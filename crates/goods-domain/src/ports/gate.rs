@@ -117,6 +117,16 @@ pub trait AdmissionGate: Send + Sync + 'static {
     /// Marks an admitted reservation done with its order, so retries replay it.
     async fn confirm(&self, reservation: &Reservation, order: OrderId) -> Result<(), InfraError>;
 
+    /// [`confirm`](Self::confirm)s each reservation with its order: a drop's committer confirms
+    /// a whole batch at once, in one round trip where the gate's store allows it. The first
+    /// failure is returned; what was confirmed before it stays confirmed.
+    async fn confirm_all(&self, confirmed: &[(Reservation, OrderId)]) -> Result<(), InfraError> {
+        for (reservation, order) in confirmed {
+            self.confirm(reservation, *order).await?;
+        }
+        Ok(())
+    }
+
     /// Gives an admitted reservation's units and buyer count back and clears its marker, once:
     /// cancelling twice restores once. Only the attempt that set the marker is cancelled (same
     /// units and deadline): a later attempt with the same key is left alone.
