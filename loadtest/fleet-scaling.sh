@@ -39,7 +39,7 @@ cpu_ms() { local t=0 pid; for pid in "$@"; do
 REDIS_PID=$(pgrep -x redis-server | head -1)
 MARIADB_PID=$(pgrep -x mariadbd | head -1)
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. scripts/lib/ports.sh  # free_port, free_ports N
 seller=(-H 'X-User-Id: 1' -H 'X-User-Role: seller' -H 'Content-Type: application/json')
 
 new_drop() { # $1 base, $2 units: prints the drop id of a drop open now

@@ -22,7 +22,7 @@ PORT="${PORT:-18082}"
 . loadtest/lib/release-server.sh
 
 NATS_DIR="$(mktemp -d)"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. scripts/lib/ports.sh  # free_port, free_ports N
 NATS_PORT=$(free_port); MONITOR_PORT=$(free_port)
 NATS=""
 # A fresh broker per round: each round's database numbers its drop 1 again, so its event ids
