@@ -282,6 +282,7 @@ fn place_order(
         per_user_limit: drop.per_user_limit,
         price: drop.price,
         user_id,
+        sku: None,
         quantity,
         key: key.clone(),
         now,

@@ -128,6 +128,7 @@ pub fn place_order(buyer: i64) -> PlaceOrder {
         per_user_limit: drop.per_user_limit,
         price: drop.price,
         user_id: UserId::parse(buyer).unwrap(),
+        sku: None,
         quantity: qty(1),
         key: key(),
         now: OPEN,

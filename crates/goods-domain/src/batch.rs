@@ -5,7 +5,7 @@
 //! on its invariant, so a plan from an overtaken read fails its write and is retried.
 
 use crate::ports::{PlaceOrder, PlaceOrderError, Placed, Placement, max_orders_per_buyer, unix_ms};
-use crate::{GoodsOrder, IdempotencyKey, UserId};
+use crate::{GoodsOrder, IdempotencyKey, Sku, UserId};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A buyer's units and orders in one drop.
@@ -17,12 +17,15 @@ pub struct Holding {
     pub orders: u32,
 }
 
+/// Units a batch may take per size of its drop ([`crate::Sizes`]; a drop without sizes has
+/// one, `None`): each size's unsold units, no more than its stock ([`free_units`]).
+pub type FreeUnits = BTreeMap<Option<Sku>, u32>;
+
 /// What the batch's transaction read, as of its first statement.
 #[derive(Debug, Clone, Default)]
 pub struct BatchFacts {
-    /// Units the batch may take: the drop's unsold units, no more than the product's stock,
-    /// none once the drop was closed early.
-    pub free: u32,
+    /// Units the batch may take, per size.
+    pub free: FreeUnits,
     /// The drop was closed early (replays are still answered).
     pub closed: bool,
     /// The database's clock, in unix milliseconds: the clock admission leases are judged by.
@@ -33,8 +36,8 @@ pub struct BatchFacts {
     pub holdings: HashMap<UserId, Holding>,
 }
 
-/// Units a batch may take from a drop: what `limited` leaves after `sold`, no more than the
-/// product's `stock`, nothing once the drop is `closed`.
+/// Units a batch may take from a drop's size: what its `limited` leaves after `sold`, no more
+/// than its `stock` (the product's, or the variant's), nothing once the drop is `closed`.
 pub fn free_units(limited: u32, sold: u32, stock: u32, closed: bool) -> u32 {
     if closed {
         0
@@ -48,13 +51,19 @@ pub fn lease_ended(order: &PlaceOrder, db_now_ms: i64) -> bool {
     order.deadline.is_some_and(|d| db_now_ms > unix_ms(d))
 }
 
+/// The units free in `order`'s size (none in a size the drop does not sell).
+fn free_for(free: &FreeUnits, order: &PlaceOrder) -> u32 {
+    free.get(&order.sku).copied().unwrap_or(0)
+}
+
 /// The buyers whose holdings the transaction must create and lock before it reads them: those
-/// of the orders that the free units and the leases do not refuse already. A sold-out drop's
-/// refusals lock nothing. In buyer order, so two batches lock shared buyers in the same order.
-pub fn buyers_to_lock(batch: &[PlaceOrder], free: u32, db_now_ms: i64) -> BTreeSet<UserId> {
+/// of the orders that the free units of their size and the leases do not refuse already. A
+/// sold-out size's refusals lock nothing. In buyer order, so two batches lock shared buyers in
+/// the same order.
+pub fn buyers_to_lock(batch: &[PlaceOrder], free: &FreeUnits, db_now_ms: i64) -> BTreeSet<UserId> {
     batch
         .iter()
-        .filter(|o| !lease_ended(o, db_now_ms) && o.quantity.get() <= free)
+        .filter(|o| !lease_ended(o, db_now_ms) && o.quantity.get() <= free_for(free, o))
         .map(|o| o.user_id)
         .collect()
 }
@@ -75,13 +84,19 @@ pub enum Decision {
 pub struct BatchPlan {
     /// One decision per order, in the batch's order.
     pub decisions: Vec<Decision>,
-    /// What each buyer with an accepted order adds to their holding.
+    /// What each buyer with an accepted order adds to their holding (across sizes).
     pub added: BTreeMap<UserId, Holding>,
-    /// Units the accepted orders take from the drop and the stock.
-    pub taken: u32,
+    /// Units the accepted orders take from each size (and its stock); a size nothing was taken
+    /// from is absent.
+    pub taken: FreeUnits,
 }
 
 impl BatchPlan {
+    /// Units the accepted orders take from the drop in all.
+    pub fn taken_in_all(&self) -> u32 {
+        self.taken.values().sum()
+    }
+
     /// The orders to insert, in the batch's order.
     pub fn accepted<'a>(&'a self, batch: &'a [PlaceOrder]) -> impl Iterator<Item = &'a PlaceOrder> {
         batch
@@ -122,12 +137,14 @@ impl BatchPlan {
 }
 
 /// Decides every order of `batch` (one drop, one set of terms) in order against `facts`, so the
-/// earliest order that fits gets the last unit and a refusal fails that order alone. First
-/// match wins: an existing order for (buyer, key) (replay, or `KeyReused`); one accepted earlier
-/// in the batch (answered from it); `Closed`; `LeaseExpired` by the database's clock; `SoldOut`;
-/// `OrderLimitReached` ([`max_orders_per_buyer`]); `PerUserLimitExceeded`; else accepted.
+/// earliest order that fits gets the last unit of its size and a refusal fails that order
+/// alone. First match wins: an existing order for (buyer, key) (replay, or `KeyReused`); one
+/// accepted earlier in the batch (answered from it); `Closed`; `LeaseExpired` by the database's
+/// clock; `SoldOut` (of the order's size, with that size's units left); `OrderLimitReached`
+/// ([`max_orders_per_buyer`]); `PerUserLimitExceeded` (the buyer's units across every size);
+/// else accepted.
 pub fn plan_batch(batch: &[PlaceOrder], facts: &BatchFacts) -> BatchPlan {
-    let mut left = facts.free;
+    let mut left = facts.free.clone();
     let mut added: BTreeMap<UserId, Holding> = BTreeMap::new();
     let mut accepted_keys: HashMap<(UserId, &IdempotencyKey), usize> = HashMap::new();
     let mut decisions = Vec::with_capacity(batch.len());
@@ -146,8 +163,10 @@ pub fn plan_batch(batch: &[PlaceOrder], facts: &BatchFacts) -> BatchPlan {
             Decision::Answered(Err(PlaceOrderError::Closed))
         } else if lease_ended(order, facts.db_now_ms) {
             Decision::Answered(Err(PlaceOrderError::LeaseExpired))
-        } else if q > left {
-            Decision::Answered(Err(PlaceOrderError::SoldOut { remaining: left }))
+        } else if q > free_for(&left, order) {
+            Decision::Answered(Err(PlaceOrderError::SoldOut {
+                remaining: free_for(&left, order),
+            }))
         } else {
             let held = facts
                 .holdings
@@ -167,7 +186,9 @@ pub fn plan_batch(batch: &[PlaceOrder], facts: &BatchFacts) -> BatchPlan {
             } else {
                 adding.units += q;
                 adding.orders += 1;
-                left -= q;
+                if let Some(units) = left.get_mut(&order.sku) {
+                    *units -= q;
+                }
                 accepted_keys.insert((order.user_id, &order.key), index);
                 Decision::Accepted
             }
@@ -175,10 +196,16 @@ pub fn plan_batch(batch: &[PlaceOrder], facts: &BatchFacts) -> BatchPlan {
         decisions.push(decision);
     }
     added.retain(|_, h| h.orders > 0);
+    let taken = facts
+        .free
+        .iter()
+        .map(|(size, free)| (size.clone(), free - left.get(size).copied().unwrap_or(0)))
+        .filter(|(_, taken)| *taken > 0)
+        .collect();
     BatchPlan {
         decisions,
         added,
-        taken: facts.free - left,
+        taken,
     }
 }
 
@@ -199,6 +226,7 @@ mod tests {
             per_user_limit: Quantity::parse("q", 2).unwrap(),
             price: Price::default(),
             user_id: UserId::parse(buyer).unwrap(),
+            sku: None,
             quantity: Quantity::parse("q", quantity).unwrap(),
             key: IdempotencyKey::parse(key).unwrap(),
             now: from_unix_ms(NOW_MS).unwrap(),
@@ -225,7 +253,7 @@ mod tests {
 
     fn facts(free: u32) -> BatchFacts {
         BatchFacts {
-            free,
+            free: FreeUnits::from([(None, free)]),
             db_now_ms: NOW_MS,
             ..BatchFacts::default()
         }
@@ -271,7 +299,7 @@ mod tests {
         let batch: Vec<PlaceOrder> = batch.iter().map(|(b, k, q)| order(*b, k, *q)).collect();
         let plan = plan_batch(&batch, &facts(free));
         assert_eq!(words(&plan), expected);
-        assert_eq!(plan.taken, taken);
+        assert_eq!(plan.taken_in_all(), taken);
     }
 
     #[test]
@@ -283,7 +311,11 @@ mod tests {
         let other = order(7, "a", 2);
         let plan = plan_batch(&[first.clone(), other], &f);
         assert_eq!(words(&plan), ["replay", "key-reused"]);
-        assert_eq!((plan.taken, plan.added.len()), (0, 0), "nothing written");
+        assert_eq!(
+            (plan.taken.len(), plan.added.len()),
+            (0, 0),
+            "nothing written"
+        );
     }
 
     #[test]
@@ -310,7 +342,7 @@ mod tests {
         );
         // A lease ends strictly after its deadline, by the database's millisecond clock.
         assert_eq!(
-            buyers_to_lock(&batch, 5, NOW_MS)
+            buyers_to_lock(&batch, &f.free, NOW_MS)
                 .into_iter()
                 .map(UserId::get)
                 .collect::<Vec<_>>(),
@@ -368,6 +400,88 @@ mod tests {
         ));
         let lost = plan_batch(&batch, &facts(3)).answers(&batch, |_| None);
         assert!(matches!(&lost[0], Err(PlaceOrderError::Infra(_))));
+    }
+
+    fn sku(raw: &str) -> Option<Sku> {
+        Some(Sku::parse("sku", raw).unwrap())
+    }
+
+    /// An order of size `size` (perUserLimit 2).
+    fn sized(buyer: i64, key: &str, size: &str, quantity: i64) -> PlaceOrder {
+        PlaceOrder {
+            sku: sku(size),
+            ..order(buyer, key, quantity)
+        }
+    }
+
+    fn sizes_free(free: &[(&str, u32)]) -> BatchFacts {
+        BatchFacts {
+            free: free.iter().map(|(s, n)| (sku(s), *n)).collect(),
+            db_now_ms: NOW_MS,
+            ..BatchFacts::default()
+        }
+    }
+
+    #[rstest]
+    #[case::a_sold_out_size_refuses_with_its_own_remaining_while_another_sells(
+        vec![("S", 1), ("M", 3)],
+        vec![(7, "a", "S", 1), (8, "a", "S", 1), (9, "a", "M", 2)],
+        vec!["accept", "sold-out-0", "accept"],
+        vec![("M", 2), ("S", 1)]
+    )]
+    #[case::a_large_order_refused_by_its_size_not_by_the_drops_total(
+        vec![("S", 1), ("M", 3)],
+        vec![(7, "a", "S", 2)],
+        vec!["sold-out-1"],
+        vec![]
+    )]
+    #[case::the_per_user_limit_counts_across_sizes(
+        vec![("S", 5), ("M", 5), ("L", 5)],
+        vec![(7, "a", "S", 1), (7, "b", "M", 1), (7, "c", "L", 1), (8, "a", "L", 2)],
+        vec!["accept", "accept", "per-user", "accept"],
+        vec![("L", 2), ("M", 1), ("S", 1)]
+    )]
+    #[case::a_size_the_drop_does_not_sell_has_nothing_free(
+        vec![("S", 5)],
+        vec![(7, "a", "XL", 1)],
+        vec!["sold-out-0"],
+        vec![]
+    )]
+    #[case::the_same_key_for_another_size_is_the_first_request(
+        vec![("S", 5), ("M", 5)],
+        vec![(7, "a", "S", 1), (7, "a", "M", 1)],
+        vec!["accept", "same-as-0"],
+        vec![("S", 1)]
+    )]
+    fn a_batch_over_sizes_takes_each_sizes_units_and_counts_each_buyer_across_them(
+        #[case] free: Vec<(&str, u32)>,
+        #[case] batch: Vec<(i64, &str, &str, i64)>,
+        #[case] expected: Vec<&str>,
+        #[case] taken: Vec<(&str, u32)>,
+    ) {
+        let batch: Vec<PlaceOrder> = batch
+            .iter()
+            .map(|(b, k, s, q)| sized(*b, k, s, *q))
+            .collect();
+        let plan = plan_batch(&batch, &sizes_free(&free));
+        assert_eq!(words(&plan), expected);
+        let taken: FreeUnits = taken.iter().map(|(s, n)| (sku(s), *n)).collect();
+        assert_eq!(plan.taken, taken);
+    }
+
+    #[test]
+    fn only_buyers_whose_size_has_their_units_are_locked() {
+        let batch = [
+            sized(7, "a", "S", 1),
+            sized(8, "a", "M", 1),
+            sized(9, "a", "M", 3),
+        ];
+        let locked: Vec<_> =
+            buyers_to_lock(&batch, &sizes_free(&[("S", 0), ("M", 2)]).free, NOW_MS)
+                .into_iter()
+                .map(UserId::get)
+                .collect();
+        assert_eq!(locked, [8]);
     }
 
     #[rstest]

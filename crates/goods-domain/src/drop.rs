@@ -1,7 +1,9 @@
 //! The LimitedDrop aggregate: a product on sale from `openAt` until `closeAt`, at most
 //! `limitedQuantity` units in all and `perUserLimit` units per buyer.
 
-use crate::{Currency, DropId, Price, ProductId, Quantity, ValidationError};
+use crate::{
+    Currency, DropId, Price, ProductId, ProductVariant, Quantity, SizeInput, Sizes, ValidationError,
+};
 use time::OffsetDateTime;
 
 /// The time a drop is on sale: `open_at` (inclusive) to `close_at` (exclusive), `open_at <
@@ -289,13 +291,16 @@ impl LimitedDrop {
     }
 }
 
-/// A drop to create, valid on its own; [`NewLimitedDrop::check_stock`] checks it against its
+/// A drop to create, valid on its own; [`NewLimitedDrop::check_product`] checks it against its
 /// product.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewLimitedDrop {
     pub product_id: ProductId,
     pub window: SaleWindow,
+    /// Units in all: the sum of its sizes'.
     pub limited_quantity: Quantity,
+    /// What it sells: one size without a sku, or some of its product's variants.
+    pub sizes: Sizes,
     pub per_user_limit: Quantity,
     pub price: Price,
     pub mode: DropMode,
@@ -309,8 +314,11 @@ pub struct DropInput {
     pub product_id: i64,
     pub open_at: OffsetDateTime,
     pub close_at: OffsetDateTime,
-    pub limited_quantity: i64,
-    /// Units per buyer (the API defaults it to 1).
+    /// Units of a drop without sizes (`limitedQuantity`).
+    pub limited_quantity: Option<i64>,
+    /// Units per size of a drop of a product with variants, instead of `limited_quantity`.
+    pub variants: Option<Vec<SizeInput>>,
+    /// Units per buyer, across sizes (the API defaults it to 1).
     pub per_user_limit: i64,
     /// Unit price in the currency's minor units (the API defaults it to 0).
     pub price_minor: i64,
@@ -377,7 +385,7 @@ impl NewLimitedDrop {
     /// `closeAt` in the future, `openAt` within [`OPEN_AT_MAX_PAST`] before and
     /// [`OPEN_AT_MAX_AHEAD`] after `now`, a window of at most [`MAX_WINDOW`] (so every instant
     /// stays far inside what every store and clock can represent), `1 <= perUserLimit <=
-    /// limitedQuantity`, a price of 0 to 10^12 minor units in an ISO 4217 currency, and
+    /// limitedQuantity` (the sum of its sizes', [`Sizes::parse`]), a price of 0 to 10^12 minor units in an ISO 4217 currency, and
     /// `priceMinor x perUserLimit` within 2^53 - 1 (every order's amount stays exact in JSON).
     pub fn parse(input: &DropInput, now: OffsetDateTime) -> Result<Self, Vec<ValidationError>> {
         let mut errors = Vec::new();
@@ -408,9 +416,12 @@ impl NewLimitedDrop {
                 "must be at most 366 days after openAt",
             ));
         }
-        let limited = Quantity::parse("limitedQuantity", input.limited_quantity)
-            .map_err(|e| errors.push(e))
+        let sizes = Sizes::parse(input.limited_quantity, input.variants.as_deref())
+            .map_err(|e| errors.extend(e))
             .ok();
+        let limited = sizes
+            .as_ref()
+            .and_then(|sizes| Quantity::parse("limitedQuantity", i64::from(sizes.total())).ok());
         let per_user = Quantity::parse("perUserLimit", input.per_user_limit)
             .map_err(|e| errors.push(e))
             .ok();
@@ -448,7 +459,7 @@ impl NewLimitedDrop {
         match (
             product_id,
             window,
-            limited,
+            limited.zip(sizes),
             per_user,
             price,
             mode,
@@ -457,7 +468,7 @@ impl NewLimitedDrop {
             (
                 Some(product_id),
                 Some(window),
-                Some(limited_quantity),
+                Some((limited_quantity, sizes)),
                 Some(per_user_limit),
                 Some(price),
                 Some(mode),
@@ -466,6 +477,7 @@ impl NewLimitedDrop {
                 product_id,
                 window,
                 limited_quantity,
+                sizes,
                 per_user_limit,
                 price,
                 mode,
@@ -475,16 +487,17 @@ impl NewLimitedDrop {
         }
     }
 
-    /// The last creation rule, which needs the product: `limitedQuantity <= stock`.
-    pub fn check_stock(&self, stock: u32) -> Result<(), ValidationError> {
-        if self.limited_quantity.get() <= stock {
-            Ok(())
-        } else {
-            Err(ValidationError::new(
-                "limitedQuantity",
-                format!("must not exceed the product's stock ({stock})"),
-            ))
-        }
+    /// The last creation rule, which needs the product: its sizes fit the product's `stock`
+    /// and `variants` ([`Sizes::check_product`]).
+    ///
+    /// # Errors
+    /// The first rule broken.
+    pub fn check_product(
+        &self,
+        stock: u32,
+        variants: &[ProductVariant],
+    ) -> Result<(), ValidationError> {
+        self.sizes.check_product(stock, variants)
     }
 }
 
@@ -651,7 +664,8 @@ mod tests {
             product_id: 7,
             open_at: OPEN,
             close_at: CLOSE,
-            limited_quantity: 100,
+            limited_quantity: Some(100),
+            variants: None,
             per_user_limit: 1,
             price_minor: 0,
             currency: "XXX".into(),
@@ -681,7 +695,7 @@ mod tests {
     #[case::bad_product(DropInput { product_id: 0, ..input() }, vec!["productId"])]
     #[case::open_equals_close(DropInput { close_at: OPEN, ..input() }, vec!["closeAt"])]
     #[case::open_after_close(DropInput { open_at: CLOSE + MS, ..input() }, vec!["closeAt"])]
-    #[case::zero_quantity(DropInput { limited_quantity: 0, ..input() }, vec!["limitedQuantity"])]
+    #[case::zero_quantity(DropInput { limited_quantity: Some(0), ..input() }, vec!["limitedQuantity"])]
     #[case::zero_per_user(DropInput { per_user_limit: 0, ..input() }, vec!["perUserLimit"])]
     #[case::per_user_over_limited(DropInput { per_user_limit: 101, ..input() }, vec!["perUserLimit"])]
     #[case::per_user_equals_limited(DropInput { per_user_limit: 100, ..input() }, vec![])]
@@ -696,8 +710,8 @@ mod tests {
     #[case::negative_price(DropInput { price_minor: -1, ..input() }, vec!["priceMinor"])]
     #[case::price_too_high(DropInput { price_minor: 1_000_000_000_001, ..input() }, vec!["priceMinor"])]
     #[case::lowercase_currency(DropInput { currency: "eur".into(), ..input() }, vec!["currency"])]
-    #[case::amount_past_2_to_the_53(DropInput { price_minor: 1_000_000_000_000, per_user_limit: 9008, limited_quantity: 10_000, ..input() }, vec!["priceMinor"])]
-    #[case::largest_exact_amount(DropInput { price_minor: 1_000_000_000_000, per_user_limit: 9007, limited_quantity: 10_000, ..input() }, vec![])]
+    #[case::amount_past_2_to_the_53(DropInput { price_minor: 1_000_000_000_000, per_user_limit: 9008, limited_quantity: Some(10_000), ..input() }, vec!["priceMinor"])]
+    #[case::largest_exact_amount(DropInput { price_minor: 1_000_000_000_000, per_user_limit: 9007, limited_quantity: Some(10_000), ..input() }, vec![])]
     #[case::draw(draw_input(), vec![])]
     #[case::draw_entries_until_close(DropInput { entry_close_at: Some(CLOSE), ..draw_input() }, vec![])]
     #[case::draw_without_entry_close(DropInput { entry_close_at: None, ..draw_input() }, vec!["entryCloseAt"])]
@@ -730,7 +744,8 @@ mod tests {
             product_id: -1,
             open_at: CLOSE,
             close_at: OPEN,
-            limited_quantity: 0,
+            limited_quantity: Some(0),
+            variants: None,
             per_user_limit: 0,
             price_minor: -5,
             currency: "euro".into(),
@@ -777,6 +792,47 @@ mod tests {
     #[case(1000, true)]
     fn limited_quantity_must_fit_the_products_stock(#[case] stock: u32, #[case] ok: bool) {
         let drop = NewLimitedDrop::parse(&input(), OPEN).unwrap();
-        assert_eq!(drop.check_stock(stock).is_ok(), ok);
+        assert_eq!(drop.check_product(stock, &[]).is_ok(), ok);
+    }
+
+    fn sizes(sizes: &[(&str, i64)]) -> Option<Vec<SizeInput>> {
+        Some(
+            sizes
+                .iter()
+                .map(|(sku, n)| SizeInput {
+                    sku: (*sku).to_owned(),
+                    limited_quantity: *n,
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_drop_in_sizes_sells_their_sum_and_its_per_user_limit_counts_across_them() {
+        let input = DropInput {
+            limited_quantity: None,
+            variants: sizes(&[("US-9", 2), ("US-10", 3)]),
+            per_user_limit: 5,
+            ..input()
+        };
+        let drop = NewLimitedDrop::parse(&input, OPEN).unwrap();
+        assert_eq!(drop.limited_quantity.get(), 5);
+        assert!(drop.sizes.is_sized());
+        let too_many = DropInput {
+            per_user_limit: 6,
+            ..input
+        };
+        assert_eq!(failing_fields(too_many, OPEN), ["perUserLimit"]);
+    }
+
+    #[rstest]
+    #[case::both(DropInput { variants: sizes(&[("A", 1)]), ..input() }, vec!["variants"])]
+    #[case::neither(DropInput { limited_quantity: None, ..input() }, vec!["limitedQuantity"])]
+    #[case::a_bad_size(DropInput { limited_quantity: None, variants: sizes(&[("A", 0)]), ..input() }, vec!["variants"])]
+    fn a_drop_takes_limited_quantity_or_variants(
+        #[case] input: DropInput,
+        #[case] expected: Vec<&'static str>,
+    ) {
+        assert_eq!(failing_fields(input, OPEN), expected);
     }
 }

@@ -14,6 +14,7 @@ pub mod ports;
 pub mod product;
 pub mod quantity;
 pub mod rate;
+pub mod variant;
 
 pub use draw::{
     Draw, DrawCommitment, DrawCounts, DrawSecret, DrawSeed, DrawToSeal, EntriesRoot, EntriesTree,
@@ -38,3 +39,7 @@ pub use payment::{
 pub use product::{NewProduct, Product, ProductName, Stock};
 pub use quantity::Quantity;
 pub use rate::{RateDecision, RateKey, RateLimit};
+pub use variant::{
+    ProductVariant, Size, SizeCount, SizeInput, Sizes, Sku, SkuRejection, VariantInput,
+    VariantLabel,
+};

@@ -1,5 +1,6 @@
 //! Products and their stock.
 
+use crate::variant::{ProductVariant, VariantInput, parse_variants};
 use crate::{ProductId, UserId, ValidationError};
 
 /// A product name: 1 to 200 characters after trimming.
@@ -14,25 +15,30 @@ impl ProductName {
     /// that shows other than it reads), line or paragraph separator character.
     pub fn parse(raw: &str) -> Result<Self, ValidationError> {
         let trimmed = raw.trim();
-        let len = trimmed.chars().count();
-        if len == 0 || len > 200 {
-            return Err(ValidationError::new("name", "must be 1 to 200 characters"));
+        match name_problem(trimmed, 200) {
+            None => Ok(Self(trimmed.to_owned())),
+            Some(message) => Err(ValidationError::new("name", message)),
         }
-        if let Some(c) = trimmed.chars().find(|&c| unsafe_in_a_name(c)) {
-            return Err(ValidationError::new(
-                "name",
-                format!(
-                    "must not contain control or bidirectional formatting characters (U+{:04X})",
-                    u32::from(c)
-                ),
-            ));
-        }
-        Ok(Self(trimmed.to_owned()))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// What is wrong with a `trimmed` name of at most `max` characters (a product's, a variant's
+/// label), if anything.
+pub(crate) fn name_problem(trimmed: &str, max: usize) -> Option<String> {
+    let len = trimmed.chars().count();
+    if len == 0 || len > max {
+        return Some(format!("must be 1 to {max} characters"));
+    }
+    trimmed.chars().find(|&c| unsafe_in_a_name(c)).map(|c| {
+        format!(
+            "must not contain control or bidirectional formatting characters (U+{:04X})",
+            u32::from(c)
+        )
+    })
 }
 
 /// Characters a name may not hold: controls (C0, DEL, C1), the bidirectional embeddings,
@@ -82,36 +88,75 @@ pub struct Product {
     pub owner: Option<UserId>,
 }
 
-/// A product to create: a name and an initial stock (zero allowed).
+/// A product to create: a name and an initial stock (zero allowed), kept per variant when it
+/// is sold in variants (sizes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewProduct {
     pub name: ProductName,
-    /// Initial units on hand.
+    /// Initial units on hand: the sum of its variants' when it has variants.
     pub stock_quantity: u32,
+    /// Its variants, each with its own stock; empty for a product without variants.
+    pub variants: Vec<ProductVariant>,
     /// The seller creating it; `None` leaves it to admins.
     pub owner: Option<UserId>,
 }
 
 impl NewProduct {
-    /// Parses the creation input, collecting every failing field.
+    /// A product without variants: [`NewProduct::from_input`] with `stock_quantity` alone.
+    ///
+    /// # Errors
+    /// Every failing field.
     pub fn parse(name: &str, stock_quantity: i64) -> Result<Self, Vec<ValidationError>> {
-        let name = ProductName::parse(name);
-        let stock = u32::try_from(stock_quantity)
-            .ok()
-            .filter(|q| i32::try_from(*q).is_ok())
-            .ok_or_else(|| {
-                ValidationError::new(
-                    "stockQuantity",
-                    format!("must be between 0 and {}", i32::MAX),
-                )
-            });
+        Self::from_input(name, Some(stock_quantity), None)
+    }
+
+    /// Parses the creation input, collecting every failing field: a name, and either
+    /// `stockQuantity` or `variants` ([`parse_variants`]), not both.
+    ///
+    /// # Errors
+    /// Every failing field.
+    pub fn from_input(
+        name: &str,
+        stock_quantity: Option<i64>,
+        variants: Option<&[VariantInput]>,
+    ) -> Result<Self, Vec<ValidationError>> {
+        let name = ProductName::parse(name).map_err(|e| vec![e]);
+        let stock = match (stock_quantity, variants) {
+            (Some(stock), None) => u32::try_from(stock)
+                .ok()
+                .filter(|q| i32::try_from(*q).is_ok())
+                .map(|stock| (stock, Vec::new()))
+                .ok_or_else(|| {
+                    vec![ValidationError::new(
+                        "stockQuantity",
+                        format!("must be between 0 and {}", i32::MAX),
+                    )]
+                }),
+            (None, Some(inputs)) => parse_variants(inputs).map(|variants| {
+                let sum = variants.iter().map(|v| v.stock).sum();
+                (sum, variants)
+            }),
+            (Some(_), Some(_)) => Err(vec![ValidationError::new(
+                "variants",
+                "is given instead of stockQuantity, not with it",
+            )]),
+            (None, None) => Err(vec![ValidationError::new(
+                "stockQuantity",
+                "is required (or variants, for a product sold in variants)",
+            )]),
+        };
         match (name, stock) {
-            (Ok(name), Ok(stock_quantity)) => Ok(Self {
+            (Ok(name), Ok((stock_quantity, variants))) => Ok(Self {
                 name,
                 stock_quantity,
+                variants,
                 owner: None,
             }),
-            (name, stock) => Err([name.err(), stock.err()].into_iter().flatten().collect()),
+            (name, stock) => Err([name.err(), stock.err()]
+                .into_iter()
+                .flatten()
+                .flatten()
+                .collect()),
         }
     }
 
@@ -172,6 +217,46 @@ mod tests {
         let errors = NewProduct::parse("", -1).unwrap_err();
         let fields: Vec<_> = errors.iter().map(|e| e.field).collect();
         assert_eq!(fields, ["name", "stockQuantity"]);
+    }
+
+    fn variant(sku: &str, stock: i64) -> VariantInput {
+        VariantInput {
+            sku: sku.to_owned(),
+            label: sku.to_owned(),
+            stock_quantity: stock,
+        }
+    }
+
+    #[test]
+    fn a_product_in_variants_keeps_each_stock_and_their_sum() {
+        let product =
+            NewProduct::from_input("Sneaker", None, Some(&[variant("A", 3), variant("B", 4)]))
+                .unwrap();
+        let stocks: Vec<_> = product
+            .variants
+            .iter()
+            .map(|v| (v.sku.as_str(), v.stock))
+            .collect();
+        assert_eq!(stocks, [("A", 3), ("B", 4)]);
+        assert_eq!(product.stock_quantity, 7);
+    }
+
+    #[rstest]
+    #[case::both(Some(1), Some(vec![variant("A", 1)]), "variants: is given instead of stockQuantity, not with it")]
+    #[case::neither(
+        None,
+        None,
+        "stockQuantity: is required (or variants, for a product sold in variants)"
+    )]
+    #[case::a_bad_variant(None, Some(vec![variant("A", -1)]), "variants: [0].stockQuantity: must be between 0 and 2147483647")]
+    fn a_product_takes_stock_quantity_or_variants(
+        #[case] stock: Option<i64>,
+        #[case] variants: Option<Vec<VariantInput>>,
+        #[case] expected: &str,
+    ) {
+        let errors = NewProduct::from_input("Sneaker", stock, variants.as_deref()).unwrap_err();
+        let read: Vec<_> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(read, [expected]);
     }
 
     #[test]

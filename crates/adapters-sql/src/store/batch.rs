@@ -6,7 +6,9 @@ use super::duplicate_key;
 use super::queries::{ORDER_COLUMNS, begin_write};
 use crate::rows::{BatchHeadRow, HoldingRow, OrderRow, column, to_db, units};
 use crate::{Backend, Bind, Exec, Sql, TxError, event_lines};
-use goods_domain::batch::{BatchFacts, BatchPlan, Holding, buyers_to_lock, free_units, plan_batch};
+use goods_domain::batch::{
+    BatchFacts, BatchPlan, FreeUnits, Holding, buyers_to_lock, free_units, plan_batch,
+};
 use goods_domain::ports::{PlaceOrder, Placement, unix_ms};
 use goods_domain::{GoodsOrder, IdempotencyKey, InfraError, OrderStatus, UserId, event};
 use std::collections::{BTreeSet, HashMap};
@@ -73,17 +75,22 @@ async fn commit_batch<B: Backend>(
         .next()
         .ok_or(TxError::Db(diesel::result::Error::NotFound))?;
     let closed = head.closed_at.is_some();
-    let free = free_units(
-        first.limited_quantity.get(),
-        units(head.sold_quantity, "sold")?,
-        units(head.stock, "stock")?,
-        closed,
-    );
+    // The drop's one size: a drop without sizes (the only kind this store keeps yet) sells its
+    // product's stock; an order of a size it does not sell finds nothing free.
+    let free = FreeUnits::from([(
+        None,
+        free_units(
+            first.limited_quantity.get(),
+            units(head.sold_quantity, "sold")?,
+            units(head.stock, "stock")?,
+            closed,
+        ),
+    )]);
     // Every order of a buyer commits under the lock of the buyer's holding, so what is read
     // after taking it (the orders by key, the holdings; each read sees what is committed when
     // it runs, at READ COMMITTED) is current for these buyers: an earlier purchase of the same
     // key is replayed, never mistaken for one more order past the limit.
-    let buyers = buyers_to_lock(batch, free, head.now_ms);
+    let buyers = buyers_to_lock(batch, &free, head.now_ms);
     lock_holdings::<B>(c, drop, &buyers).await?;
     let facts = BatchFacts {
         free,
@@ -304,7 +311,7 @@ async fn take_units<B: Backend>(
     plan: &BatchPlan,
     accepted: &[&PlaceOrder],
 ) -> Result<(), TxError<Contended>> {
-    let taken = column(plan.taken);
+    let taken = column(plan.taken_in_all());
     let deducted = c
         .run(
             Sql::new("UPDATE stocks SET quantity = quantity - ")

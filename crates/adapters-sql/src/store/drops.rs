@@ -52,7 +52,6 @@ impl<B: Backend> DropRepository for SqlStore<B> {
         let product = drop.product_id.get();
         let instant = now;
         let now = to_db(now);
-        let drop = *drop;
         if drop.mode.is_draw() != draw.is_some() {
             return Err(InfraError::msg(
                 "a draw drop is created with its seed, and only a draw drop",
@@ -82,7 +81,9 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                             .bind(Bind::BigInt(product)),
                     )
                     .await?;
-                    if let Err(invalid) = drop.check_stock(u32::try_from(stock).unwrap_or(0)) {
+                    // Products without variants are all this store keeps yet.
+                    let stock = u32::try_from(stock).unwrap_or(0);
+                    if let Err(invalid) = drop.check_product(stock, &[]) {
                         return Err(TxError::Refused(CreateDropError::Invalid(vec![invalid])));
                     }
                     // Narrowed to the drops whose closeAt is ahead (an ended drop never

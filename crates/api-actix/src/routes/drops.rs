@@ -54,7 +54,8 @@ pub async fn create(
                 product_id: input.product_id,
                 open_at: input.open_at,
                 close_at: input.close_at,
-                limited_quantity: input.limited_quantity,
+                limited_quantity: Some(input.limited_quantity),
+                variants: None,
                 per_user_limit: input.per_user_limit.unwrap_or(1),
                 price_minor: input.price_minor.unwrap_or(0),
                 currency: input

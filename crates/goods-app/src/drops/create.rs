@@ -89,7 +89,8 @@ mod tests {
             product_id: 1,
             open_at: OPEN,
             close_at: CLOSE,
-            limited_quantity: 100,
+            limited_quantity: Some(100),
+            variants: None,
             per_user_limit: 1,
             price_minor: 0,
             currency: "XXX".into(),
@@ -181,7 +182,7 @@ mod tests {
         // The store checks the stock with the drop's own rule, in its transaction.
         m.drops.expect_create().returning(|drop, _, _, _| {
             Err(CreateDropError::Invalid(
-                drop.check_stock(10).err().into_iter().collect(),
+                drop.check_product(10, &[]).err().into_iter().collect(),
             ))
         });
         let err = m.service().create(input(), admin()).await.unwrap_err();

@@ -214,6 +214,7 @@ fn award_order(
         per_user_limit: drop.per_user_limit,
         price: drop.price,
         user_id: user,
+        sku: None,
         quantity: Quantity::ONE,
         key: IdempotencyKey::for_draw(drop.id),
         now,

@@ -3,7 +3,7 @@
 use super::{CLOSED_GRACE, HealReport, RELAY_BATCH};
 use crate::GoodsApp;
 use goods_domain::ports::StaleResolution;
-use goods_domain::{InfraError, LimitedDrop};
+use goods_domain::{InfraError, LimitedDrop, SizeCount};
 use tracing::Instrument as _;
 
 impl GoodsApp {
@@ -58,7 +58,14 @@ impl GoodsApp {
         let now = self.ports.clock.now();
         let sold = self.ports.drops.sold_quantity(drop.id).await?;
         let limited = drop.limited_quantity.get();
-        if sold > limited {
+        // The drop's one size: the store counts drops without sizes only, so far.
+        let count = |gate_remaining| SizeCount {
+            sku: None,
+            limited,
+            sold,
+            gate_remaining,
+        };
+        if count(None).oversold() {
             crate::operations::reconcile::raise_oversell(
                 &*self.ports.outbox,
                 self.ports.clock.now(),
@@ -102,7 +109,7 @@ impl GoodsApp {
             // Sold was read first: a purchase admitted in between shows as positive drift for
             // one pass, which the two-pass rule ignores.
             Some(remaining) => {
-                let drift = i64::from(limited) - i64::from(sold) - i64::from(remaining);
+                let drift = count(Some(remaining)).drift().unwrap_or(0);
                 let id = drop.id.to_string();
                 metrics::gauge!(crate::telemetry::DRIFT, "drop_id" => id.clone()).set(drift as f64);
                 metrics::gauge!(crate::telemetry::GATE_REMAINING, "drop_id" => id)
@@ -135,7 +142,13 @@ impl GoodsApp {
         let Some(remaining) = gate.remaining(drop.id).await? else {
             return Ok(());
         };
-        let drift = i64::from(limited) - i64::from(sold) - i64::from(remaining);
+        let count = SizeCount {
+            sku: None,
+            limited,
+            sold,
+            gate_remaining: Some(remaining),
+        };
+        let drift = count.drift().unwrap_or(0);
         if drift < 0 {
             metrics::counter!(crate::telemetry::GATE_OVERSELLS).increment(1);
             tracing::error!(

@@ -8,7 +8,8 @@ use crate::{Actor, DropReadError, GoodsApp};
 use goods_domain::ports::{
     Clock, DomainEvent, DropRepository, EventOutbox, OrderRepository, ProductRepository,
 };
-use goods_domain::{DropId, LimitedDrop};
+use goods_domain::variant::any_oversold;
+use goods_domain::{DropId, LimitedDrop, SizeCount};
 use std::sync::Arc;
 use time::OffsetDateTime;
 
@@ -23,11 +24,9 @@ pub struct Reconciliation {
     pub units: goods_domain::ports::UnitsByStatus,
     /// The gate's counter; `None` when there is no gate, it is unreachable or holds nothing.
     pub gate_remaining: Option<u32>,
-    /// `limited - sold - gateRemaining`: units the gate holds back without a sale (in-flight
-    /// purchases, or under-sell after a failure). Positive is safe; negative means the gate
-    /// would admit more than the database can sell, which the database still refuses.
+    /// [`SizeCount::drift`]: `limited - sold - gateRemaining`.
     pub drift: Option<i64>,
-    /// `sold > limited`. Must never be true.
+    /// [`SizeCount::oversold`]: `sold > limited`. Must never be true.
     pub oversold: bool,
     /// When the comparison was made.
     pub checked_at: OffsetDateTime,
@@ -80,14 +79,21 @@ impl Reconciler {
         let gate_remaining = self.gate.remaining(&drop).await;
         let limited = drop.limited_quantity.get();
         let now = self.clock.now();
+        // The drop's one size: the store counts drops without sizes only, so far.
+        let count = SizeCount {
+            sku: None,
+            limited,
+            sold,
+            gate_remaining,
+        };
         let report = Reconciliation {
             drop_id: drop.id,
             limited_quantity: limited,
             sold_quantity: sold,
             units,
             gate_remaining,
-            drift: gate_remaining.map(|g| i64::from(limited) - i64::from(sold) - i64::from(g)),
-            oversold: sold > limited,
+            drift: count.drift(),
+            oversold: any_oversold(std::slice::from_ref(&count)),
             checked_at: now,
         };
         if report.oversold {

@@ -3,7 +3,7 @@
 pub use crate::order::CancelOrderError;
 use crate::{
     DropId, Expiry, GoodsOrder, IdempotencyKey, InfraError, Money, OrderId, PaymentEvent,
-    PaymentRecord, PaymentWindow, Price, ProductId, Quantity, UserId,
+    PaymentRecord, PaymentWindow, Price, ProductId, Quantity, Sku, UserId,
 };
 use async_trait::async_trait;
 use time::OffsetDateTime;
@@ -17,6 +17,8 @@ pub struct PlaceOrder {
     /// The drop's unit price: the order's amount is fixed from it.
     pub price: Price,
     pub user_id: UserId,
+    /// The size it buys (`None`: the drop has no sizes).
+    pub sku: Option<Sku>,
     pub quantity: Quantity,
     pub key: IdempotencyKey,
     /// The order's creation time.
