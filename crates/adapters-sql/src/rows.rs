@@ -231,6 +231,29 @@ pub struct ProductRow {
     pub owner_id: i64,
 }
 
+/// One variant of a product (`product_variants`).
+#[derive(Debug, QueryableByName)]
+pub struct VariantRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub sku: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub label: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub stock: i32,
+}
+
+impl VariantRow {
+    /// The variant, as it was parsed when its product was created.
+    pub fn into_domain(self) -> Result<goods_domain::ProductVariant, goods_domain::InfraError> {
+        let corrupt = |e| goods_domain::InfraError::new("corrupt product variant row", e);
+        Ok(goods_domain::ProductVariant {
+            sku: goods_domain::Sku::parse("sku", &self.sku).map_err(corrupt)?,
+            label: goods_domain::VariantLabel::parse("label", &self.label).map_err(corrupt)?,
+            stock: units(self.stock, "variant stock")?,
+        })
+    }
+}
+
 #[derive(Debug, QueryableByName)]
 pub struct FlagRow {
     #[diesel(sql_type = diesel::sql_types::Text)]

@@ -48,6 +48,18 @@ fn whole<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
     deserializer.deserialize_any(Whole)
 }
 
+/// An optional field that, when present, is not `null` (the description gives it one type).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
+}
+
+/// [`whole`] for an optional field that, when present, is not `null`.
+fn present_whole<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    whole(deserializer).map(Some)
+}
+
 /// [`whole`] for an optional field.
 fn whole_opt<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
     #[derive(Deserialize)]
@@ -62,8 +74,32 @@ fn whole_opt<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, 
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateProduct {
     pub name: String,
+    /// Units on hand of a product without variants.
+    #[serde(default, deserialize_with = "present_whole")]
+    pub stock_quantity: Option<i64>,
+    /// Its variants (sizes), each with its stock, instead of `stockQuantity`.
+    #[serde(default, deserialize_with = "present")]
+    pub variants: Option<Vec<CreateVariant>>,
+}
+
+/// One variant of `POST /products`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateVariant {
+    pub sku: String,
+    pub label: String,
     #[serde(deserialize_with = "whole")]
     pub stock_quantity: i64,
+}
+
+impl From<CreateVariant> for goods_domain::VariantInput {
+    fn from(v: CreateVariant) -> Self {
+        Self {
+            sku: v.sku,
+            label: v.label,
+            stock_quantity: v.stock_quantity,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -71,9 +107,22 @@ pub struct CreateProduct {
 pub struct ProductBody {
     product_id: i64,
     name: String,
+    /// Units on hand: the sum of its variants' when it has variants.
     stock_quantity: u32,
     /// The seller who owns it; `null` for a product from before ownership (admins only).
     owner_id: Option<i64>,
+    /// Its variants; absent for a product without, as before sizes existed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    variants: Vec<VariantBody>,
+}
+
+/// One variant of a product's view.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VariantBody {
+    sku: String,
+    label: String,
+    stock_quantity: u32,
 }
 
 impl From<Product> for ProductBody {
@@ -83,6 +132,15 @@ impl From<Product> for ProductBody {
             name: p.name.as_str().to_owned(),
             stock_quantity: p.stock.quantity(),
             owner_id: p.owner.map(UserId::get),
+            variants: p
+                .variants
+                .into_iter()
+                .map(|v| VariantBody {
+                    sku: v.sku.as_str().to_owned(),
+                    label: v.label.as_str().to_owned(),
+                    stock_quantity: v.stock,
+                })
+                .collect(),
         }
     }
 }

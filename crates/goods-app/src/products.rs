@@ -66,6 +66,7 @@ mod tests {
             id: ProductId::parse(3).unwrap(),
             name: product.name,
             stock: goods_domain::Stock::new(10, 0),
+            variants: Vec::new(),
             owner: product.owner,
         }
     }

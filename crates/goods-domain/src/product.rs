@@ -82,7 +82,10 @@ impl Stock {
 pub struct Product {
     pub id: ProductId,
     pub name: ProductName,
+    /// Its units on hand: the sum of its variants' when it has variants.
     pub stock: Stock,
+    /// Its variants (sizes), in the order its seller listed them; empty without variants.
+    pub variants: Vec<ProductVariant>,
     /// The seller who created it; `None` for a product created before products had owners
     /// (managed by admins only, see docs/migrations.md).
     pub owner: Option<UserId>,

@@ -1,8 +1,8 @@
 //! Limited drops: creation with its checks against the product, reads, pause and close.
 
-use super::SqlStore;
 use super::event_log::append;
 use super::queries::{DROP_COLUMNS, ORDER_COLUMNS, begin_write, last_insert_id, number};
+use super::{SqlStore, products};
 use crate::rows::{DropRow, NumberRow, OrderRow, column, from_db, to_db};
 use crate::{Backend, Bind, Exec, Sql, TxError};
 use async_trait::async_trait;
@@ -81,9 +81,9 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                             .bind(Bind::BigInt(product)),
                     )
                     .await?;
-                    // Products without variants are all this store keeps yet.
+                    let variants = products::variants(c.rows(products::variants_of(product)).await?)?;
                     let stock = u32::try_from(stock).unwrap_or(0);
-                    if let Err(invalid) = drop.check_product(stock, &[]) {
+                    if let Err(invalid) = drop.check_product(stock, &variants) {
                         return Err(TxError::Refused(CreateDropError::Invalid(vec![invalid])));
                     }
                     // Narrowed to the drops whose closeAt is ahead (an ended drop never

@@ -8,7 +8,7 @@ use crate::dto::{CreateProduct, ProductBody};
 use crate::problem::Problem;
 use actix_web::http::header::LOCATION;
 use actix_web::{HttpResponse, web};
-use goods_domain::{NewProduct, ProductId};
+use goods_domain::{NewProduct, ProductId, VariantInput};
 
 /// `POST /products` (seller).
 pub async fn create(
@@ -18,7 +18,10 @@ pub async fn create(
 ) -> Result<HttpResponse, Problem> {
     let seller = who.seller()?;
     let input: CreateProduct = body.json()?;
-    let product = NewProduct::parse(&input.name, input.stock_quantity)
+    let variants: Option<Vec<VariantInput>> = input
+        .variants
+        .map(|variants| variants.into_iter().map(VariantInput::from).collect());
+    let product = NewProduct::from_input(&input.name, input.stock_quantity, variants.as_deref())
         .map_err(|errors| Problem::validation(&errors))?
         .owned_by(seller.user_id);
     let product = state.app.products().create(&product).await?;

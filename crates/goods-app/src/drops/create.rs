@@ -124,6 +124,7 @@ mod tests {
             id: goods_domain::ProductId::parse(1).unwrap(),
             name: goods_domain::ProductName::parse("Sneaker").unwrap(),
             stock: goods_domain::Stock::new(100, 0),
+            variants: Vec::new(),
             owner: None,
         };
         product.owner = goods_domain::UserId::parse(owner).ok();

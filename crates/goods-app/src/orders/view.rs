@@ -44,6 +44,7 @@ mod tests {
             id: ProductId::parse(1).unwrap(),
             name: NewProduct::parse("Sneaker", 10).unwrap().name,
             stock: Stock::new(10, 0),
+            variants: Vec::new(),
             owner: Some(UserId::parse(owner).unwrap()),
         }
     }
