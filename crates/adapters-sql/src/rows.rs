@@ -63,15 +63,52 @@ pub struct DropRow {
     pub payment_window_s: Option<i32>,
 }
 
+/// One size of a drop sold in sizes (`drop_variants`), read in its seller's order.
+#[derive(Debug, QueryableByName)]
+pub struct DropSizeRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub drop_id: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub sku: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub limited_quantity: i32,
+}
+
+impl DropSizeRow {
+    pub fn into_domain(self) -> Result<goods_domain::Size, InfraError> {
+        Ok(goods_domain::Size {
+            sku: Some(goods_domain::Sku::parse("sku", &self.sku).map_err(corrupt("drop size"))?),
+            limited: Quantity::parse("limitedQuantity", self.limited_quantity.into())
+                .map_err(corrupt("drop size"))?,
+        })
+    }
+}
+
 impl DropRow {
-    pub fn into_domain(self) -> Result<LimitedDrop, InfraError> {
+    /// The drop, with its `sizes` (`drop_variants`; none: a drop without sizes, one size of
+    /// all its units).
+    pub fn into_domain(self, sizes: Vec<goods_domain::Size>) -> Result<LimitedDrop, InfraError> {
+        let limited_quantity = Quantity::parse("limitedQuantity", self.limited_quantity.into())
+            .map_err(corrupt("drop"))?;
+        let sizes = if sizes.is_empty() {
+            goods_domain::Sizes::whole(limited_quantity)
+        } else {
+            goods_domain::Sizes::from_stored(sizes)?
+        };
+        if sizes.total() != limited_quantity.get() {
+            return Err(InfraError::msg(format!(
+                "corrupt drop row {}: its sizes sum to {}, not its {limited_quantity:?}",
+                self.id,
+                sizes.total()
+            )));
+        }
         Ok(LimitedDrop {
             id: DropId::parse(self.id).map_err(corrupt("drop"))?,
             product_id: ProductId::parse(self.product_id).map_err(corrupt("drop"))?,
             window: SaleWindow::parse(from_db(self.open_at), from_db(self.close_at))
                 .map_err(corrupt("drop"))?,
-            limited_quantity: Quantity::parse("limitedQuantity", self.limited_quantity.into())
-                .map_err(corrupt("drop"))?,
+            limited_quantity,
+            sizes,
             per_user_limit: Quantity::parse("perUserLimit", self.per_user_limit.into())
                 .map_err(corrupt("drop"))?,
             price: Price::parse(

@@ -61,6 +61,7 @@ pub fn sample_drop(limited: i64, per_user: i64) -> LimitedDrop {
         product_id: ProductId::parse(1).unwrap(),
         window: SaleWindow::parse(OPEN, CLOSE).unwrap(),
         limited_quantity: qty(limited),
+        sizes: goods_domain::Sizes::whole(qty(limited)),
         per_user_limit: qty(per_user),
         price: goods_domain::Price::default(),
         paused: false,
@@ -146,7 +147,10 @@ pub fn created_one() -> Result<Vec<Placement>, InfraError> {
 
 pub fn drops_serving(drop: LimitedDrop) -> MockDropRepository {
     let mut drops = MockDropRepository::new();
-    drops.expect_get().returning(move |_| Ok(Some(drop)));
+    drops.expect_get().returning({
+        let drop = drop.clone();
+        move |_| Ok(Some(drop.clone()))
+    });
     drops.expect_ids_after().returning(move |after| {
         Ok(Some(drop.id)
             .filter(|id| after < Some(*id))

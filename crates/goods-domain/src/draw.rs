@@ -444,6 +444,7 @@ mod tests {
             product_id: ProductId::parse(1).unwrap(),
             window: SaleWindow::parse(OPEN, CLOSE).unwrap(),
             limited_quantity: Quantity::parse("limitedQuantity", limited).unwrap(),
+            sizes: crate::Sizes::whole(Quantity::parse("limitedQuantity", limited).unwrap()),
             per_user_limit: Quantity::parse("perUserLimit", 1).unwrap(),
             price: Price::default(),
             paused: false,

@@ -199,12 +199,16 @@ pub enum Closing {
     AlreadyClosed,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitedDrop {
     pub id: DropId,
     pub product_id: ProductId,
     pub window: SaleWindow,
+    /// Units in all: the sum of its sizes'.
     pub limited_quantity: Quantity,
+    /// What it sells: one size without a sku ([`Sizes::whole`]), or some of its product's
+    /// variants, each with its own units.
+    pub sizes: Sizes,
     pub per_user_limit: Quantity,
     /// What one unit costs; an order's amount is fixed from it at purchase.
     pub price: Price,
@@ -254,7 +258,10 @@ impl LimitedDrop {
         if self.is_closed(now) {
             return Err(DropTransitionError::Closed);
         }
-        Ok(Self { paused, ..*self })
+        Ok(Self {
+            paused,
+            ..self.clone()
+        })
     }
 
     /// The state at `now` with `remaining` units left.
@@ -518,6 +525,7 @@ mod one_active_tests {
             product_id: crate::ProductId::parse(1).unwrap(),
             window: SaleWindow::parse(at(open), at(close)).unwrap(),
             limited_quantity: crate::Quantity::parse("q", 10).unwrap(),
+            sizes: crate::Sizes::whole(crate::Quantity::parse("q", 10).unwrap()),
             per_user_limit: crate::Quantity::parse("q", 1).unwrap(),
             price: crate::Price::default(),
             paused: false,
@@ -585,6 +593,7 @@ mod tests {
             product_id: ProductId::parse(1).unwrap(),
             window: SaleWindow::parse(OPEN, CLOSE).unwrap(),
             limited_quantity: Quantity::parse("limitedQuantity", limited).unwrap(),
+            sizes: crate::Sizes::whole(Quantity::parse("limitedQuantity", limited).unwrap()),
             per_user_limit: Quantity::parse("perUserLimit", per_user).unwrap(),
             price: Price::default(),
             paused: false,
@@ -602,7 +611,7 @@ mod tests {
         assert_eq!(drop.close(now), Closing::CloseAt(now));
         let closed = LimitedDrop {
             closed_at: Some(now),
-            ..drop
+            ..drop.clone()
         };
         assert_eq!(closed.status(now, 5), Closed);
         assert_eq!(closed.check_on_sale(now), Err(PurchaseRejection::Closed));

@@ -34,6 +34,7 @@ macro_rules! sql_contract_tests {
             products_round_trip,
             drop_creation_checks_its_product,
             drops_round_trip_and_unclosed_ones_are_listed,
+            a_drop_in_sizes_is_stored_with_its_sizes_in_order,
             a_purchase_commits_the_order_and_takes_the_stock,
             the_same_key_replays_and_a_different_request_is_refused,
             sold_out_is_refused_with_what_remains_and_changes_nothing,
@@ -131,20 +132,28 @@ async fn product<S: SqlStore>(store: &S, stock: i64) -> Product {
         .unwrap()
 }
 
+/// A first-come drop of `product`, open from a second before `at` for an hour.
+fn input_for(product: ProductId, per_user: i64, at: OffsetDateTime) -> DropInput {
+    DropInput {
+        product_id: product.get(),
+        open_at: at - Duration::seconds(1),
+        close_at: at + Duration::hours(1),
+        limited_quantity: None,
+        variants: None,
+        per_user_limit: per_user,
+        price_minor: 0,
+        currency: "XXX".into(),
+        mode: "FIRST_COME".into(),
+        entry_close_at: None,
+        payment_window_seconds: None,
+    }
+}
+
 fn new_drop(product: ProductId, limited: i64, per_user: i64, at: OffsetDateTime) -> NewLimitedDrop {
     NewLimitedDrop::parse(
         &DropInput {
-            product_id: product.get(),
-            open_at: at - Duration::seconds(1),
-            close_at: at + Duration::hours(1),
             limited_quantity: Some(limited),
-            variants: None,
-            per_user_limit: per_user,
-            price_minor: 0,
-            currency: "XXX".into(),
-            mode: "FIRST_COME".into(),
-            entry_close_at: None,
-            payment_window_seconds: None,
+            ..input_for(product, per_user, at)
         },
         at,
     )
@@ -278,12 +287,103 @@ pub async fn drops_round_trip_and_unclosed_ones_are_listed<S: SqlStore>(store: S
     let drop = open_drop(&store, 10, 10, 2).await;
     assert_eq!(
         DropRepository::get(&store, drop.id).await.unwrap(),
-        Some(drop)
+        Some(drop.clone())
     );
     let unclosed = store.list_unclosed(now()).await.unwrap();
     assert!(unclosed.contains(&drop));
     let after = store.list_unclosed(drop.window.close_at()).await.unwrap();
     assert!(!after.contains(&drop));
+}
+
+/// A product in variants and a drop of some of them, in an order other than the skus': the
+/// sizes come back from every read in the seller's order, each with its units; a drop
+/// without sizes reads as one size of all its units.
+pub async fn a_drop_in_sizes_is_stored_with_its_sizes_in_order<S: SqlStore>(store: S) {
+    let variant = |sku: &str, stock| goods_domain::VariantInput {
+        sku: sku.to_owned(),
+        label: sku.to_owned(),
+        stock_quantity: stock,
+    };
+    let product = ProductRepository::create(
+        &store,
+        &NewProduct::from_input(
+            "Sneaker",
+            None,
+            Some(&[variant("US-9", 5), variant("US-10", 3), variant("US-11", 2)]),
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let at = now();
+    let sizes = vec![
+        goods_domain::SizeInput {
+            sku: "US-9".into(),
+            limited_quantity: 4,
+        },
+        goods_domain::SizeInput {
+            sku: "US-11".into(),
+            limited_quantity: 2,
+        },
+    ];
+    let new = NewLimitedDrop::parse(
+        &DropInput {
+            limited_quantity: None,
+            variants: Some(sizes),
+            ..input_for(product.id, 2, at)
+        },
+        at,
+    )
+    .unwrap();
+    let drop = DropRepository::create(&store, &new, None, at, None)
+        .await
+        .unwrap();
+    let read: Vec<_> = drop
+        .sizes
+        .iter()
+        .map(|s| {
+            (
+                s.sku.as_ref().map(|s| s.as_str().to_owned()),
+                s.limited.get(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        read,
+        [(Some("US-9".to_owned()), 4), (Some("US-11".to_owned()), 2)]
+    );
+    assert_eq!(drop.limited_quantity.get(), 6);
+    assert_eq!(
+        DropRepository::get(&store, drop.id).await.unwrap(),
+        Some(drop.clone())
+    );
+    let plain = open_drop(&store, 10, 10, 2).await;
+    assert_eq!(plain.sizes, goods_domain::Sizes::whole(qty(10)));
+    let many = store.get_many(&[plain.id, drop.id]).await.unwrap();
+    assert!(many.contains(&drop) && many.contains(&plain), "{many:?}");
+    let unclosed = store.list_unclosed(now()).await.unwrap();
+    assert!(
+        unclosed.contains(&drop) && unclosed.contains(&plain),
+        "{unclosed:?}"
+    );
+    // A size past its variant's stock is refused by the domain's rule, in the transaction.
+    let past = NewLimitedDrop::parse(
+        &DropInput {
+            limited_quantity: None,
+            variants: Some(vec![goods_domain::SizeInput {
+                sku: "US-10".into(),
+                limited_quantity: 4,
+            }]),
+            ..input_for(product.id, 1, at)
+        },
+        at,
+    )
+    .unwrap();
+    let refused = DropRepository::create(&store, &past, None, at, None).await;
+    assert!(
+        matches!(&refused, Err(CreateDropError::Invalid(e)) if e[0].to_string() == "variants: [0].limitedQuantity: must not exceed the variant's stock (3)"),
+        "{refused:?}"
+    );
 }
 
 pub async fn a_purchase_commits_the_order_and_takes_the_stock<S: SqlStore>(store: S) {
@@ -446,6 +546,7 @@ pub async fn racing_purchases_never_oversell<S: SqlStore>(store: S) {
     let next = Arc::new(AtomicI64::new(1));
     let tasks = (0..64).map(|_| {
         let (store, next) = (store.clone(), Arc::clone(&next));
+        let drop = drop.clone();
         tokio::spawn(async move {
             let mut outcomes = Vec::new();
             loop {
@@ -493,6 +594,7 @@ pub async fn racing_retries_of_one_key_create_one_order<S: SqlStore>(store: S) {
     let drop = open_drop(&store, 10, 10, 1).await;
     let tries = (0..32).map(|_| {
         let store = store.clone();
+        let drop = drop.clone();
         tokio::spawn(async move { place(&store, &order(&drop, 7, "once", 1)).await })
     });
     let outcomes: Vec<_> = join_all(tries)
@@ -520,6 +622,7 @@ pub async fn racing_purchases_of_one_buyer_respect_the_limit<S: SqlStore>(store:
     let drop = open_drop(&store, 100, 100, 3).await;
     let tries = (0..40).map(|i| {
         let store = store.clone();
+        let drop = drop.clone();
         tokio::spawn(async move { place(&store, &order(&drop, 7, &format!("k{i}"), 1)).await })
     });
     let outcomes: Vec<_> = join_all(tries)
@@ -1029,6 +1132,7 @@ pub async fn racing_batches_with_duplicates_and_greedy_buyers_sell_out_exactly<S
     let drop = open_drop(&store, 60, 50, 2).await;
     let tasks = (0..16_i64).map(|task| {
         let store = store.clone();
+        let drop = drop.clone();
         tokio::spawn(async move {
             let mut answers = Vec::new();
             for round in 0..4_i64 {
@@ -1258,6 +1362,7 @@ pub async fn purchases_racing_a_close_commit_before_it_or_not_at_all<S: SqlStore
     let mut tasks = tokio::task::JoinSet::new();
     for buyer in 1..=32_i64 {
         let store = Arc::clone(&store);
+        let drop = drop.clone();
         tasks.spawn(async move {
             let mut created = 0_u32;
             for round in 0..4 {

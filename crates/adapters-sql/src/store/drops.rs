@@ -3,34 +3,97 @@
 use super::event_log::append;
 use super::queries::{DROP_COLUMNS, ORDER_COLUMNS, begin_write, last_insert_id, number};
 use super::{SqlStore, products};
-use crate::rows::{DropRow, NumberRow, OrderRow, column, from_db, to_db};
+use crate::rows::{DropRow, DropSizeRow, NumberRow, OrderRow, column, from_db, to_db};
 use crate::{Backend, Bind, Exec, Sql, TxError};
 use async_trait::async_trait;
 use goods_domain::ports::{DropRepository, GateSeed, HeldOrder};
 use goods_domain::{
     CreateDropError, DrawToSeal, DropId, Fact, InfraError, LimitedDrop, NewLimitedDrop,
-    OrderStatus, SealError,
+    OrderStatus, Quantity, SealError, Size, Sizes, Sku,
 };
+use std::collections::HashMap;
 use time::OffsetDateTime;
 
 impl<B: Backend> SqlStore<B> {
+    /// The drops `q` selects, with their sizes (a second statement: a drop's sizes are written
+    /// with it, in its creation's transaction, and never change, so a drop row read means its
+    /// sizes are there to read).
     async fn drops_where(
         &self,
         what: &'static str,
         q: Sql,
     ) -> Result<Vec<LimitedDrop>, InfraError> {
-        self.read::<DropRow>(what, q)
-            .await?
-            .into_iter()
-            .map(DropRow::into_domain)
-            .collect()
+        let rows: Vec<DropRow> = self.read(what, q).await?;
+        let sizes = match sizes_of(&rows) {
+            Some(q) => self.read("drop sizes", q).await?,
+            None => Vec::new(),
+        };
+        with_sizes(rows, sizes)
     }
 }
 
-fn domain_drops<E>(rows: Vec<DropRow>) -> Result<Vec<LimitedDrop>, TxError<E>> {
+/// The statement reading the sizes of `rows`' drops, in each seller's order; `None` without a
+/// drop to read them for.
+fn sizes_of(rows: &[DropRow]) -> Option<Sql> {
+    (!rows.is_empty()).then(|| {
+        Sql::for_rows(rows.len())
+            .sql("SELECT drop_id, sku, limited_quantity FROM drop_variants WHERE drop_id IN (")
+            .list(rows, |q, row| q.bind(Bind::BigInt(row.id)))
+            .sql(") ORDER BY drop_id, position")
+    })
+}
+
+/// The drops of `rows`, each with its `sizes` (a drop with none has no sizes: one size of all
+/// its units).
+fn with_sizes(rows: Vec<DropRow>, sizes: Vec<DropSizeRow>) -> Result<Vec<LimitedDrop>, InfraError> {
+    let mut by_drop: HashMap<i64, Vec<Size>> = HashMap::new();
+    for size in sizes {
+        let drop = size.drop_id;
+        by_drop.entry(drop).or_default().push(size.into_domain()?);
+    }
     rows.into_iter()
-        .map(|row| row.into_domain().map_err(TxError::from))
+        .map(|row| {
+            let sizes = by_drop.remove(&row.id).unwrap_or_default();
+            row.into_domain(sizes)
+        })
         .collect()
+}
+
+/// One multi-row INSERT of a new drop's sizes, each at its place in the seller's list; `None`
+/// for a drop without sizes, which has no row.
+fn insert_sizes(drop: i64, sizes: &Sizes) -> Option<Sql> {
+    let sized: Vec<(usize, &Sku, Quantity)> = sizes
+        .iter()
+        .enumerate()
+        .filter_map(|(position, size)| size.sku.as_ref().map(|sku| (position, sku, size.limited)))
+        .collect();
+    (!sized.is_empty()).then(|| {
+        Sql::for_rows(sized.len())
+            .sql("INSERT INTO drop_variants (drop_id, sku, position, limited_quantity) VALUES ")
+            .list(sized, |q, (position, sku, limited)| {
+                q.sql("(")
+                    .bind(Bind::BigInt(drop))
+                    .sql(", ")
+                    .bind(Bind::Text(sku.as_str().to_owned()))
+                    .sql(", ")
+                    .bind(Bind::Integer(i32::try_from(position).unwrap_or(i32::MAX)))
+                    .sql(", ")
+                    .bind(Bind::Integer(column(limited.get())))
+                    .sql(")")
+            })
+    })
+}
+
+/// [`SqlStore::drops_where`] in a transaction.
+async fn domain_drops<E>(
+    c: &mut impl Exec,
+    rows: Vec<DropRow>,
+) -> Result<Vec<LimitedDrop>, TxError<E>> {
+    let sizes = match sizes_of(&rows) {
+        Some(q) => c.rows(q).await?,
+        None => Vec::new(),
+    };
+    Ok(with_sizes(rows, sizes)?)
 }
 
 /// Drop ids per statement of [`DropRepository::get_many`].
@@ -98,7 +161,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                             .bind(Bind::Timestamp(now)),
                         )
                         .await?;
-                    goods_domain::drop::check_one_active_drop(&domain_drops(product_drops)?, instant)
+                    goods_domain::drop::check_one_active_drop(&domain_drops(c, product_drops).await?, instant)
                         .map_err(TxError::Refused)?;
                     if seller_quota.is_some() {
                         let owner = number::<B>(
@@ -129,7 +192,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                                 )
                                 .await?;
                             goods_domain::drop::check_seller_quota(
-                                &domain_drops(seller_drops)?,
+                                &domain_drops(c, seller_drops).await?,
                                 instant,
                                 seller_quota,
                             )
@@ -171,6 +234,9 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                     c.run(insert.sql(")"))
                     .await?;
                     let id = last_insert_id::<B>(c).await?;
+                    if let Some(insert) = insert_sizes(id, &drop.sizes) {
+                        c.run(insert).await?;
+                    }
                     if let Some(draw) = draw {
                         // Sealed now that the drop has its id, which the seal binds.
                         let sealed = draw
@@ -201,6 +267,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                         product_id: drop.product_id,
                         window: drop.window,
                         limited_quantity: drop.limited_quantity,
+                        sizes: drop.sizes.clone(),
                         per_user_limit: drop.per_user_limit,
                         price: drop.price,
                         paused: false,
@@ -208,7 +275,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                         mode: drop.mode,
                         payment_window: drop.payment_window,
                     };
-                    let facts = [Fact::DropCreated(created)];
+                    let facts = [Fact::DropCreated(created.clone())];
                     append::<B>(c, &facts, from_db(at)).await?;
                     Ok(created)
                 })
@@ -313,13 +380,12 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                                 .bind(Bind::BigInt(id.get())),
                         )
                         .await?;
-                    let Some(row) = rows.into_iter().next() else {
+                    let Some(drop) = domain_drops(c, rows).await?.into_iter().next() else {
                         return Ok(None);
                     };
-                    let drop = row.into_domain()?;
                     // Closing again changes nothing, and tells nobody again.
                     if closed == 1 {
-                        append::<B>(c, &[Fact::DropClosed(drop)], at).await?;
+                        append::<B>(c, &[Fact::DropClosed(drop.clone())], at).await?;
                     }
                     Ok(Some(drop))
                 })

@@ -47,7 +47,7 @@ impl DropCache {
     /// hold is answered without reading the drop: below the highest id at once, just above it
     /// after a scan for new ids that many such requests share.
     pub(crate) async fn load(&self, id: DropId) -> Result<Option<LimitedDrop>, InfraError> {
-        if let Some(drop) = self.drops.read().ok().and_then(|m| m.get(&id).copied()) {
+        if let Some(drop) = self.drops.read().ok().and_then(|m| m.get(&id).cloned()) {
             return Ok(Some(drop));
         }
         match self.index.knows(id) {
@@ -65,7 +65,7 @@ impl DropCache {
         self.loads
             .run(id, || async {
                 let drop = self.repository.get(id).await.map_err(Arc::new)?;
-                if let (Some(drop), Ok(mut cache)) = (drop, self.drops.write()) {
+                if let (Some(drop), Ok(mut cache)) = (drop.clone(), self.drops.write()) {
                     cache.entry(id).or_insert(drop);
                 }
                 Ok(drop)
@@ -87,7 +87,7 @@ impl DropCache {
     pub(crate) fn hold(&self, drops: &[LimitedDrop]) {
         if let Ok(mut cache) = self.drops.write() {
             for drop in drops {
-                cache.entry(drop.id).or_insert(*drop);
+                cache.entry(drop.id).or_insert_with(|| drop.clone());
             }
         }
     }
@@ -105,7 +105,7 @@ impl DropCache {
     pub(crate) fn cached(&self) -> Vec<LimitedDrop> {
         self.drops
             .read()
-            .map(|cache| cache.values().copied().collect())
+            .map(|cache| cache.values().cloned().collect())
             .unwrap_or_default()
     }
 
@@ -276,7 +276,7 @@ mod tests {
         let cache = cache(Arc::default());
         let drop = cache.load(drop_id()).await.unwrap().unwrap();
         let paused = drop.set_paused(OPEN, true).unwrap();
-        cache.put(paused);
+        cache.put(paused.clone());
         assert_eq!(cache.load(drop_id()).await.unwrap(), Some(paused));
         cache.prune(CLOSE + time::Duration::hours(2), time::Duration::hours(1));
         assert_eq!(cache.len(), 0);

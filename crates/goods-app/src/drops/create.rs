@@ -70,10 +70,13 @@ impl Drops {
                     cutoff: None,
                     counts: DrawCounts::default(),
                 });
-        Ok(
-            DropView::new(drop, now, drop.limited_quantity.get(), self.payment_window)
-                .with_draw(draw),
+        Ok(DropView::new(
+            drop.clone(),
+            now,
+            drop.limited_quantity.get(),
+            self.payment_window,
         )
+        .with_draw(draw))
     }
 }
 

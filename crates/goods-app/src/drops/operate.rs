@@ -86,7 +86,7 @@ impl Drops {
         operation: DropOperation,
         actor: Actor,
     ) -> Result<DropView, OperateDropError> {
-        self.cache.put(drop);
+        self.cache.put(drop.clone());
         self.core.announce_change();
         metrics::counter!(telemetry::DROP_OPERATIONS, "operation" => operation.as_str())
             .increment(1);
@@ -125,12 +125,15 @@ mod tests {
     async fn closing_stores_the_close_tells_the_gate_and_refuses_purchases_from_then_on() {
         let mut m = Mocks::at(OPEN);
         let drop = sample_drop(10, 1);
-        m.drops.expect_get().returning(move |_| Ok(Some(drop)));
+        m.drops.expect_get().returning({
+            let drop = drop.clone();
+            move |_| Ok(Some(drop.clone()))
+        });
         m.drops
             .expect_close()
             .withf(|_, at| *at == OPEN)
             .times(1)
-            .returning(move |_, at| Ok(Some(closed(drop, at))));
+            .returning(move |_, at| Ok(Some(closed(drop.clone(), at))));
         m.drops.expect_sold_quantity().returning(|_| Ok(0));
         m.events.expect_publish().times(1).returning(|event| {
             assert!(matches!(
@@ -176,7 +179,7 @@ mod tests {
         let mut m = DropMocks::new();
         // Not the default drop served: this one is closed.
         let drop = closed(sample_drop(10, 1), OPEN);
-        m.drops = drops_serving(drop);
+        m.drops = drops_serving(drop.clone());
         m.drops.expect_close().never();
         m.events.expect_publish().never();
         m.core.expect_announce_change().never();

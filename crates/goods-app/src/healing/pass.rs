@@ -345,7 +345,7 @@ mod tests {
         };
         m.drops
             .expect_list_unclosed()
-            .returning(move |_| Ok(vec![sample_drop(100, 2), other]));
+            .returning(move |_| Ok(vec![sample_drop(100, 2), other.clone()]));
         m.drops.expect_sold_quantity().returning(|id| {
             if id.get() == 1 {
                 Err(InfraError::msg("lost"))

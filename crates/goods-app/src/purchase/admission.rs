@@ -131,7 +131,7 @@ impl Purchases {
                 ) {
                     // The gate admitted what the database refuses: its counter or holdings
                     // are off (a sale it did not see). Rebuild it from the truth.
-                    hooks.resync_soon(*drop);
+                    hooks.resync_soon(drop.clone());
                 }
                 if !matches!(
                     result,
@@ -200,7 +200,7 @@ impl Purchases {
                 }
                 metrics::counter!(telemetry::GATE_MARKER_MISMATCHES).increment(1);
                 tracing::warn!(order.id = %id, "a gate marker names an order that does not answer this request; the database decides, and the drop is resynced");
-                hooks.resync_soon(*drop);
+                hooks.resync_soon(drop.clone());
                 let cmd = PurchaseCommand {
                     drop_id: drop.id,
                     user_id: reservation.user_id,
