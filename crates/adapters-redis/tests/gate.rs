@@ -51,6 +51,7 @@ fn res(user: i64, key: &str, quantity: i64, limit: i64) -> Reservation {
     Reservation {
         drop_id: DropId::parse(DROP).unwrap(),
         user_id: UserId::parse(user).unwrap(),
+        sku: None,
         quantity: Quantity::parse("quantity", quantity).unwrap(),
         per_user_limit: Quantity::parse("perUserLimit", limit).unwrap(),
         key: IdempotencyKey::parse(key).unwrap(),

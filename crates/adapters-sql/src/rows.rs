@@ -170,6 +170,7 @@ pub struct OrderRow {
     pub amount_minor: i64,
     pub currency: String,
     pub expires_at: Option<PrimitiveDateTime>,
+    pub sku: Option<String>,
 }
 
 impl OrderRow {
@@ -179,6 +180,11 @@ impl OrderRow {
             drop_id: DropId::parse(self.drop_id).map_err(corrupt("order"))?,
             product_id: ProductId::parse(self.product_id).map_err(corrupt("order"))?,
             user_id: UserId::parse(self.user_id).map_err(corrupt("order"))?,
+            sku: self
+                .sku
+                .map(|sku| goods_domain::Sku::parse("sku", &sku))
+                .transpose()
+                .map_err(corrupt("order"))?,
             quantity: Quantity::parse("quantity", self.quantity.into())
                 .map_err(corrupt("order"))?,
             status: OrderStatus::parse(&self.status)

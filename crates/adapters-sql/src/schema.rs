@@ -49,6 +49,8 @@ diesel::table! {
         /// When its payment window ends (UTC); `NULL` for orders made before deadlines were
         /// stored (their window is the service's default).
         expires_at -> Nullable<Timestamp>,
+        /// The size it bought; `NULL` for an order of a drop without sizes.
+        sku -> Nullable<Text>,
     }
 }
 

@@ -27,6 +27,8 @@ use time::OffsetDateTime;
 pub struct PurchaseCommand {
     pub drop_id: DropId,
     pub user_id: UserId,
+    /// The size bought (`None`: the drop has no sizes).
+    pub sku: Option<goods_domain::Sku>,
     pub quantity: Quantity,
     pub key: IdempotencyKey,
 }
@@ -263,13 +265,19 @@ impl Purchases {
     }
 }
 
+/// What a buyer asked for: units of a size of the drop, under a key.
+struct Asked<'a> {
+    user_id: UserId,
+    sku: Option<&'a goods_domain::Sku>,
+    quantity: Quantity,
+    key: &'a IdempotencyKey,
+}
+
 /// The ledger's command for the buyer's units; `deadline` is the lease of the gate's
 /// reservation, if the gate admitted them.
 fn place_order(
     drop: &LimitedDrop,
-    user_id: UserId,
-    quantity: Quantity,
-    key: &IdempotencyKey,
+    asked: Asked<'_>,
     now: OffsetDateTime,
     deadline: Option<OffsetDateTime>,
     default_window: goods_domain::PaymentWindow,
@@ -281,10 +289,10 @@ fn place_order(
         limited_quantity: drop.limited_quantity,
         per_user_limit: drop.per_user_limit,
         price: drop.price,
-        user_id,
-        sku: None,
-        quantity,
-        key: key.clone(),
+        user_id: asked.user_id,
+        sku: asked.sku.cloned(),
+        quantity: asked.quantity,
+        key: asked.key.clone(),
         now,
         deadline,
     }

@@ -77,6 +77,7 @@ pub fn sample_order(status: OrderStatus) -> GoodsOrder {
         drop_id: drop_id(),
         product_id: ProductId::parse(1).unwrap(),
         user_id: buyer().user_id,
+        sku: None,
         quantity: qty(1),
         amount: goods_domain::Money::parse("amountMinor", 0, goods_domain::Currency::NONE).unwrap(),
         status,
@@ -92,6 +93,7 @@ pub fn cmd(quantity: i64) -> crate::PurchaseCommand {
     crate::PurchaseCommand {
         drop_id: drop_id(),
         user_id: buyer().user_id,
+        sku: None,
         quantity: qty(quantity),
         key: key(),
     }

@@ -30,6 +30,7 @@ fn reservation(drop: i64, user: i64) -> Reservation {
     Reservation {
         drop_id: DropId::parse(drop).unwrap(),
         user_id: UserId::parse(user).unwrap(),
+        sku: None,
         quantity: Quantity::parse("quantity", 1).unwrap(),
         per_user_limit: Quantity::parse("perUserLimit", 1).unwrap(),
         key: IdempotencyKey::parse("bench").unwrap(),

@@ -126,6 +126,7 @@ pub async fn closed_loop(
                     let cmd = PurchaseCommand {
                         drop_id: drop,
                         user_id: UserId::parse(user).map_err(|e| anyhow::anyhow!("{e}"))?,
+                        sku: None,
                         quantity: one,
                         key: key.clone(),
                     };

@@ -124,7 +124,11 @@ impl BatchPlan {
                 }),
                 Decision::SameKeyAs(earlier) => match &answers[earlier] {
                     Ok(Placed::Created(found))
-                        if found.matches_request(order.drop_id, order.quantity) =>
+                        if found.matches_request(
+                            order.drop_id,
+                            order.sku.as_ref(),
+                            order.quantity,
+                        ) =>
                     {
                         Ok(Placed::Replayed(found.clone()))
                     }
@@ -152,11 +156,13 @@ pub fn plan_batch(batch: &[PlaceOrder], facts: &BatchFacts) -> BatchPlan {
         let q = order.quantity.get();
         let decision = if let Some(found) = facts.existing.get(&(order.user_id, order.key.clone()))
         {
-            Decision::Answered(if found.matches_request(order.drop_id, order.quantity) {
-                Ok(Placed::Replayed(found.clone()))
-            } else {
-                Err(PlaceOrderError::KeyReused)
-            })
+            Decision::Answered(
+                if found.matches_request(order.drop_id, order.sku.as_ref(), order.quantity) {
+                    Ok(Placed::Replayed(found.clone()))
+                } else {
+                    Err(PlaceOrderError::KeyReused)
+                },
+            )
         } else if let Some(&earlier) = accepted_keys.get(&(order.user_id, &order.key)) {
             Decision::SameKeyAs(earlier)
         } else if facts.closed {
@@ -241,6 +247,7 @@ mod tests {
             drop_id: o.drop_id,
             product_id: o.product_id,
             user_id: o.user_id,
+            sku: o.sku.clone(),
             quantity: o.quantity,
             amount: Money::parse("amountMinor", 0, Currency::NONE).unwrap(),
             status: OrderStatus::Pending,

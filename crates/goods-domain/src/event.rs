@@ -298,6 +298,7 @@ mod tests {
             drop_id: DropId::parse(7).unwrap(),
             product_id: ProductId::parse(3).unwrap(),
             user_id: UserId::parse(id + 100).unwrap(),
+            sku: None,
             quantity: Quantity::parse("quantity", i64::from(quantity)).unwrap(),
             amount: Money::parse("amountMinor", 0, Currency::NONE).unwrap(),
             status,

@@ -1,7 +1,7 @@
 //! Orders created by a successful purchase.
 
 use crate::{
-    DropId, IdempotencyKey, Money, OrderId, PaymentEventId, ProductId, Quantity, UserId,
+    DropId, IdempotencyKey, Money, OrderId, PaymentEventId, ProductId, Quantity, Sku, UserId,
     ValidationError,
 };
 use time::OffsetDateTime;
@@ -53,6 +53,8 @@ pub struct GoodsOrder {
     pub drop_id: DropId,
     pub product_id: ProductId,
     pub user_id: UserId,
+    /// The size it bought (`None`: its drop has no sizes).
+    pub sku: Option<Sku>,
     pub quantity: Quantity,
     /// What the buyer owes: the quantity at the drop's unit price when it was bought.
     pub amount: Money,
@@ -254,25 +256,27 @@ impl GoodsOrder {
         overdue
     }
 
-    /// Whether a request with this drop and quantity is the same request that created this
-    /// order (an idempotent replay) rather than a reuse of the key for something else.
-    pub fn matches_request(&self, drop_id: DropId, quantity: Quantity) -> bool {
-        self.drop_id == drop_id && self.quantity == quantity
+    /// Whether a request with this drop, size and quantity is the same request that created
+    /// this order (an idempotent replay) rather than a reuse of the key for something else
+    /// (another size included).
+    pub fn matches_request(&self, drop_id: DropId, sku: Option<&Sku>, quantity: Quantity) -> bool {
+        self.drop_id == drop_id && self.sku.as_ref() == sku && self.quantity == quantity
     }
 
-    /// Whether this order is the answer to `user`'s request with `key` for `quantity` of
-    /// `drop`: the only order a replay of that request may show. Anything that only points at
-    /// an order (a gate's marker) is a hint until this holds.
+    /// Whether this order is the answer to `user`'s request with `key` for `quantity` of size
+    /// `sku` of `drop`: the only order a replay of that request may show. Anything that only
+    /// points at an order (a gate's marker) is a hint until this holds.
     pub fn answers(
         &self,
         user: UserId,
         key: &IdempotencyKey,
         drop_id: DropId,
+        sku: Option<&Sku>,
         quantity: Quantity,
     ) -> bool {
         self.user_id == user
             && self.idempotency_key == *key
-            && self.matches_request(drop_id, quantity)
+            && self.matches_request(drop_id, sku, quantity)
     }
 
     /// When its payment window ends: its deadline, or `default` after its creation for an
@@ -317,6 +321,7 @@ mod tests {
             drop_id: DropId::parse(1).unwrap(),
             product_id: ProductId::parse(1).unwrap(),
             user_id: UserId::parse(1).unwrap(),
+            sku: None,
             quantity: Quantity::parse("quantity", 1).unwrap(),
             amount: crate::Money::parse("amountMinor", 0, crate::Currency::NONE).unwrap(),
             status,

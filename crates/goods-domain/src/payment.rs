@@ -229,6 +229,7 @@ mod tests {
             drop_id: DropId::parse(1).unwrap(),
             product_id: ProductId::parse(1).unwrap(),
             user_id: UserId::parse(1).unwrap(),
+            sku: None,
             quantity: Quantity::parse("quantity", 1).unwrap(),
             amount: eur(1999),
             status,

@@ -161,6 +161,7 @@ fn buy(drop: DropId, user: i64) -> PurchaseCommand {
     PurchaseCommand {
         drop_id: drop,
         user_id: UserId::parse(user).unwrap(),
+        sku: None,
         quantity: Quantity::parse("quantity", 1).unwrap(),
         key: IdempotencyKey::parse("k").unwrap(),
     }

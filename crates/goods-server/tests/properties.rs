@@ -151,6 +151,7 @@ impl World {
                     .purchase(PurchaseCommand {
                         drop_id: self.drop,
                         user_id: UserId::parse(user).unwrap(),
+                        sku: None,
                         quantity: Quantity::parse("quantity", quantity).unwrap(),
                         key: IdempotencyKey::parse(&format!("k{key}")).unwrap(),
                     })

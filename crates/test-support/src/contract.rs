@@ -17,6 +17,7 @@ use goods_domain::{
     NewProduct, OrderId, OrderStatus, PaymentEvent, PaymentEventId, PaymentEventKind,
     PaymentOutcome, PaymentReference, PaymentWindow, Price, Product, ProductId, Quantity, UserId,
 };
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use time::{Duration, OffsetDateTime};
@@ -35,6 +36,8 @@ macro_rules! sql_contract_tests {
             drop_creation_checks_its_product,
             drops_round_trip_and_unclosed_ones_are_listed,
             a_drop_in_sizes_is_stored_with_its_sizes_in_order,
+            a_drop_in_sizes_sells_each_size_on_its_own_and_counts_a_buyer_across_them,
+            racing_purchases_of_sizes_sell_each_size_out_exactly,
             a_purchase_commits_the_order_and_takes_the_stock,
             the_same_key_replays_and_a_different_request_is_refused,
             sold_out_is_refused_with_what_remains_and_changes_nothing,
@@ -384,6 +387,201 @@ pub async fn a_drop_in_sizes_is_stored_with_its_sizes_in_order<S: SqlStore>(stor
         matches!(&refused, Err(CreateDropError::Invalid(e)) if e[0].to_string() == "variants: [0].limitedQuantity: must not exceed the variant's stock (3)"),
         "{refused:?}"
     );
+}
+
+/// A drop open now of `sizes` (sku, units) of a fresh product in `variants` (sku, stock).
+pub async fn sized_drop<S: SqlStore>(
+    store: &S,
+    variants: &[(&str, i64)],
+    sizes: &[(&str, i64)],
+    per_user: i64,
+) -> LimitedDrop {
+    let variants: Vec<_> = variants
+        .iter()
+        .map(|(sku, stock)| goods_domain::VariantInput {
+            sku: (*sku).to_owned(),
+            label: (*sku).to_owned(),
+            stock_quantity: *stock,
+        })
+        .collect();
+    let product = ProductRepository::create(
+        store,
+        &NewProduct::from_input("Sneaker", None, Some(&variants)).unwrap(),
+    )
+    .await
+    .unwrap();
+    let at = now();
+    let sizes = sizes
+        .iter()
+        .map(|(sku, units)| goods_domain::SizeInput {
+            sku: (*sku).to_owned(),
+            limited_quantity: *units,
+        })
+        .collect();
+    let new = NewLimitedDrop::parse(
+        &DropInput {
+            variants: Some(sizes),
+            ..input_for(product.id, per_user, at)
+        },
+        at,
+    )
+    .unwrap();
+    DropRepository::create(store, &new, None, at, None)
+        .await
+        .unwrap()
+}
+
+/// `buyer`'s purchase of `quantity` of size `sku` of `drop` with key `k`, now.
+pub fn sized_order(
+    drop: &LimitedDrop,
+    buyer: i64,
+    k: &str,
+    sku: &str,
+    quantity: i64,
+) -> PlaceOrder {
+    PlaceOrder {
+        sku: Some(goods_domain::Sku::parse("sku", sku).unwrap()),
+        ..order(drop, buyer, k, quantity)
+    }
+}
+
+/// Each variant's stock of `drop`'s product, in the seller's order.
+async fn variant_stocks<S: SqlStore>(store: &S, drop: &LimitedDrop) -> Vec<(String, u32)> {
+    ProductRepository::get(store, drop.product_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .variants
+        .iter()
+        .map(|v| (v.sku.as_str().to_owned(), v.stock))
+        .collect()
+}
+
+/// A size sells its own units; its sold-out leaves the others selling, and says what that size
+/// has left; a buyer's limit counts units of every size; the same key for another size is a
+/// reuse; a cancel gives units back to the order's own size and variant.
+pub async fn a_drop_in_sizes_sells_each_size_on_its_own_and_counts_a_buyer_across_them<
+    S: SqlStore,
+>(
+    store: S,
+) {
+    let drop = sized_drop(
+        &store,
+        &[("US-9", 5), ("US-10", 3), ("US-11", 2)],
+        &[("US-9", 2), ("US-10", 3)],
+        2,
+    )
+    .await;
+    let first = created(&store, &sized_order(&drop, 1, "a", "US-9", 2)).await;
+    assert_eq!(
+        first.sku.as_ref().map(goods_domain::Sku::as_str),
+        Some("US-9")
+    );
+    assert!(matches!(
+        place(&store, &sized_order(&drop, 2, "a", "US-9", 1)).await,
+        Err(PlaceOrderError::SoldOut { remaining: 0 })
+    ));
+    assert!(matches!(
+        place(&store, &sized_order(&drop, 2, "b", "US-10", 4)).await,
+        Err(PlaceOrderError::SoldOut { remaining: 3 })
+    ));
+    created(&store, &sized_order(&drop, 2, "c", "US-10", 1)).await;
+    created(&store, &sized_order(&drop, 2, "d", "US-10", 1)).await;
+    // Two units of two sizes' purchases: the limit of 2 counts both.
+    assert!(matches!(
+        place(&store, &sized_order(&drop, 2, "e", "US-10", 1)).await,
+        Err(PlaceOrderError::PerUserLimitExceeded { limit: 2 })
+    ));
+    // A size the drop does not sell has nothing free.
+    assert!(matches!(
+        place(&store, &sized_order(&drop, 3, "a", "US-11", 1)).await,
+        Err(PlaceOrderError::SoldOut { remaining: 0 })
+    ));
+    assert!(matches!(
+        place(&store, &sized_order(&drop, 1, "a", "US-9", 2)).await,
+        Ok(Placed::Replayed(o)) if o.id == first.id
+    ));
+    assert!(matches!(
+        place(&store, &sized_order(&drop, 1, "a", "US-10", 2)).await,
+        Err(PlaceOrderError::KeyReused)
+    ));
+    assert_eq!(
+        variant_stocks(&store, &drop).await,
+        [
+            ("US-9".to_owned(), 3),
+            ("US-10".to_owned(), 1),
+            ("US-11".to_owned(), 2)
+        ]
+    );
+    assert_eq!(stock(&store, &drop).await, 6);
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 4);
+    // The last unit of US-10, then none.
+    created(&store, &sized_order(&drop, 4, "a", "US-10", 1)).await;
+    assert!(matches!(
+        place(&store, &sized_order(&drop, 5, "a", "US-10", 1)).await,
+        Err(PlaceOrderError::SoldOut { remaining: 0 })
+    ));
+    // The cancel gives both units back to US-9, and to nothing else.
+    assert!(matches!(
+        store.cancel_order(first.id, user(1), nothing_due()).await,
+        Ok(Cancelled::Now(_))
+    ));
+    assert_eq!(
+        variant_stocks(&store, &drop).await,
+        [
+            ("US-9".to_owned(), 5),
+            ("US-10".to_owned(), 0),
+            ("US-11".to_owned(), 2)
+        ]
+    );
+    assert!(matches!(
+        place(&store, &sized_order(&drop, 5, "b", "US-10", 1)).await,
+        Err(PlaceOrderError::SoldOut { remaining: 0 })
+    ));
+    created(&store, &sized_order(&drop, 6, "a", "US-9", 2)).await;
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 5);
+}
+
+/// 60 buyers race one unit each, alternating between a size of 10 and a size of 15, in
+/// batches: each size sells exactly its units, and each variant's stock goes down by them.
+pub async fn racing_purchases_of_sizes_sell_each_size_out_exactly<S: SqlStore>(store: S) {
+    let drop = sized_drop(&store, &[("S", 12), ("M", 40)], &[("S", 10), ("M", 15)], 1).await;
+    let tasks = (0..6_i64).map(|task| {
+        let (store, drop) = (store.clone(), drop.clone());
+        tokio::spawn(async move {
+            let batch: Vec<PlaceOrder> = (0..10_i64)
+                .map(|i| {
+                    let buyer = 100 + task * 10 + i;
+                    sized_order(
+                        &drop,
+                        buyer,
+                        "race",
+                        if buyer % 2 == 0 { "S" } else { "M" },
+                        1,
+                    )
+                })
+                .collect();
+            store.place_orders(&batch).await.unwrap()
+        })
+    });
+    let mut sold: HashMap<String, usize> = HashMap::new();
+    for answers in join_all(tasks).await {
+        for answer in answers.unwrap() {
+            match answer {
+                Ok(Placed::Created(o)) => {
+                    *sold.entry(o.sku.unwrap().as_str().to_owned()).or_default() += 1;
+                }
+                Err(PlaceOrderError::SoldOut { .. }) => {}
+                other => panic!("unexpected answer {other:?}"),
+            }
+        }
+    }
+    assert_eq!((sold["S"], sold["M"]), (10, 15));
+    assert_eq!(
+        variant_stocks(&store, &drop).await,
+        [("S".to_owned(), 2), ("M".to_owned(), 25)]
+    );
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 25);
 }
 
 pub async fn a_purchase_commits_the_order_and_takes_the_stock<S: SqlStore>(store: S) {

@@ -72,6 +72,7 @@ fn res(user: i64, key: &str, quantity: i64, limit: i64) -> Reservation {
     Reservation {
         drop_id: drop_id(),
         user_id: UserId::parse(user).unwrap(),
+        sku: None,
         quantity: Quantity::parse("quantity", quantity).unwrap(),
         per_user_limit: Quantity::parse("perUserLimit", limit).unwrap(),
         key: IdempotencyKey::parse(key).unwrap(),
@@ -501,6 +502,7 @@ async fn run_against_model(gate: &Gate, drop: DropId, ops: &[Op]) {
     let res = |user: i64, key: u8, quantity: i64| Reservation {
         drop_id: drop,
         user_id: UserId::parse(user).unwrap(),
+        sku: None,
         quantity: Quantity::parse("quantity", quantity).unwrap(),
         per_user_limit: Quantity::parse("perUserLimit", MODEL_LIMIT).unwrap(),
         key: IdempotencyKey::parse(&format!("k{key}")).unwrap(),

@@ -6,11 +6,12 @@ use super::duplicate_key;
 use super::queries::{ORDER_COLUMNS, begin_write};
 use crate::rows::{BatchHeadRow, HoldingRow, OrderRow, column, to_db, units};
 use crate::{Backend, Bind, Exec, Sql, TxError, event_lines};
+use diesel::QueryableByName;
 use goods_domain::batch::{
     BatchFacts, BatchPlan, FreeUnits, Holding, buyers_to_lock, free_units, plan_batch,
 };
 use goods_domain::ports::{PlaceOrder, Placement, unix_ms};
-use goods_domain::{GoodsOrder, IdempotencyKey, InfraError, OrderStatus, UserId, event};
+use goods_domain::{GoodsOrder, IdempotencyKey, InfraError, OrderStatus, Sku, UserId, event};
 use std::collections::{BTreeSet, HashMap};
 
 /// Why a batch's transaction rolls back to be tried again: a hot row's conditional update
@@ -75,17 +76,22 @@ async fn commit_batch<B: Backend>(
         .next()
         .ok_or(TxError::Db(diesel::result::Error::NotFound))?;
     let closed = head.closed_at.is_some();
-    // The drop's one size: a drop without sizes (the only kind this store keeps yet) sells its
-    // product's stock; an order of a size it does not sell finds nothing free.
-    let free = FreeUnits::from([(
-        None,
-        free_units(
-            first.limited_quantity.get(),
-            units(head.sold_quantity, "sold")?,
-            units(head.stock, "stock")?,
-            closed,
-        ),
-    )]);
+    // A drop without sizes is one size of its product's stock; a drop in sizes (its orders
+    // name their size) has each size's units within its variant's stock. An order of a size the
+    // drop does not sell finds nothing free.
+    let free = if first.sku.is_some() {
+        sizes_free(c, first, closed).await?
+    } else {
+        FreeUnits::from([(
+            None,
+            free_units(
+                first.limited_quantity.get(),
+                units(head.sold_quantity, "sold")?,
+                units(head.stock, "stock")?,
+                closed,
+            ),
+        )])
+    };
     // Every order of a buyer commits under the lock of the buyer's holding, so what is read
     // after taking it (the orders by key, the holdings; each read sees what is committed when
     // it runs, at READ COMMITTED) is current for these buyers: an earlier purchase of the same
@@ -117,6 +123,54 @@ async fn commit_batch<B: Backend>(
     Ok(plan.answers(batch, |o| created.get(&(o.user_id, o.key.clone())).cloned()))
 }
 
+/// One size of a drop in sizes as the batch reads it: its units and its variant's stock.
+#[derive(Debug, QueryableByName)]
+struct SizeHeadRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    sku: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    limited_quantity: i32,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    sold_quantity: i32,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    stock: i32,
+}
+
+/// The units free in each size of `terms`' drop: what its limit leaves, within its variant's
+/// stock ([`free_units`]).
+async fn sizes_free(
+    c: &mut impl Exec,
+    terms: &PlaceOrder,
+    closed: bool,
+) -> Result<FreeUnits, TxError<Contended>> {
+    let rows: Vec<SizeHeadRow> = c
+        .rows(
+            Sql::new(
+                "SELECT drop_variants.sku, drop_variants.limited_quantity, \
+                 drop_variants.sold_quantity, product_variants.stock FROM drop_variants \
+                 INNER JOIN product_variants ON product_variants.sku = drop_variants.sku \
+                 AND product_variants.product_id = ",
+            )
+            .bind(Bind::BigInt(terms.product_id.get()))
+            .sql(" WHERE drop_variants.drop_id = ")
+            .bind(Bind::BigInt(terms.drop_id.get())),
+        )
+        .await?;
+    let mut free = FreeUnits::new();
+    for row in rows {
+        let sku =
+            Sku::parse("sku", &row.sku).map_err(|e| InfraError::new("corrupt drop size row", e))?;
+        let units = free_units(
+            units(row.limited_quantity, "size limited")?,
+            units(row.sold_quantity, "size sold")?,
+            units(row.stock, "variant stock")?,
+            closed,
+        );
+        free.insert(Some(sku), units);
+    }
+    Ok(free)
+}
+
 /// One multi-row INSERT of the orders.
 async fn insert_orders(
     c: &mut impl Exec,
@@ -126,7 +180,7 @@ async fn insert_orders(
         Sql::for_rows(orders.len())
             .sql(
                 "INSERT INTO orders (drop_id, product_id, user_id, quantity, status, \
-                 idempotency_key, created_at, amount_minor, currency, expires_at) VALUES ",
+                 idempotency_key, created_at, amount_minor, currency, expires_at, sku) VALUES ",
             )
             .list(orders, |q, order| {
                 // Accepted orders are within the per-buyer limit, which the drop's price was
@@ -134,7 +188,8 @@ async fn insert_orders(
                 let amount = order
                     .amount()
                     .map_or(i64::MAX, |a| i64::try_from(a.minor()).unwrap_or(i64::MAX));
-                q.sql("(")
+                let q = q
+                    .sql("(")
                     .bind(Bind::BigInt(order.drop_id.get()))
                     .sql(", ")
                     .bind(Bind::BigInt(order.product_id.get()))
@@ -154,7 +209,12 @@ async fn insert_orders(
                     .bind(Bind::Text(order.price.currency().as_str().to_owned()))
                     .sql(", ")
                     .bind(Bind::Timestamp(to_db(order.deadline())))
-                    .sql(")")
+                    .sql(", ");
+                match &order.sku {
+                    Some(sku) => q.bind(Bind::Text(sku.as_str().to_owned())),
+                    None => q.sql("NULL"),
+                }
+                .sql(")")
             }),
     )
     .await?;
@@ -326,6 +386,47 @@ async fn take_units<B: Backend>(
         return Err(TxError::Refused(Contended(
             "the stock no longer covers the batch",
         )));
+    }
+    // Each size's own rows, in sku order (so two batches lock them in the same order), before
+    // the drop's row: its variant's stock, then its sold units, each conditional on its
+    // invariant. A drop without sizes has none.
+    for (sku, taken) in plan
+        .taken
+        .iter()
+        .filter_map(|(s, t)| s.as_ref().map(|s| (s, *t)))
+    {
+        let taken = column(taken);
+        let sku = sku.as_str().to_owned();
+        let deducted = c
+            .run(
+                Sql::new("UPDATE product_variants SET stock = stock - ")
+                    .bind(Bind::Integer(taken))
+                    .sql(" WHERE product_id = ")
+                    .bind(Bind::BigInt(terms.product_id.get()))
+                    .sql(" AND sku = ")
+                    .bind(Bind::Text(sku.clone()))
+                    .sql(" AND stock >= ")
+                    .bind(Bind::Integer(taken)),
+            )
+            .await?;
+        let sold = c
+            .run(
+                Sql::new("UPDATE drop_variants SET sold_quantity = sold_quantity + ")
+                    .bind(Bind::Integer(taken))
+                    .sql(" WHERE drop_id = ")
+                    .bind(Bind::BigInt(terms.drop_id.get()))
+                    .sql(" AND sku = ")
+                    .bind(Bind::Text(sku))
+                    .sql(" AND sold_quantity + ")
+                    .bind(Bind::Integer(taken))
+                    .sql(" <= limited_quantity"),
+            )
+            .await?;
+        if deducted == 0 || sold == 0 {
+            return Err(TxError::Refused(Contended(
+                "a size no longer covers the batch",
+            )));
+        }
     }
     // The decisive conditional update: evaluated on the latest committed row under its
     // exclusive lock, so the last unit goes to one buyer. It is also the lease fence: after the

@@ -8,7 +8,7 @@ use goods_domain::{GoodsOrder, OrderId, OrderStatus};
 /// Every column of `orders`, for SELECTs into [`OrderRow`].
 pub(super) const ORDER_COLUMNS: &str = "id, drop_id, product_id, user_id, quantity, status, \
     idempotency_key, created_at, paid_at, payment_key, payment_reference, amount_minor, currency, \
-    expires_at";
+    expires_at, sku";
 
 /// Every column of `limited_drops` a drop is made of, for SELECTs into
 /// [`DropRow`](crate::rows::DropRow).
@@ -110,6 +110,28 @@ pub(super) async fn end_and_give_back<B: Backend>(
             .bind(Bind::BigInt(order.product_id.get())),
     )
     .await?;
+    // An order of a size gives its units back to that size (and its variant), as well as to
+    // the drop's and the product's totals, which stay their sums.
+    if let Some(sku) = &order.sku {
+        c.run(
+            Sql::new("UPDATE product_variants SET stock = stock + ")
+                .bind(Bind::Integer(q))
+                .sql(" WHERE product_id = ")
+                .bind(Bind::BigInt(order.product_id.get()))
+                .sql(" AND sku = ")
+                .bind(Bind::Text(sku.as_str().to_owned())),
+        )
+        .await?;
+        c.run(
+            Sql::new("UPDATE drop_variants SET sold_quantity = sold_quantity - ")
+                .bind(Bind::Integer(q))
+                .sql(" WHERE drop_id = ")
+                .bind(Bind::BigInt(order.drop_id.get()))
+                .sql(" AND sku = ")
+                .bind(Bind::Text(sku.as_str().to_owned())),
+        )
+        .await?;
+    }
     c.run(
         Sql::new("UPDATE limited_drops SET sold_quantity = sold_quantity - ")
             .bind(Bind::Integer(q))

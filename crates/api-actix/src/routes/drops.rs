@@ -154,6 +154,7 @@ async fn purchase_inner(
     let cmd = PurchaseCommand {
         drop_id: drop?,
         user_id: buyer.user_id,
+        sku: None,
         quantity,
         key,
     };

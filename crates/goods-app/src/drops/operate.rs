@@ -162,6 +162,7 @@ mod tests {
             .purchase(crate::PurchaseCommand {
                 drop_id: drop_id(),
                 user_id: buyer().user_id,
+                sku: None,
                 quantity: qty(1),
                 key: key(),
             })

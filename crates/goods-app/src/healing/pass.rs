@@ -464,6 +464,7 @@ mod tests {
         let buy = |key: &str| crate::PurchaseCommand {
             drop_id: drop_id(),
             user_id: buyer().user_id,
+            sku: None,
             quantity: qty(1),
             key: IdempotencyKey::parse(key).unwrap(),
         };

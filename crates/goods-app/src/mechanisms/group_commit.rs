@@ -683,6 +683,7 @@ mod tests {
         let reservation = Reservation {
             drop_id: order.drop_id,
             user_id: order.user_id,
+            sku: None,
             quantity: order.quantity,
             per_user_limit: order.per_user_limit,
             key: order.key.clone(),

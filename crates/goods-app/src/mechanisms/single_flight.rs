@@ -191,6 +191,7 @@ mod tests {
             app.purchase(crate::PurchaseCommand {
                 drop_id: crate::test_support::drop_id(),
                 user_id: goods_domain::UserId::parse(user).unwrap(),
+                sku: None,
                 quantity: crate::test_support::qty(1),
                 key: goods_domain::IdempotencyKey::parse("k").unwrap(),
             })

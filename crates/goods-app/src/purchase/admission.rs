@@ -2,7 +2,9 @@
 //! what the database decided. A gate that fails is skipped: the database decides alone, and the
 //! gate is resynced when it is back.
 
-use super::{PurchaseCommand, PurchaseError, PurchaseHooks, Purchased, Purchases, place_order};
+use super::{
+    Asked, PurchaseCommand, PurchaseError, PurchaseHooks, Purchased, Purchases, place_order,
+};
 use crate::mechanisms::group_commit::Commit;
 use crate::telemetry;
 use goods_domain::ports::{
@@ -155,7 +157,11 @@ impl Purchases {
                 };
                 match resolve_stale(self.ledger.as_ref(), gate.as_ref(), drop, &stale).await? {
                     StaleResolution::Committed(order) => {
-                        if order.matches_request(drop.id, reservation.quantity) {
+                        if order.matches_request(
+                            drop.id,
+                            reservation.sku.as_ref(),
+                            reservation.quantity,
+                        ) {
                             Ok(Purchased {
                                 order,
                                 replayed: true,
@@ -190,6 +196,7 @@ impl Purchases {
                         reservation.user_id,
                         &reservation.key,
                         drop.id,
+                        reservation.sku.as_ref(),
                         reservation.quantity,
                     )
                 }) {
@@ -204,6 +211,7 @@ impl Purchases {
                 let cmd = PurchaseCommand {
                     drop_id: drop.id,
                     user_id: reservation.user_id,
+                    sku: reservation.sku.clone(),
                     quantity: reservation.quantity,
                     key: reservation.key.clone(),
                 };
@@ -270,6 +278,7 @@ fn reservation(drop: &LimitedDrop, cmd: PurchaseCommand, deadline: OffsetDateTim
     Reservation {
         drop_id: drop.id,
         user_id: cmd.user_id,
+        sku: cmd.sku,
         quantity: cmd.quantity,
         per_user_limit: drop.per_user_limit,
         key: cmd.key,
@@ -285,9 +294,12 @@ fn place_order_for(
 ) -> PlaceOrder {
     place_order(
         drop,
-        r.user_id,
-        r.quantity,
-        &r.key,
+        Asked {
+            user_id: r.user_id,
+            sku: r.sku.as_ref(),
+            quantity: r.quantity,
+            key: &r.key,
+        },
         now,
         Some(r.deadline),
         default_window,
@@ -308,6 +320,8 @@ pub(crate) async fn resolve_stale(
     let reservation = Reservation {
         drop_id: drop.id,
         user_id: stale.user_id,
+        // A gate keeps one counter per drop until it counts sizes (issue 42's gate part).
+        sku: None,
         quantity: stale.quantity,
         per_user_limit: drop.per_user_limit,
         key: stale.key.clone(),

@@ -1,7 +1,9 @@
 //! The commit: a write slot of the instance's buffer, then the drop's next group commit; and
 //! the database-only path (no gate, its flag off, or its breaker open).
 
-use super::{PurchaseCommand, PurchaseError, PurchaseHooks, Purchased, Purchases, place_order};
+use super::{
+    Asked, PurchaseCommand, PurchaseError, PurchaseHooks, Purchased, Purchases, place_order,
+};
 use crate::mechanisms::group_commit::Commit;
 use crate::telemetry;
 use goods_domain::LimitedDrop;
@@ -28,9 +30,12 @@ impl Purchases {
         }
         let order = place_order(
             drop,
-            cmd.user_id,
-            cmd.quantity,
-            &cmd.key,
+            Asked {
+                user_id: cmd.user_id,
+                sku: cmd.sku.as_ref(),
+                quantity: cmd.quantity,
+                key: &cmd.key,
+            },
             now,
             None,
             self.payment_window,
@@ -72,7 +77,7 @@ impl Purchases {
     ) -> Result<Option<Purchased>, PurchaseError> {
         let existing = self.orders.find_by_key(cmd.user_id, &cmd.key).await?;
         match existing {
-            Some(order) if order.matches_request(cmd.drop_id, cmd.quantity) => {
+            Some(order) if order.matches_request(cmd.drop_id, cmd.sku.as_ref(), cmd.quantity) => {
                 Ok(Some(Purchased {
                     order,
                     replayed: true,

@@ -10,6 +10,8 @@ use time::OffsetDateTime;
 pub struct Reservation {
     pub drop_id: DropId,
     pub user_id: UserId,
+    /// The size asked for (`None`: the drop has no sizes).
+    pub sku: Option<crate::Sku>,
     pub quantity: Quantity,
     pub per_user_limit: Quantity,
     pub key: IdempotencyKey,
