@@ -482,6 +482,32 @@ mod tests {
         buy(m, Some(gate), hooks(), cmd(1)).await.unwrap();
     }
 
+    fn sized(quantity: i64) -> PurchaseCommand {
+        PurchaseCommand {
+            sku: Some(goods_domain::Sku::parse("sku", "US-9").unwrap()),
+            ..cmd(quantity)
+        }
+    }
+
+    #[tokio::test]
+    async fn the_size_asked_for_reaches_the_gate_and_the_ledger() {
+        let us9 = || Some(goods_domain::Sku::parse("sku", "US-9").unwrap());
+        let mut m = Mocks::at(OPEN);
+        m.ledger
+            .expect_place_orders()
+            .withf(move |b| matches!(b, [o] if o.sku == us9()))
+            .times(1)
+            .returning(|_| created_one());
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        gate.expect_reserve()
+            .withf(move |r| r.sku == us9())
+            .times(1)
+            .returning(|_| Ok(ReserveOutcome::Admitted));
+        gate.expect_confirm_all().returning(|_| Ok(()));
+        buy(m, Some(gate), hooks(), sized(1)).await.unwrap();
+    }
+
     fn stale_first_attempt() -> ReserveOutcome {
         ReserveOutcome::InProgress {
             deadline: OPEN - Duration::seconds(1),
@@ -864,6 +890,18 @@ mod tests {
             .expect_find_by_key()
             .returning(|_, _| Ok(Some(sample_order(OrderStatus::Pending))));
         let err = buy(m, None, hooks(), cmd(2)).await.unwrap_err();
+        assert!(matches!(err, PurchaseError::KeyReused));
+    }
+
+    #[tokio::test]
+    async fn a_closed_drop_refuses_the_same_key_for_another_size() {
+        // The order was of the drop's one size (no sku); the same key and units for a size is
+        // another request.
+        let mut m = Mocks::at(CLOSE);
+        m.orders
+            .expect_find_by_key()
+            .returning(|_, _| Ok(Some(sample_order(OrderStatus::Paid))));
+        let err = buy(m, None, hooks(), sized(1)).await.unwrap_err();
         assert!(matches!(err, PurchaseError::KeyReused));
     }
 }
