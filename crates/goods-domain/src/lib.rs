@@ -8,6 +8,7 @@ pub mod error;
 pub mod event;
 pub mod ids;
 pub mod money;
+mod name;
 pub mod order;
 pub mod payment;
 pub mod ports;

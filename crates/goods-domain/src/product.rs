@@ -1,5 +1,6 @@
 //! Products and their stock.
 
+use crate::name::name_problem;
 use crate::variant::{ProductVariant, VariantInput, parse_variants};
 use crate::{ProductId, UserId, ValidationError};
 
@@ -24,31 +25,6 @@ impl ProductName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-}
-
-/// What is wrong with a `trimmed` name of at most `max` characters (a product's, a variant's
-/// label), if anything.
-pub(crate) fn name_problem(trimmed: &str, max: usize) -> Option<String> {
-    let len = trimmed.chars().count();
-    if len == 0 || len > max {
-        return Some(format!("must be 1 to {max} characters"));
-    }
-    trimmed.chars().find(|&c| unsafe_in_a_name(c)).map(|c| {
-        format!(
-            "must not contain control or bidirectional formatting characters (U+{:04X})",
-            u32::from(c)
-        )
-    })
-}
-
-/// Characters a name may not hold: controls (C0, DEL, C1), the bidirectional embeddings,
-/// overrides and isolates, and the line and paragraph separators.
-fn unsafe_in_a_name(c: char) -> bool {
-    c.is_control()
-        || ('\u{202A}'..='\u{202E}').contains(&c)
-        || ('\u{2066}'..='\u{2069}').contains(&c)
-        || c == '\u{2028}'
-        || c == '\u{2029}'
 }
 
 /// A product's stock. `quantity` never goes below zero; `version` grows with every change.

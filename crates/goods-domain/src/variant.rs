@@ -5,7 +5,7 @@
 //! A product or drop without sizes is the case of one size without a sku ([`Sizes::whole`]):
 //! every rule reads it as it reads a sized one, so there is one path for both.
 
-use crate::product::name_problem;
+use crate::name::name_problem;
 use crate::{Quantity, ValidationError};
 use std::collections::BTreeSet;
 use std::fmt;

@@ -516,7 +516,7 @@ pub async fn a_drop_in_sizes_sells_each_size_on_its_own_and_counts_a_buyer_acros
     assert_eq!(stock(&store, &drop).await, 6);
     assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 4);
     // The last unit of US-10, then none.
-    created(&store, &sized_order(&drop, 4, "a", "US-10", 1)).await;
+    let last = created(&store, &sized_order(&drop, 4, "a", "US-10", 1)).await;
     assert!(matches!(
         place(&store, &sized_order(&drop, 5, "a", "US-10", 1)).await,
         Err(PlaceOrderError::SoldOut { remaining: 0 })
@@ -539,6 +539,22 @@ pub async fn a_drop_in_sizes_sells_each_size_on_its_own_and_counts_a_buyer_acros
         Err(PlaceOrderError::SoldOut { remaining: 0 })
     ));
     created(&store, &sized_order(&drop, 6, "a", "US-9", 2)).await;
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 5);
+    // An expiry gives the unit back to US-10 alone, and it sells again.
+    let expired = store
+        .expire_order(last.id, Expiry::at(past(&last), WINDOW))
+        .await
+        .unwrap();
+    assert_eq!(expired.map(|o| o.status), Some(OrderStatus::Expired));
+    assert_eq!(
+        variant_stocks(&store, &drop).await,
+        [
+            ("US-9".to_owned(), 3),
+            ("US-10".to_owned(), 1),
+            ("US-11".to_owned(), 2)
+        ]
+    );
+    created(&store, &sized_order(&drop, 5, "c", "US-10", 1)).await;
     assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 5);
 }
 

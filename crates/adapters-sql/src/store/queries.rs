@@ -75,9 +75,9 @@ pub(super) async fn lock_order<B: Backend, R>(
 }
 
 /// Writes a locked order that has just ended (CANCELLED or EXPIRED, as the aggregate decided)
-/// and gives its units back to the buyer's holding, the product's stock and the drop, in the
-/// purchase's lock order (holding, stock, drop), so this and a purchase cannot deadlock on the
-/// hot rows.
+/// and gives its units back to the buyer's holding, the product's stock and the drop (and, for
+/// an order of a size, to that size's variant and units), in the purchase's lock order
+/// (holding, stock, size, drop), so this and a purchase cannot deadlock on the hot rows.
 pub(super) async fn end_and_give_back<B: Backend>(
     c: &mut B::Conn,
     order: &GoodsOrder,
