@@ -3,25 +3,49 @@
 //! pass the same contract suite (`test_support::gate_contract`, run in `tests/contract.rs`).
 
 use async_trait::async_trait;
+use goods_domain::batch::FreeUnits;
 use goods_domain::ports::{
     AdmissionGate, GateSeed, Reservation, ReserveOutcome, StaleReservation, from_unix_ms,
 };
-use goods_domain::{DropId, IdempotencyKey, InfraError, OrderId, Quantity, UserId};
+use goods_domain::{DropId, IdempotencyKey, InfraError, OrderId, Quantity, Sku, UserId};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use time::OffsetDateTime;
 
+/// A (buyer, key) pair's marker: its size and units, and where the attempt stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Marker {
+    sku: Option<Sku>,
+    quantity: Quantity,
+    state: State,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Marker {
+enum State {
     /// Admitted, not settled; the lease ends at `deadline_ms` (unix ms, as the Redis gate).
     InProgress {
-        quantity: Quantity,
         deadline_ms: i64,
     },
     Done {
-        quantity: Quantity,
         order: OrderId,
     },
+}
+
+impl Marker {
+    fn in_progress(r: &Reservation) -> Self {
+        Self {
+            sku: r.sku.clone(),
+            quantity: r.quantity,
+            state: State::InProgress {
+                deadline_ms: r.deadline_ms(),
+            },
+        }
+    }
+
+    /// Whether it was written for the same request as `r` (same size and units).
+    fn answers(&self, r: &Reservation) -> bool {
+        self.sku == r.sku && self.quantity == r.quantity
+    }
 }
 
 impl DropGate {
@@ -31,7 +55,7 @@ impl DropGate {
     fn rebuilt(seed: &GateSeed, previous: Option<&DropGate>) -> DropGate {
         let mut gate = DropGate {
             expires_at: Some(seed.expires_at.saturating_add(GRACE)),
-            remaining: seed.remaining,
+            remaining: seed.remaining.clone(),
             ..DropGate::default()
         };
         for order in &seed.orders {
@@ -40,9 +64,12 @@ impl DropGate {
             }
             gate.markers.insert(
                 (order.user_id, order.key.clone()),
-                Marker::Done {
+                Marker {
+                    sku: order.sku.clone(),
                     quantity: order.quantity,
-                    order: order.order_id,
+                    state: State::Done {
+                        order: order.order_id,
+                    },
                 },
             );
         }
@@ -51,14 +78,23 @@ impl DropGate {
             if gate.markers.contains_key(&field) || seed.unexplained.contains(&field) {
                 continue;
             }
-            let quantity = match marker {
-                Marker::InProgress { quantity, .. } | Marker::Done { quantity, .. } => *quantity,
-            };
-            gate.remaining = gate.remaining.saturating_sub(quantity.get());
-            *gate.held.entry(*user).or_default() += quantity.get();
-            gate.markers.insert(field, *marker);
+            if let Some(left) = gate.remaining.get_mut(&marker.sku) {
+                *left = left.saturating_sub(marker.quantity.get());
+            }
+            *gate.held.entry(*user).or_default() += marker.quantity.get();
+            gate.markers.insert(field, marker.clone());
         }
         gate
+    }
+}
+
+impl DropGate {
+    /// Gives `quantity` units back to the size `sku` and to the buyer's count.
+    fn give_back(&mut self, user: UserId, sku: Option<Sku>, quantity: Quantity) {
+        *self.remaining.entry(sku).or_default() += quantity.get();
+        if let Some(held) = self.held.get_mut(&user) {
+            *held = held.saturating_sub(quantity.get());
+        }
     }
 }
 
@@ -66,7 +102,8 @@ impl DropGate {
 struct DropGate {
     /// When the gate may forget the drop: an hour after its `closeAt`, as Redis's keys expire.
     expires_at: Option<OffsetDateTime>,
-    remaining: u32,
+    /// Units left per size (one, `None`, for a drop without sizes).
+    remaining: FreeUnits,
     held: HashMap<UserId, u32>,
     markers: HashMap<(UserId, IdempotencyKey), Marker>,
 }
@@ -129,7 +166,7 @@ impl AdmissionGate for MemoryGate {
             .map(|gate| {
                 gate.markers
                     .iter()
-                    .filter(|(_, marker)| matches!(marker, Marker::Done { .. }))
+                    .filter(|(_, marker)| matches!(marker.state, State::Done { .. }))
                     .map(|(field, _)| field.clone())
                     .collect()
             })
@@ -149,16 +186,16 @@ impl AdmissionGate for MemoryGate {
         Ok(gate
             .markers
             .iter()
-            .filter_map(|((user, key), marker)| match marker {
-                Marker::InProgress {
-                    quantity,
-                    deadline_ms,
-                } if *deadline_ms < now_ms => Some(StaleReservation {
-                    user_id: *user,
-                    key: key.clone(),
-                    quantity: *quantity,
-                    deadline: from_unix_ms(*deadline_ms)?,
-                }),
+            .filter_map(|((user, key), marker)| match marker.state {
+                State::InProgress { deadline_ms } if deadline_ms < now_ms => {
+                    Some(StaleReservation {
+                        user_id: *user,
+                        key: key.clone(),
+                        sku: marker.sku.clone(),
+                        quantity: marker.quantity,
+                        deadline: from_unix_ms(deadline_ms)?,
+                    })
+                }
                 _ => None,
             })
             .collect())
@@ -171,26 +208,27 @@ impl AdmissionGate for MemoryGate {
         };
         let marker_key = (r.user_id, r.key.clone());
         match gate.markers.get(&marker_key) {
-            Some(Marker::Done { quantity, order }) if *quantity == r.quantity => {
-                return Ok(ReserveOutcome::Replay(*order));
-            }
-            Some(Marker::InProgress {
-                quantity,
-                deadline_ms,
-            }) if *quantity == r.quantity => {
+            Some(marker) if !marker.answers(r) => return Ok(ReserveOutcome::KeyReused),
+            Some(Marker {
+                state: State::Done { order },
+                ..
+            }) => return Ok(ReserveOutcome::Replay(*order)),
+            Some(Marker {
+                state: State::InProgress { deadline_ms },
+                ..
+            }) => {
                 return Ok(ReserveOutcome::InProgress {
                     deadline: from_unix_ms(*deadline_ms)
                         .ok_or_else(|| InfraError::msg("corrupt lease"))?,
                 });
             }
-            Some(_) => return Ok(ReserveOutcome::KeyReused),
             None => {}
         }
         let wanted = r.quantity.get();
-        if gate.remaining < wanted {
-            return Ok(ReserveOutcome::SoldOut {
-                remaining: gate.remaining,
-            });
+        // A size the drop does not sell has nothing left.
+        let left = gate.remaining.get(&r.sku).copied().unwrap_or(0);
+        if left < wanted {
+            return Ok(ReserveOutcome::SoldOut { remaining: left });
         }
         let held = gate.held.get(&r.user_id).copied().unwrap_or(0);
         if held.saturating_add(wanted) > r.per_user_limit.get() {
@@ -198,15 +236,9 @@ impl AdmissionGate for MemoryGate {
                 limit: r.per_user_limit.get(),
             });
         }
-        gate.remaining -= wanted;
+        gate.remaining.insert(r.sku.clone(), left - wanted);
         gate.held.insert(r.user_id, held + wanted);
-        gate.markers.insert(
-            marker_key,
-            Marker::InProgress {
-                quantity: r.quantity,
-                deadline_ms: r.deadline_ms(),
-            },
-        );
+        gate.markers.insert(marker_key, Marker::in_progress(r));
         Ok(ReserveOutcome::Admitted)
     }
 
@@ -221,9 +253,10 @@ impl AdmissionGate for MemoryGate {
             if let Some(gate) = drops.get_mut(&r.drop_id) {
                 gate.markers.insert(
                     (r.user_id, r.key.clone()),
-                    Marker::Done {
+                    Marker {
+                        sku: r.sku.clone(),
                         quantity: r.quantity,
-                        order: *order,
+                        state: State::Done { order: *order },
                     },
                 );
             }
@@ -239,18 +272,9 @@ impl AdmissionGate for MemoryGate {
         // Only an in-progress marker holds units: removing it is what makes cancel run once.
         // It must be this attempt's (same units and lease), not a later one with the same key.
         let key = (r.user_id, r.key.clone());
-        let mine = Marker::InProgress {
-            quantity: r.quantity,
-            deadline_ms: r.deadline_ms(),
-        };
-        if let Some(Marker::InProgress { quantity, .. }) =
-            gate.markers.get(&key).copied().filter(|m| *m == mine)
-        {
+        if gate.markers.get(&key) == Some(&Marker::in_progress(r)) {
             gate.markers.remove(&key);
-            gate.remaining += quantity.get();
-            if let Some(held) = gate.held.get_mut(&r.user_id) {
-                *held = held.saturating_sub(quantity.get());
-            }
+            gate.give_back(r.user_id, r.sku.clone(), r.quantity);
         }
         Ok(())
     }
@@ -259,14 +283,12 @@ impl AdmissionGate for MemoryGate {
         &self,
         drop_id: DropId,
         user_id: UserId,
+        sku: Option<Sku>,
         quantity: Quantity,
     ) -> Result<(), InfraError> {
         let mut drops = self.lock()?;
         if let Some(gate) = drops.get_mut(&drop_id) {
-            gate.remaining += quantity.get();
-            if let Some(held) = gate.held.get_mut(&user_id) {
-                *held = held.saturating_sub(quantity.get());
-            }
+            gate.give_back(user_id, sku, quantity);
         }
         Ok(())
     }
@@ -282,8 +304,8 @@ impl AdmissionGate for MemoryGate {
         Ok(())
     }
 
-    async fn remaining(&self, drop_id: DropId) -> Result<Option<u32>, InfraError> {
-        Ok(self.lock()?.get(&drop_id).map(|g| g.remaining))
+    async fn remaining(&self, drop_id: DropId) -> Result<Option<FreeUnits>, InfraError> {
+        Ok(self.lock()?.get(&drop_id).map(|g| g.remaining.clone()))
     }
 }
 
@@ -295,7 +317,7 @@ mod tests {
         GateSeed {
             unexplained: Vec::new(),
             drop_id: DropId::parse(drop).unwrap_or_else(|_| unreachable!()),
-            remaining: 1,
+            remaining: goods_domain::ports::whole_units(1),
             expires_at: OffsetDateTime::now_utc() - closed_ago,
             orders: Vec::new(),
         }

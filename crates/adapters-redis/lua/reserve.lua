@@ -1,29 +1,33 @@
--- reserve.lua: the admission decision, atomically: idempotency marker, then units left, then
--- the buyer's limit; only if all pass are the units taken. Replies in the API contract's order
--- of checks (SOLD_OUT before PER_USER_LIMIT_EXCEEDED); both checks come before any write.
+-- reserve.lua: the admission decision, atomically: idempotency marker, then units left in the
+-- size asked for, then the buyer's limit across sizes; only if all pass are the units taken.
+-- Replies in the API contract's order of checks (SOLD_OUT before PER_USER_LIMIT_EXCEEDED);
+-- both checks come before any write.
 --
--- KEYS[1]  drop:{id}:remaining
+-- KEYS[1]  drop:{id}:remaining  units the gate still admits in all sizes
 -- KEYS[2]  drop:{id}:held
 -- KEYS[3]  drop:{id}:idem
+-- KEYS[4]  drop:{id}:sizes      hash: sku -> units left (a drop in sizes only)
 -- ARGV[1]  user id
 -- ARGV[2]  marker field "user|key"
 -- ARGV[3]  units asked for
 -- ARGV[4]  per-user limit
 -- ARGV[5]  the attempt's lease end, unix milliseconds
+-- ARGV[6]  the size asked for ('' for a drop without sizes)
 --
 -- Returns one of:
---   {'ADMITTED', remaining after}      units taken, marker "P|qty|lease end" set
---   {'REPLAY', order id}               done marker with the same units
---   {'IN_PROGRESS', lease end}         in-progress marker with the same units (0: a marker
---                                      written before leases existed, long expired)
---   {'KEY_REUSED'}                     marker with other units
---   {'SOLD_OUT', remaining}            fewer units left than asked for
+--   {'ADMITTED', remaining after}      units taken, marker "P|qty|lease end[|sku]" set
+--   {'REPLAY', order id}               done marker with the same size and units
+--   {'IN_PROGRESS', lease end}         in-progress marker with the same size and units (0: a
+--                                      marker written before leases existed, long expired)
+--   {'KEY_REUSED'}                     marker with another size or other units
+--   {'SOLD_OUT', remaining}            fewer units left in the size than asked for
 --   {'PER_USER_LIMIT'}                 the buyer would exceed the limit
 --   {'NOT_SEEDED'}                     the gate holds nothing for this drop
+local sku = ARGV[6]
 local marker = redis.call('HGET', KEYS[3], ARGV[2])
 if marker then
-  local state, qty, last = string.match(marker, '^(%a)|(%d+)|?(%d*)$')
-  if qty ~= ARGV[3] then
+  local state, qty, last, of = string.match(marker, '^(%a)|(%d+)|?(%d*)|?([%w%._%-]*)$')
+  if qty ~= ARGV[3] or of ~= sku then
     return {'KEY_REUSED'}
   end
   if state == 'D' then
@@ -36,6 +40,10 @@ if not remaining then
   return {'NOT_SEEDED'}
 end
 remaining = tonumber(remaining)
+if sku ~= '' then
+  -- A size the drop does not sell has nothing left.
+  remaining = tonumber(redis.call('HGET', KEYS[4], sku) or '0')
+end
 local qty = tonumber(ARGV[3])
 if remaining < qty then
   return {'SOLD_OUT', remaining}
@@ -45,6 +53,11 @@ if held + qty > tonumber(ARGV[4]) then
   return {'PER_USER_LIMIT'}
 end
 redis.call('DECRBY', KEYS[1], qty)
+local suffix = ''
+if sku ~= '' then
+  redis.call('HINCRBY', KEYS[4], sku, -qty)
+  suffix = '|' .. sku
+end
 redis.call('HINCRBY', KEYS[2], ARGV[1], qty)
-redis.call('HSET', KEYS[3], ARGV[2], 'P|' .. ARGV[3] .. '|' .. ARGV[5])
+redis.call('HSET', KEYS[3], ARGV[2], 'P|' .. ARGV[3] .. '|' .. ARGV[5] .. suffix)
 return {'ADMITTED', remaining - qty}

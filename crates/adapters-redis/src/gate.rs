@@ -7,10 +7,12 @@ use crate::sold_out::{Marker, Markers, SoldOutFlags};
 use async_trait::async_trait;
 use fred::prelude::*;
 use fred::types::scripts::Script;
+use goods_domain::batch::FreeUnits;
 use goods_domain::ports::{
     AdmissionGate, GateSeed, Reservation, ReserveOutcome, StaleReservation, from_unix_ms, unix_ms,
+    whole_units,
 };
-use goods_domain::{DropId, IdempotencyKey, InfraError, OrderId, Quantity, UserId};
+use goods_domain::{DropId, IdempotencyKey, InfraError, OrderId, Quantity, Sku, UserId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,21 +51,23 @@ impl RedisGate {
             });
     }
 
-    /// Whether this instance answers SOLD_OUT for `drop` on its own right now (its sold-out
-    /// flag is up): what a restock message brings down.
-    pub fn sold_out_flag_raised(&self, drop: DropId) -> bool {
-        self.flags.is_raised(drop)
+    /// Whether this instance answers SOLD_OUT for `drop`'s size `sku` on its own right now
+    /// (its sold-out flag is up): what a restock message brings down.
+    pub fn sold_out_flag_raised(&self, drop: DropId, sku: Option<&Sku>) -> bool {
+        self.flags.is_raised(drop, sku)
     }
 
     fn keys(&self, drop: DropId) -> DropKeys {
         DropKeys::new(&self.conn.drops, drop)
     }
 
-    /// Loads the marker snapshot behind a sold-out flag, in the background.
-    fn raise_sold_out_flag(&self, drop: DropId) {
-        let Some(epoch) = self.flags.begin_loading(drop) else {
+    /// Loads the marker snapshot behind the sold-out flag of `drop`'s size `sku`, in the
+    /// background.
+    fn raise_sold_out_flag(&self, drop: DropId, sku: Option<&Sku>) {
+        let Some(epoch) = self.flags.begin_loading(drop, sku) else {
             return;
         };
+        let sku = sku.cloned();
         let (pool, flags, idem) = (
             self.conn.pool.clone(),
             Arc::clone(&self.flags),
@@ -83,7 +87,7 @@ impl RedisGate {
                             .or_default()
                             .insert(key.to_owned(), marker);
                     }
-                    flags.install(drop, epoch, markers);
+                    flags.install(drop, sku, epoch, markers);
                 }
                 Err(error) => {
                     tracing::debug!(error = %error, "sold-out snapshot not loaded");
@@ -104,11 +108,12 @@ impl RedisGate {
         if confirmed.is_empty() {
             return Ok(());
         }
-        let mut args: Vec<Value> = Vec::with_capacity(confirmed.len() * 3);
+        let mut args: Vec<Value> = Vec::with_capacity(confirmed.len() * 4);
         for (r, order) in confirmed {
             args.push(marker_field(r.user_id, &r.key).into());
             args.push(i64::from(r.quantity.get()).into());
             args.push(order.get().into());
+            args.push(sku_arg(r.sku.as_ref()));
         }
         let _: i64 = scripts::run(&self.conn.pool, &CONFIRM, vec![self.keys(drop).idem], args)
             .await
@@ -124,22 +129,37 @@ impl RedisGate {
             *held.entry(order.user_id).or_default() += order.quantity.get();
         }
         let expires = seed.expires_at.saturating_add(GRACE).unix_timestamp();
+        let sizes: Vec<(&Sku, u32)> = seed
+            .remaining
+            .iter()
+            .filter_map(|(sku, units)| Some((sku.as_ref()?, *units)))
+            .collect();
         let mut args: Vec<Value> = vec![
-            i64::from(seed.remaining).into(),
+            i64::from(seed.remaining_in_all()).into(),
             expires.into(),
             restock_channel(&self.conn.prefix).into(),
             seed.drop_id.get().into(),
-            i64::try_from(held.len()).unwrap_or(i64::MAX).into(),
+            count(sizes.len()),
         ];
+        for (sku, units) in sizes {
+            args.push(sku.as_str().into());
+            args.push(i64::from(units).into());
+        }
+        args.push(count(held.len()));
         for (user, units) in held {
             args.push(user.get().into());
             args.push(i64::from(units).into());
         }
         for order in &seed.orders {
+            let done = Marker::Done {
+                quantity: order.quantity.get(),
+                order: order.order_id,
+                sku: order.sku.clone(),
+            };
             args.push(marker_field(order.user_id, &order.key).into());
-            args.push(format!("D|{}|{}", order.quantity.get(), order.order_id).into());
+            args.push(done.stored().into());
         }
-        let keys = vec![keys.remaining, keys.held, keys.idem];
+        let keys = vec![keys.remaining, keys.held, keys.idem, keys.sizes];
         let applied = scripts::run(&self.conn.pool, script, keys, args).await;
         self.restocked_here(seed.drop_id);
         applied
@@ -187,6 +207,15 @@ fn reply_number(reply: &[Value]) -> Result<i64, InfraError> {
         .get(1)
         .and_then(Value::as_i64)
         .ok_or_else(|| InfraError::msg(format!("unexpected reserve reply {reply:?}")))
+}
+
+/// A size as the scripts take it: `''` for a drop without sizes.
+fn sku_arg(sku: Option<&Sku>) -> Value {
+    sku.map_or("", Sku::as_str).into()
+}
+
+fn count(n: usize) -> Value {
+    i64::try_from(n).unwrap_or(i64::MAX).into()
 }
 
 fn units(n: i64) -> u32 {
@@ -258,6 +287,7 @@ impl AdmissionGate for RedisGate {
                 let Marker::InProgress {
                     quantity,
                     deadline_ms,
+                    sku,
                 } = marker
                 else {
                     return None;
@@ -268,6 +298,7 @@ impl AdmissionGate for RedisGate {
                 Some(StaleReservation {
                     user_id,
                     key: IdempotencyKey::parse(key).ok()?,
+                    sku,
                     quantity: Quantity::parse("quantity", i64::from(quantity)).ok()?,
                     deadline: from_unix_ms(deadline_ms)?,
                 })
@@ -275,13 +306,16 @@ impl AdmissionGate for RedisGate {
             .collect())
     }
 
-    fn answers_locally(&self, drop: DropId) -> bool {
-        self.flags.is_raised(drop)
+    fn answers_locally(&self, drop: DropId, sku: Option<Sku>) -> bool {
+        self.flags.is_raised(drop, sku.as_ref())
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %r.drop_id, user.id = %r.user_id))]
     async fn reserve(&self, r: &Reservation) -> Result<ReserveOutcome, InfraError> {
-        if let Some(answer) = self.flags.answer(r.drop_id, r.user_id, &r.key, r.quantity) {
+        if let Some(answer) =
+            self.flags
+                .answer(r.drop_id, r.sku.as_ref(), r.user_id, &r.key, r.quantity)
+        {
             return Ok(answer);
         }
         let field = marker_field(r.user_id, &r.key);
@@ -292,11 +326,12 @@ impl AdmissionGate for RedisGate {
             i64::from(r.quantity.get()).into(),
             i64::from(r.per_user_limit.get()).into(),
             r.deadline_ms().into(),
+            sku_arg(r.sku.as_ref()),
         ];
         let reply: Vec<Value> = scripts::run(
             &self.conn.pool,
             &RESERVE,
-            vec![keys.remaining, keys.held, keys.idem],
+            vec![keys.remaining, keys.held, keys.idem, keys.sizes],
             args,
         )
         .await
@@ -322,7 +357,7 @@ impl AdmissionGate for RedisGate {
             other => return Err(InfraError::msg(format!("unknown reserve reply {other}"))),
         };
         if outcome == (ReserveOutcome::SoldOut { remaining: 0 }) {
-            self.raise_sold_out_flag(r.drop_id);
+            self.raise_sold_out_flag(r.drop_id, r.sku.as_ref());
         }
         Ok(outcome)
     }
@@ -357,12 +392,18 @@ impl AdmissionGate for RedisGate {
             marker_field(r.user_id, &r.key).into(),
             restock_channel(&self.conn.prefix).into(),
             r.drop_id.get().into(),
-            format!("P|{}|{}", r.quantity.get(), r.deadline_ms()).into(),
+            Marker::InProgress {
+                quantity: r.quantity.get(),
+                deadline_ms: r.deadline_ms(),
+                sku: r.sku.clone(),
+            }
+            .stored()
+            .into(),
         ];
         let _: i64 = scripts::run(
             &self.conn.pool,
             &CANCEL,
-            vec![keys.remaining, keys.held, keys.idem],
+            vec![keys.remaining, keys.held, keys.idem, keys.sizes],
             args,
         )
         .await
@@ -376,6 +417,7 @@ impl AdmissionGate for RedisGate {
         &self,
         drop_id: DropId,
         user_id: UserId,
+        sku: Option<Sku>,
         quantity: Quantity,
     ) -> Result<(), InfraError> {
         let keys = self.keys(drop_id);
@@ -384,11 +426,12 @@ impl AdmissionGate for RedisGate {
             i64::from(quantity.get()).into(),
             restock_channel(&self.conn.prefix).into(),
             drop_id.get().into(),
+            sku_arg(sku.as_ref()),
         ];
         let _: i64 = scripts::run(
             &self.conn.pool,
             &RELEASE,
-            vec![keys.remaining, keys.held],
+            vec![keys.remaining, keys.held, keys.sizes],
             args,
         )
         .await
@@ -402,7 +445,7 @@ impl AdmissionGate for RedisGate {
         let keys = self.keys(drop_id);
         let release = at.saturating_add(GRACE).unix_timestamp();
         let pipeline = self.conn.pool.next().pipeline();
-        for key in [keys.remaining, keys.held, keys.idem] {
+        for key in [keys.remaining, keys.held, keys.idem, keys.sizes] {
             // LT: a sooner expiry (the drop's own closeAt + grace) is kept.
             let _: () = pipeline
                 .expire_at(key, release, Some(fred::types::ExpireOptions::LT))
@@ -413,15 +456,35 @@ impl AdmissionGate for RedisGate {
         Ok(())
     }
 
-    async fn remaining(&self, drop_id: DropId) -> Result<Option<u32>, InfraError> {
-        let left: i64 = scripts::run(
+    async fn remaining(&self, drop_id: DropId) -> Result<Option<FreeUnits>, InfraError> {
+        let keys = self.keys(drop_id);
+        let reply: Vec<Value> = scripts::run(
             &self.conn.pool,
             &REMAINING,
-            vec![self.keys(drop_id).remaining],
+            vec![keys.remaining, keys.sizes],
             Vec::<Value>::new(),
         )
         .await
         .map_err(infra("redis remaining"))?;
-        Ok((left >= 0).then(|| units(left)))
+        let corrupt = || InfraError::msg(format!("unexpected remaining reply {reply:?}"));
+        let in_all = reply.first().and_then(Value::as_i64).ok_or_else(corrupt)?;
+        if in_all < 0 {
+            return Ok(None);
+        }
+        if reply.len() == 1 {
+            return Ok(Some(whole_units(units(in_all))));
+        }
+        let mut sizes = FreeUnits::new();
+        for pair in reply[1..].chunks(2) {
+            let [sku, left] = pair else {
+                return Err(corrupt());
+            };
+            let sku = sku
+                .as_string()
+                .and_then(|s| Sku::parse("sku", &s).ok())
+                .ok_or_else(corrupt)?;
+            sizes.insert(Some(sku), units(left.as_i64().ok_or_else(corrupt)?));
+        }
+        Ok(Some(sizes))
     }
 }

@@ -11,17 +11,21 @@ pub struct DropKeys {
     pub held: String,
     /// Idempotency markers per (buyer, key).
     pub idem: String,
+    /// Units left per size (a drop in sizes only; `remaining` is their sum).
+    pub sizes: String,
     pub stats: String,
 }
 
 impl DropKeys {
     /// The keys of `drop` under `prefix`.
     pub fn new(prefix: &str, drop: DropId) -> Self {
+        // A sku is a field of `sizes`, never part of a key: the service's keys stay its own.
         let base = format!("{prefix}drop:{{{drop}}}:");
         Self {
             remaining: format!("{base}remaining"),
             held: format!("{base}held"),
             idem: format!("{base}idem"),
+            sizes: format!("{base}sizes"),
             stats: format!("{base}stats"),
         }
     }
@@ -50,7 +54,13 @@ mod tests {
     #[test]
     fn every_key_of_a_drop_carries_its_hash_tag() {
         let keys = DropKeys::new("goods:", DropId::parse(42).unwrap());
-        for key in [&keys.remaining, &keys.held, &keys.idem, &keys.stats] {
+        for key in [
+            &keys.remaining,
+            &keys.held,
+            &keys.idem,
+            &keys.sizes,
+            &keys.stats,
+        ] {
             assert!(key.starts_with("goods:drop:{42}:"), "{key}");
         }
     }

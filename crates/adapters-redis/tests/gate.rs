@@ -41,7 +41,7 @@ fn seed(remaining: u32) -> GateSeed {
     GateSeed {
         unexplained: Vec::new(),
         drop_id: DropId::parse(DROP).unwrap(),
-        remaining,
+        remaining: goods_domain::ports::whole_units(remaining),
         expires_at: OffsetDateTime::now_utc() + time::Duration::hours(2),
         orders: Vec::new(),
     }
@@ -60,7 +60,11 @@ fn res(user: i64, key: &str, quantity: i64, limit: i64) -> Reservation {
 }
 
 async fn remaining(gate: &RedisGate) -> Option<u32> {
-    gate.remaining(DropId::parse(DROP).unwrap()).await.unwrap()
+    let units = gate
+        .remaining(DropId::parse(DROP).unwrap())
+        .await
+        .unwrap()?;
+    Some(goods_domain::ports::units_in_all(&units))
 }
 
 fn cli(url: &str, args: &[&str]) -> String {
@@ -159,7 +163,7 @@ mod cluster {
                         .unwrap(),
                     ReserveOutcome::SoldOut { remaining: 0 }
                 );
-                if b.sold_out_flag_raised(drop) {
+                if b.sold_out_flag_raised(drop, None) {
                     break;
                 }
                 assert!(start.elapsed() < Duration::from_secs(2), "no flag raised");
@@ -167,7 +171,7 @@ mod cluster {
             }
             a.cancel(&won).await.unwrap();
             let start = Instant::now();
-            while b.sold_out_flag_raised(drop) {
+            while b.sold_out_flag_raised(drop, None) {
                 assert!(
                     start.elapsed() < bound,
                     "round {round}: the restock did not reach the other gate within {bound:?}"

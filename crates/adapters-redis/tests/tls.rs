@@ -39,13 +39,16 @@ async fn gate_works(conn: RedisConnection) {
     gate.seed_if_absent(&GateSeed {
         unexplained: Vec::new(),
         drop_id: drop,
-        remaining: 3,
+        remaining: goods_domain::ports::whole_units(3),
         expires_at: OffsetDateTime::now_utc() + time::Duration::hours(1),
         orders: Vec::new(),
     })
     .await
     .unwrap();
-    assert_eq!(gate.remaining(drop).await.unwrap(), Some(3));
+    assert_eq!(
+        gate.remaining(drop).await.unwrap(),
+        Some(goods_domain::ports::whole_units(3))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

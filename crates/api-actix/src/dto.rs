@@ -155,8 +155,13 @@ pub struct CreateDrop {
     pub open_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339")]
     pub close_at: OffsetDateTime,
-    #[serde(deserialize_with = "whole")]
-    pub limited_quantity: i64,
+    /// Units on sale of a product without variants.
+    #[serde(default, deserialize_with = "present_whole")]
+    pub limited_quantity: Option<i64>,
+    /// The sizes on sale, each with its units, instead of `limitedQuantity` (a product with
+    /// variants).
+    #[serde(default, deserialize_with = "present")]
+    pub variants: Option<Vec<CreateDropVariant>>,
     /// Units per buyer; 1 when absent.
     #[serde(default, deserialize_with = "whole_opt")]
     pub per_user_limit: Option<i64>,
@@ -174,6 +179,24 @@ pub struct CreateDrop {
     /// Seconds its orders hold their units unpaid (60 to 604800).
     #[serde(default, deserialize_with = "whole_opt")]
     pub payment_window_seconds: Option<i64>,
+}
+
+/// One size of `POST /limited-drops`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateDropVariant {
+    pub sku: String,
+    #[serde(deserialize_with = "whole")]
+    pub limited_quantity: i64,
+}
+
+impl From<CreateDropVariant> for goods_domain::SizeInput {
+    fn from(v: CreateDropVariant) -> Self {
+        Self {
+            sku: v.sku,
+            limited_quantity: v.limited_quantity,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -326,6 +349,9 @@ impl From<DropView> for DropBody {
 pub struct Purchase {
     #[serde(deserialize_with = "whole")]
     pub quantity: i64,
+    /// The size, for a drop that sells sizes.
+    #[serde(default, deserialize_with = "present")]
+    pub sku: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -335,6 +361,9 @@ pub struct OrderBody {
     drop_id: i64,
     product_id: i64,
     user_id: i64,
+    /// The size bought (an order of a drop without sizes has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sku: Option<String>,
     quantity: u32,
     amount_minor: u64,
     currency: String,
@@ -355,6 +384,7 @@ impl OrderBody {
             drop_id: o.drop_id.get(),
             product_id: o.product_id.get(),
             user_id: o.user_id.get(),
+            sku: o.sku.as_ref().map(|s| s.as_str().to_owned()),
             quantity: o.quantity.get(),
             amount_minor: o.amount.minor(),
             currency: o.amount.currency().as_str().to_owned(),

@@ -347,7 +347,7 @@ impl GoodsApp {
     /// Units left: the gate's counter when it has one, else the database's truth.
     async fn remaining(&self, drop: &LimitedDrop) -> Result<u32, InfraError> {
         match self.access.remaining(drop).await {
-            Some(remaining) => Ok(remaining),
+            Some(remaining) => Ok(goods_domain::ports::units_in_all(&remaining)),
             None => self.drops.counted_remaining(drop).await,
         }
     }
@@ -413,7 +413,7 @@ mod hook_tests {
         let mut gate = gate_answering(ReserveOutcome::Admitted);
         gate.expect_cancel().times(1).returning(|_| Ok(()));
         gate.expect_resync()
-            .withf(|seed| seed.remaining == 0)
+            .withf(|seed| seed.remaining == goods_domain::ports::whole_units(0))
             .times(1)
             .returning(move |_| {
                 resynced.send(()).unwrap();

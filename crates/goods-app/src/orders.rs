@@ -58,7 +58,12 @@ impl FreedUnits for GoodsApp {
         }
         if let Some(gate) = &self.ports.gate
             && let Err(error) = gate
-                .release(order.drop_id, order.user_id, order.quantity)
+                .release(
+                    order.drop_id,
+                    order.user_id,
+                    order.sku.clone(),
+                    order.quantity,
+                )
                 .await
         {
             // The database gave the units back; a gate that missed it under-sells until the
@@ -138,9 +143,11 @@ mod tests {
         let mut gate = MockAdmissionGate::new();
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_release()
-            .withf(|d, u, q| *d == drop_id() && *u == buyer().user_id && *q == qty(1))
+            .withf(|d, u, s, q| {
+                *d == drop_id() && *u == buyer().user_id && s.is_none() && *q == qty(1)
+            })
             .times(1)
-            .return_once(move |_, _, _| answer);
+            .return_once(move |_, _, _, _| answer);
         let order = m
             .app(Some(gate))
             .orders()

@@ -17,7 +17,7 @@ use goods_domain::ports::{
 };
 use goods_domain::{
     DropId, GoodsOrder, IdempotencyKey, InfraError, LimitedDrop, PaymentWindow, PurchaseRejection,
-    Quantity, UserId,
+    Quantity, Sku, SkuRejection, UserId,
 };
 use std::sync::Arc;
 use time::OffsetDateTime;
@@ -27,10 +27,21 @@ use time::OffsetDateTime;
 pub struct PurchaseCommand {
     pub drop_id: DropId,
     pub user_id: UserId,
-    /// The size bought (`None`: the drop has no sizes).
-    pub sku: Option<goods_domain::Sku>,
+    /// The size asked for, as sent: the drop's sizes decide whether it is one of them
+    /// ([`goods_domain::Sizes::choose`]); `None` for a drop without sizes.
+    pub sku: Option<String>,
     pub quantity: Quantity,
     pub key: IdempotencyKey,
+}
+
+/// A purchase of one of the drop's sizes: a [`PurchaseCommand`] whose `sku` the drop chose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Chosen {
+    pub(crate) drop_id: DropId,
+    pub(crate) user_id: UserId,
+    pub(crate) sku: Option<Sku>,
+    pub(crate) quantity: Quantity,
+    pub(crate) key: IdempotencyKey,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,9 +66,13 @@ pub enum PurchaseError {
     /// it closed before the order could commit).
     #[error(transparent)]
     Refused(#[from] PurchaseRejection),
-    /// Fewer units left than asked for.
+    /// The `sku` asked for is not one of the drop's sizes (missing, unknown, or given for a
+    /// drop without sizes).
+    #[error(transparent)]
+    Size(#[from] SkuRejection),
+    /// Fewer units left than asked for (in the size asked for: `sku`).
     #[error("sold out")]
-    SoldOut { remaining: u32 },
+    SoldOut { remaining: u32, sku: Option<Sku> },
     /// Past the per-buyer limit.
     #[error("per-user limit exceeded")]
     PerUserLimitExceeded { limit: u32 },
@@ -76,7 +91,10 @@ pub enum PurchaseError {
 impl From<PlaceOrderError> for PurchaseError {
     fn from(error: PlaceOrderError) -> Self {
         match error {
-            PlaceOrderError::SoldOut { remaining } => Self::SoldOut { remaining },
+            PlaceOrderError::SoldOut { remaining } => Self::SoldOut {
+                remaining,
+                sku: None,
+            },
             PlaceOrderError::PerUserLimitExceeded { limit } => Self::PerUserLimitExceeded { limit },
             PlaceOrderError::KeyReused => Self::KeyReused,
             PlaceOrderError::OrderLimitReached { limit } => Self::OrderLimitReached { limit },
@@ -95,6 +113,7 @@ impl PurchaseError {
     fn label(&self) -> &'static str {
         match self {
             Self::DropNotFound => "drop_not_found",
+            Self::Size(_) => "invalid_sku",
             Self::KeyReused => "key_reused",
             Self::InProgress => "in_progress",
             Self::Refused(PurchaseRejection::TooEarly { .. }) => "too_early",
@@ -120,6 +139,7 @@ impl PurchaseError {
             }
             Self::Throttled => Some(PurchaseOutcome::Throttled),
             Self::DropNotFound
+            | Self::Size(_)
             | Self::Refused(PurchaseRejection::Paused | PurchaseRejection::DrawDrop)
             | Self::KeyReused
             | Self::InProgress
@@ -240,6 +260,16 @@ impl Purchases {
             .load(cmd.drop_id)
             .await?
             .ok_or(PurchaseError::DropNotFound)?;
+        // The size: one of the drop's, or none for a drop without sizes (an input error, so
+        // before the sale's own answers).
+        let size = drop.sizes.choose(cmd.sku.as_deref())?;
+        let cmd = Chosen {
+            drop_id: cmd.drop_id,
+            user_id: cmd.user_id,
+            sku: size.sku.clone(),
+            quantity: cmd.quantity,
+            key: cmd.key,
+        };
         let now = self.clock.now();
         // The sale window: before openAt neither the gate nor the database is touched.
         match drop.check_on_sale(now) {
@@ -258,10 +288,16 @@ impl Purchases {
         //
         // Admission, then the commit: the gate reserves the units and the database commits
         // them with the drop's next batch; without a gate the database decides alone.
-        match self.access.usable().cloned() {
+        let sku = cmd.sku.clone();
+        let result = match self.access.usable().cloned() {
             Some(gate) => self.through_gate(hooks, gate, &drop, cmd, now).await,
             None => self.database_alone(hooks, &drop, &cmd, now).await,
-        }
+        };
+        // A sold-out answer is the size's: the buyer learns which one.
+        result.map_err(|error| match error {
+            PurchaseError::SoldOut { remaining, .. } => PurchaseError::SoldOut { remaining, sku },
+            other => other,
+        })
     }
 }
 
@@ -384,7 +420,13 @@ mod tests {
         m.drops.expect_sold_quantity().times(0);
         let gate = gate_answering(ReserveOutcome::SoldOut { remaining: 0 });
         let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
-        assert!(matches!(err, PurchaseError::SoldOut { remaining: 0 }));
+        assert!(matches!(
+            err,
+            PurchaseError::SoldOut {
+                remaining: 0,
+                sku: None
+            }
+        ));
     }
 
     #[tokio::test]
@@ -484,15 +526,22 @@ mod tests {
 
     fn sized(quantity: i64) -> PurchaseCommand {
         PurchaseCommand {
-            sku: Some(goods_domain::Sku::parse("sku", "US-9").unwrap()),
+            sku: Some("US-9".to_owned()),
             ..cmd(quantity)
         }
     }
 
+    /// The mocks over [`sample_sized_drop`], at `now`.
+    fn sized_mocks(now: OffsetDateTime) -> Mocks {
+        let mut m = Mocks::at(now);
+        m.drops = drops_serving(sample_sized_drop());
+        m
+    }
+
     #[tokio::test]
     async fn the_size_asked_for_reaches_the_gate_and_the_ledger() {
-        let us9 = || Some(goods_domain::Sku::parse("sku", "US-9").unwrap());
-        let mut m = Mocks::at(OPEN);
+        let us9 = || sku("US-9");
+        let mut m = sized_mocks(OPEN);
         m.ledger
             .expect_place_orders()
             .withf(move |b| matches!(b, [o] if o.sku == us9()))
@@ -856,7 +905,13 @@ mod tests {
         hooks.checkpoint();
         hooks.expect_gate_bypassed().times(0);
         let err = buy(m, None, hooks, cmd(1)).await.unwrap_err();
-        assert!(matches!(err, PurchaseError::SoldOut { remaining: 0 }));
+        assert!(matches!(
+            err,
+            PurchaseError::SoldOut {
+                remaining: 0,
+                sku: None
+            }
+        ));
     }
 
     #[tokio::test]
@@ -895,13 +950,72 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_drop_refuses_the_same_key_for_another_size() {
-        // The order was of the drop's one size (no sku); the same key and units for a size is
-        // another request.
-        let mut m = Mocks::at(CLOSE);
-        m.orders
-            .expect_find_by_key()
-            .returning(|_, _| Ok(Some(sample_order(OrderStatus::Paid))));
-        let err = buy(m, None, hooks(), sized(1)).await.unwrap_err();
-        assert!(matches!(err, PurchaseError::KeyReused));
+        // The order was of US-10; the same key and units for US-9 is another request, and for
+        // US-10 the same one.
+        let buy_at_close = async |size: &str| {
+            let mut m = sized_mocks(CLOSE);
+            m.orders.expect_find_by_key().returning(|_, _| {
+                Ok(Some(GoodsOrder {
+                    sku: sku("US-10"),
+                    ..sample_order(OrderStatus::Paid)
+                }))
+            });
+            let cmd = PurchaseCommand {
+                sku: Some(size.to_owned()),
+                ..cmd(1)
+            };
+            buy(m, None, hooks(), cmd).await
+        };
+        assert!(matches!(
+            buy_at_close("US-9").await,
+            Err(PurchaseError::KeyReused)
+        ));
+        assert!(matches!(
+            buy_at_close("US-10").await,
+            Ok(Purchased { replayed: true, .. })
+        ));
+    }
+
+    #[rstest::rstest]
+    #[case::missing(true, None, SkuRejection::Missing)]
+    #[case::unknown(true, Some("US-11"), SkuRejection::Unknown)]
+    #[case::not_a_sku_at_all(true, Some("US 9"), SkuRejection::Unknown)]
+    #[case::a_drop_without_sizes(false, Some("US-9"), SkuRejection::Unsized)]
+    #[tokio::test]
+    async fn a_size_that_is_not_one_of_the_drops_touches_neither_gate_nor_database(
+        #[case] in_sizes: bool,
+        #[case] size: Option<&str>,
+        #[case] rejection: SkuRejection,
+    ) {
+        let mut m = if in_sizes {
+            sized_mocks(OPEN)
+        } else {
+            Mocks::at(OPEN)
+        };
+        m.ledger.expect_place_orders().times(0);
+        m.orders.expect_find_by_key().times(0);
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_reserve().times(0);
+        let cmd = PurchaseCommand {
+            sku: size.map(str::to_owned),
+            ..cmd(1)
+        };
+        let err = buy(m, Some(gate), hooks(), cmd).await.unwrap_err();
+        assert!(
+            matches!(err, PurchaseError::Size(r) if r == rejection),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sold_out_size_is_answered_with_its_sku_without_the_database() {
+        let mut m = sized_mocks(OPEN);
+        m.ledger.expect_place_orders().times(0);
+        let gate = gate_answering(ReserveOutcome::SoldOut { remaining: 0 });
+        let err = buy(m, Some(gate), hooks(), sized(1)).await.unwrap_err();
+        assert!(
+            matches!(&err, PurchaseError::SoldOut { remaining: 0, sku: s } if *s == sku("US-9")),
+            "{err:?}"
+        );
     }
 }

@@ -5,7 +5,7 @@
 use crate::drops::cache::DropCache;
 use crate::{GoodsApp, telemetry};
 use goods_domain::ports::{AdmissionGate, Clock, RateLimiter};
-use goods_domain::{DropId, PurchaseRejection, RateDecision, RateKey, RateLimit, UserId};
+use goods_domain::{DropId, PurchaseRejection, RateDecision, RateKey, RateLimit, Sku, UserId};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -103,13 +103,13 @@ impl GoodsApp {
         }
     }
 
-    /// Counts a buyer's purchase (of `drop`), entry or cancel (`drop`: `None`): here, then in
-    /// the fleet's buckets, unless the gate answers it from this instance's memory or the
-    /// sale-start gate refuses it.
+    /// Counts a buyer's purchase (of `drop`'s size, when it says one), entry or cancel
+    /// (`drop`: `None`): here, then in the fleet's buckets, unless the gate answers it from
+    /// this instance's memory or the sale-start gate refuses it.
     pub async fn limit_buyer(
         &self,
         buyer: UserId,
-        drop: Option<DropId>,
+        drop: Option<(DropId, Option<&Sku>)>,
     ) -> Result<(), RateLimited> {
         match &self.rate_limits {
             Some(limiter) => limiter.buyer(buyer, drop).await,
@@ -133,13 +133,17 @@ impl Limiter {
         }
     }
 
-    /// Here, then in the fleet, unless the gate answers from memory (a sold-out drop); before
-    /// `openAt` not at all, as the 425 touches no store.
-    async fn buyer(&self, buyer: UserId, drop: Option<DropId>) -> Result<(), RateLimited> {
+    /// Here, then in the fleet, unless the gate answers from memory (a sold-out drop or size);
+    /// before `openAt` not at all, as the 425 touches no store.
+    async fn buyer(
+        &self,
+        buyer: UserId,
+        drop: Option<(DropId, Option<&Sku>)>,
+    ) -> Result<(), RateLimited> {
         let Some(limit) = self.limits.buyer else {
             return Ok(());
         };
-        if let Some(drop) = drop
+        if let Some((drop, _)) = drop
             && self.before_open(drop).await
         {
             return Ok(());
@@ -149,8 +153,8 @@ impl Limiter {
         let Some(fleet) = &self.limits.fleet else {
             return Ok(());
         };
-        if let (Some(drop), Some(gate)) = (drop, &self.gate)
-            && gate.answers_locally(drop)
+        if let (Some((drop, sku)), Some(gate)) = (drop, &self.gate)
+            && gate.answers_locally(drop, sku.cloned())
         {
             return Ok(());
         }
@@ -251,7 +255,7 @@ mod tests {
     async fn a_buyer_refused_here_never_costs_the_fleet_a_round_trip() {
         let app = limited_app(answering(false, 1), answering(true, 0), false);
         let refused = app
-            .buyer(buyer().user_id, Some(drop_id()))
+            .buyer(buyer().user_id, Some((drop_id(), None)))
             .await
             .unwrap_err();
         assert_eq!(refused.key, RateKey::Buyer(buyer().user_id));
@@ -261,7 +265,11 @@ mod tests {
     #[tokio::test]
     async fn a_purchase_the_gate_answers_here_is_counted_here_only() {
         let app = limited_app(answering(true, 2), answering(false, 1), true);
-        assert!(app.buyer(buyer().user_id, Some(drop_id())).await.is_ok());
+        assert!(
+            app.buyer(buyer().user_id, Some((drop_id(), None)))
+                .await
+                .is_ok()
+        );
         // An entry or a cancel always reaches the database: the fleet's bucket counts it.
         assert!(app.buyer(buyer().user_id, None).await.is_err());
     }
@@ -269,14 +277,22 @@ mod tests {
     #[tokio::test]
     async fn the_fleets_refusal_stands_and_its_failure_leaves_the_instances_decision() {
         let app = limited_app(answering(true, 1), answering(false, 1), false);
-        assert!(app.buyer(buyer().user_id, Some(drop_id())).await.is_err());
+        assert!(
+            app.buyer(buyer().user_id, Some((drop_id(), None)))
+                .await
+                .is_err()
+        );
         let mut failing = MockRateLimiter::new();
         failing
             .expect_admit()
             .times(1)
             .returning(|_, _| Err(InfraError::msg("redis down")));
         let app = limited_app(answering(true, 1), failing, false);
-        assert!(app.buyer(buyer().user_id, Some(drop_id())).await.is_ok());
+        assert!(
+            app.buyer(buyer().user_id, Some((drop_id(), None)))
+                .await
+                .is_ok()
+        );
     }
 
     /// The sale-start gate answers 425 before anything else: such a purchase spends neither
@@ -290,7 +306,11 @@ mod tests {
             false,
         );
         for _ in 0..3 {
-            assert!(app.buyer(buyer().user_id, Some(drop_id())).await.is_ok());
+            assert!(
+                app.buyer(buyer().user_id, Some((drop_id(), None)))
+                    .await
+                    .is_ok()
+            );
         }
         assert!(app.buyer(buyer().user_id, None).await.is_ok());
     }

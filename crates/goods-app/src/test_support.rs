@@ -71,6 +71,23 @@ pub fn sample_drop(limited: i64, per_user: i64) -> LimitedDrop {
     }
 }
 
+/// [`sample_drop`] in two sizes, `US-9` and `US-10`, of 50 units each, 2 per buyer across them.
+pub fn sample_sized_drop() -> LimitedDrop {
+    let inputs = [("US-9", 50), ("US-10", 50)].map(|(sku, limited)| goods_domain::SizeInput {
+        sku: sku.to_owned(),
+        limited_quantity: limited,
+    });
+    LimitedDrop {
+        sizes: goods_domain::Sizes::parse(None, Some(&inputs)).unwrap(),
+        ..sample_drop(100, 2)
+    }
+}
+
+/// The size `raw` as the domain holds it.
+pub fn sku(raw: &str) -> Option<goods_domain::Sku> {
+    Some(goods_domain::Sku::parse("sku", raw).unwrap())
+}
+
 pub fn sample_order(status: OrderStatus) -> GoodsOrder {
     GoodsOrder {
         id: order_id(),
@@ -104,7 +121,7 @@ pub fn sold_out_seed(drop: &LimitedDrop) -> goods_domain::ports::GateSeed {
     goods_domain::ports::GateSeed {
         unexplained: Vec::new(),
         drop_id: drop.id,
-        remaining: 0,
+        remaining: goods_domain::ports::whole_units(0),
         expires_at: CLOSE,
         orders: Vec::new(),
     }

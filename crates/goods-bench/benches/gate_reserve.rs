@@ -42,7 +42,7 @@ async fn seed(gate: &dyn AdmissionGate, drop: i64, remaining: u32) {
     gate.seed_if_absent(&GateSeed {
         unexplained: Vec::new(),
         drop_id: DropId::parse(drop).unwrap(),
-        remaining,
+        remaining: goods_domain::ports::whole_units(remaining),
         expires_at: time::OffsetDateTime::now_utc() + time::Duration::hours(1),
         orders: Vec::new(),
     })

@@ -29,7 +29,7 @@ pub use events::{DomainEvent, DropOperation, EventPublisher};
 pub use flags::{Flag, FlagName, FlagStore};
 pub use gate::{
     AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome, StaleReservation,
-    from_unix_ms, unix_ms,
+    from_unix_ms, units_in_all, unix_ms, whole_units,
 };
 pub use lease::{BACKGROUND, DRAWS, EVENTS, LeaseStore};
 pub use ledger::{

@@ -10,13 +10,14 @@ use adapters_mysql::MysqlStore;
 use adapters_redis::{RedisConfig, RedisConnection, RedisGate};
 use async_trait::async_trait;
 use goods_app::{GoodsApp, Ports, PurchaseCommand, PurchaseError, WriteBuffer};
+use goods_domain::batch::FreeUnits;
 use goods_domain::ports::{
     AdmissionGate, Clock, DropRepository, GateSeed, ProductRepository, Reservation, ReserveOutcome,
-    StaleReservation, SystemClock,
+    StaleReservation, SystemClock, units_in_all,
 };
 use goods_domain::{
     DropId, DropInput, IdempotencyKey, InfraError, NewLimitedDrop, NewProduct, OrderId, Quantity,
-    UserId,
+    Sku, UserId,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +28,12 @@ const ADMIN: goods_app::Actor = goods_app::Actor {
     user_id: goods_domain::UserId::MIN,
     role: goods_app::Role::Admin,
 };
+
+/// The units the gate still admits for `drop`, in all sizes.
+async fn left(gate: &RedisGate, drop: DropId) -> Option<u32> {
+    let units = gate.remaining(drop).await.unwrap()?;
+    Some(units_in_all(&units))
+}
 
 /// The Redis gate, except that every confirm and cancel fails without reaching Redis.
 struct SettleFails(RedisGate);
@@ -55,14 +62,20 @@ impl AdmissionGate for SettleFails {
     ) -> Result<Vec<StaleReservation>, InfraError> {
         self.0.stale(drop, now).await
     }
-    async fn release(&self, d: DropId, u: UserId, q: Quantity) -> Result<(), InfraError> {
-        self.0.release(d, u, q).await
+    async fn release(
+        &self,
+        d: DropId,
+        u: UserId,
+        s: Option<Sku>,
+        q: Quantity,
+    ) -> Result<(), InfraError> {
+        self.0.release(d, u, s, q).await
     }
     async fn closed(&self, drop: DropId, at: OffsetDateTime) -> Result<(), InfraError> {
         self.0.closed(drop, at).await
     }
 
-    async fn remaining(&self, drop: DropId) -> Result<Option<u32>, InfraError> {
+    async fn remaining(&self, drop: DropId) -> Result<Option<FreeUnits>, InfraError> {
         self.0.remaining(drop).await
     }
     async fn done_markers(
@@ -181,7 +194,7 @@ async fn a_settle_lost_after_the_database_decided_is_healed_by_the_lease() {
     let refused = throttled.purchase(buy(drop, 2)).await.unwrap_err();
     assert!(matches!(refused, PurchaseError::Throttled), "{refused:?}");
     // Both markers are still in progress: 2 units held, 1 of them without a sale.
-    assert_eq!(redis_gate.remaining(drop).await.unwrap(), Some(3));
+    assert_eq!(left(&redis_gate, drop).await, Some(3));
     assert!(matches!(
         buyers.purchase(buy(drop, 1)).await.unwrap_err(),
         PurchaseError::InProgress
@@ -193,7 +206,7 @@ async fn a_settle_lost_after_the_database_decided_is_healed_by_the_lease() {
     // Either path may settle buyer 1's marker: a resolution finds its order, or a resync
     // (the same drift on two passes) rebuilds it as done from the order it reads.
     let start = Instant::now();
-    while redis_gate.remaining(drop).await.unwrap() != Some(4) {
+    while left(&redis_gate, drop).await != Some(4) {
         let report = healer.heal_all().await.unwrap();
         assert_eq!(report.failed, 0, "{report:?}");
         assert!(
@@ -203,7 +216,7 @@ async fn a_settle_lost_after_the_database_decided_is_healed_by_the_lease() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(
-        redis_gate.remaining(drop).await.unwrap(),
+        left(&redis_gate, drop).await,
         Some(4),
         "the throttled buyer's unit is back, the sold one is not"
     );
@@ -235,7 +248,7 @@ async fn the_retry_of_a_key_past_its_lease_resolves_it_without_waiting_for_the_h
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!((replay.order.id, replay.replayed), (first.order.id, true));
-    assert_eq!(redis_gate.remaining(drop).await.unwrap(), Some(4));
+    assert_eq!(left(&redis_gate, drop).await, Some(4));
 }
 
 /// Two healing passes at once, as when a leader's pass outlives its lease and the next
@@ -272,7 +285,7 @@ async fn two_healing_passes_at_once_settle_everything_exactly_once() {
     for user in 21..=30 {
         healthy.purchase(buy(drop, user)).await.unwrap();
     }
-    assert_eq!(redis_gate.remaining(drop).await.unwrap(), Some(UNITS - 30));
+    assert_eq!(left(&redis_gate, drop).await, Some(UNITS - 30));
 
     // Two healers twenty minutes ahead: every order is past its ten-minute payment window,
     // every reservation past its lease; the drop is still on sale.

@@ -556,6 +556,30 @@ pub async fn a_drop_in_sizes_sells_each_size_on_its_own_and_counts_a_buyer_acros
     );
     created(&store, &sized_order(&drop, 5, "c", "US-10", 1)).await;
     assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 5);
+    // The gate's seed: each size's units left, and every order with its size.
+    let seed = store.gate_seed(&drop).await.unwrap();
+    let sku = |raw: &str| Some(goods_domain::Sku::parse("sku", raw).unwrap());
+    assert_eq!(
+        seed.remaining,
+        goods_domain::batch::FreeUnits::from([(sku("US-9"), 0), (sku("US-10"), 0)])
+    );
+    let mut orders: Vec<_> = seed
+        .orders
+        .iter()
+        .map(|o| (o.user_id.get(), o.sku.clone(), o.quantity.get(), o.live))
+        .collect();
+    orders.sort_by_key(|o| (o.0, o.3));
+    assert_eq!(
+        orders,
+        [
+            (1, sku("US-9"), 2, false),
+            (2, sku("US-10"), 1, true),
+            (2, sku("US-10"), 1, true),
+            (4, sku("US-10"), 1, false),
+            (5, sku("US-10"), 1, true),
+            (6, sku("US-9"), 2, true),
+        ]
+    );
 }
 
 /// 60 buyers race one unit each, alternating between a size of 10 and a size of 15, in
@@ -742,7 +766,7 @@ pub async fn the_gate_seed_reflects_the_database<S: SqlStore>(store: S) {
         .unwrap();
     let seed = store.gate_seed(&drop).await.unwrap();
     assert_eq!(seed.drop_id, drop.id);
-    assert_eq!(seed.remaining, 3);
+    assert_eq!(seed.remaining, goods_domain::ports::whole_units(3));
     assert_eq!(seed.expires_at, drop.window.close_at());
     let mut flags: Vec<_> = seed
         .orders
@@ -1465,7 +1489,7 @@ pub async fn a_purchase_failing_after_its_event_line_leaves_no_order_and_no_even
     );
     let seed = store.gate_seed(&drop).await.unwrap();
     assert_eq!(
-        (seed.remaining, seed.orders.len()),
+        (seed.remaining_in_all(), seed.orders.len()),
         (5, 0),
         "no order, no unit"
     );

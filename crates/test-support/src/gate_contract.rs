@@ -3,10 +3,12 @@
 //! [`gate_contract_tests!`](crate::gate_contract_tests) turns the list into one test per case.
 
 use futures::future::join_all;
+use goods_domain::batch::FreeUnits;
 use goods_domain::ports::{
-    AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome, from_unix_ms, unix_ms,
+    AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome, from_unix_ms, units_in_all,
+    unix_ms, whole_units,
 };
-use goods_domain::{DropId, IdempotencyKey, OrderId, Quantity, UserId};
+use goods_domain::{DropId, IdempotencyKey, OrderId, Quantity, Sku, UserId};
 use std::sync::Arc;
 use time::OffsetDateTime;
 
@@ -31,7 +33,11 @@ macro_rules! gate_contract_tests {
             resync_rebuilds_from_the_truth_and_keeps_what_is_in_flight,
             resync_seeds_a_gate_that_holds_nothing,
             a_closed_drop_is_kept_for_the_grace_then_released,
-            random_sequences_behave_like_the_reference_model
+            random_sequences_behave_like_the_reference_model,
+            sizes_are_counted_apart_and_the_buyer_limit_across_them,
+            racing_reserves_of_sizes_admit_exactly_each_size_and_the_limit_across_them,
+            a_size_is_given_back_to_itself_and_a_resync_rebuilds_each_size,
+            random_sequences_in_sizes_behave_like_the_reference_model
         );
     };
     (@cases $make:expr; $($case:ident),*) => {
@@ -54,7 +60,7 @@ fn seed(remaining: u32) -> GateSeed {
     GateSeed {
         unexplained: Vec::new(),
         drop_id: drop_id(),
-        remaining,
+        remaining: whole_units(remaining),
         expires_at: OffsetDateTime::now_utc() + time::Duration::hours(2),
         orders: Vec::new(),
     }
@@ -85,13 +91,221 @@ fn held(order: i64, user: i64, key: &str, live: bool) -> HeldOrder {
         order_id: OrderId::parse(order).unwrap(),
         user_id: UserId::parse(user).unwrap(),
         key: IdempotencyKey::parse(key).unwrap(),
+        sku: None,
         quantity: Quantity::parse("quantity", 1).unwrap(),
         live,
     }
 }
 
+/// Units left in the drop without sizes (its one entry, `None`).
 async fn remaining(gate: &Gate) -> Option<u32> {
-    gate.remaining(drop_id()).await.unwrap()
+    let units = gate.remaining(drop_id()).await.unwrap()?;
+    assert_eq!(
+        units.keys().collect::<Vec<_>>(),
+        [&None],
+        "one count: {units:?}"
+    );
+    Some(units_in_all(&units))
+}
+
+fn sku(raw: &str) -> Option<Sku> {
+    Some(Sku::parse("sku", raw).unwrap())
+}
+
+/// A seed of a drop in sizes, `units` left in each.
+fn sized_seed(units: &[(&str, u32)]) -> GateSeed {
+    GateSeed {
+        remaining: sizes(units),
+        ..seed(0)
+    }
+}
+
+fn sizes(units: &[(&str, u32)]) -> FreeUnits {
+    units.iter().map(|(s, n)| (sku(s), *n)).collect()
+}
+
+/// A reservation of `size`.
+fn sized(user: i64, key: &str, size: &str, quantity: i64, limit: i64) -> Reservation {
+    Reservation {
+        sku: sku(size),
+        ..res(user, key, quantity, limit)
+    }
+}
+
+pub async fn sizes_are_counted_apart_and_the_buyer_limit_across_them(gate: Gate) {
+    gate.seed_if_absent(&sized_seed(&[("US-9", 1), ("US-10", 3)]))
+        .await
+        .unwrap();
+    let nine = sized(1, "a", "US-9", 1, 2);
+    assert_eq!(gate.reserve(&nine).await.unwrap(), ReserveOutcome::Admitted);
+    assert_eq!(
+        gate.reserve(&sized(2, "a", "US-9", 1, 2)).await.unwrap(),
+        ReserveOutcome::SoldOut { remaining: 0 },
+        "US-9 is sold out"
+    );
+    assert_eq!(
+        gate.reserve(&sized(2, "a", "US-10", 1, 2)).await.unwrap(),
+        ReserveOutcome::Admitted,
+        "US-10 still sells"
+    );
+    assert_eq!(
+        gate.reserve(&sized(1, "b", "US-10", 2, 2)).await.unwrap(),
+        ReserveOutcome::PerUserLimitExceeded { limit: 2 },
+        "buyer 1 holds one of US-9: two of US-10 would make three"
+    );
+    assert_eq!(
+        gate.reserve(&sized(3, "a", "US-11", 1, 2)).await.unwrap(),
+        ReserveOutcome::SoldOut { remaining: 0 },
+        "a size the drop does not sell has nothing"
+    );
+    assert_eq!(
+        gate.reserve(&sized(1, "a", "US-10", 1, 2)).await.unwrap(),
+        ReserveOutcome::KeyReused,
+        "the same key for another size"
+    );
+    assert_eq!(
+        gate.reserve(&res(1, "a", 1, 2)).await.unwrap(),
+        ReserveOutcome::KeyReused,
+        "the same key without a size"
+    );
+    assert_eq!(
+        gate.reserve(&nine).await.unwrap(),
+        ReserveOutcome::InProgress {
+            deadline: nine.deadline
+        }
+    );
+    gate.confirm(&nine, OrderId::parse(9).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        gate.reserve(&nine).await.unwrap(),
+        ReserveOutcome::Replay(OrderId::parse(9).unwrap())
+    );
+    assert_eq!(
+        gate.reserve(&sized(1, "a", "US-10", 1, 2)).await.unwrap(),
+        ReserveOutcome::KeyReused,
+        "a done marker knows its size"
+    );
+    assert_eq!(
+        gate.remaining(drop_id()).await.unwrap(),
+        Some(sizes(&[("US-9", 0), ("US-10", 2)]))
+    );
+}
+
+pub async fn racing_reserves_of_sizes_admit_exactly_each_size_and_the_limit_across_them(
+    gate: Gate,
+) {
+    gate.seed_if_absent(&sized_seed(&[("S", 10), ("M", 25), ("L", 40)]))
+        .await
+        .unwrap();
+    // 300 buyers, each racing one attempt at every size with a limit of 2 in all.
+    let mut attempts = Vec::new();
+    for user in 1..=300 {
+        for size in ["S", "M", "L"] {
+            attempts.push(sized(user, size, size, 1, 2));
+        }
+    }
+    let all = attempts.clone();
+    let outcomes = race(&gate, attempts).await;
+    let admitted_in = |size: &str| {
+        all.iter()
+            .zip(&outcomes)
+            .filter(|(r, o)| r.sku == sku(size) && **o == ReserveOutcome::Admitted)
+            .count()
+    };
+    assert_eq!(
+        (admitted_in("S"), admitted_in("M"), admitted_in("L")),
+        (10, 25, 40)
+    );
+    for user in 1..=300 {
+        let held = all
+            .iter()
+            .zip(&outcomes)
+            .filter(|(r, o)| r.user_id.get() == user && **o == ReserveOutcome::Admitted)
+            .count();
+        assert!(held <= 2, "buyer {user} holds {held}");
+    }
+    assert_eq!(
+        gate.remaining(drop_id()).await.unwrap(),
+        Some(sizes(&[("S", 0), ("M", 0), ("L", 0)]))
+    );
+}
+
+pub async fn a_size_is_given_back_to_itself_and_a_resync_rebuilds_each_size(gate: Gate) {
+    gate.seed_if_absent(&sized_seed(&[("S", 2), ("M", 2)]))
+        .await
+        .unwrap();
+    let (small, medium) = (sized(1, "a", "S", 1, 4), sized(1, "b", "M", 2, 4));
+    for r in [&small, &medium] {
+        assert_eq!(gate.reserve(r).await.unwrap(), ReserveOutcome::Admitted);
+    }
+    gate.cancel(&medium).await.unwrap();
+    assert_eq!(
+        gate.remaining(drop_id()).await.unwrap(),
+        Some(sizes(&[("S", 1), ("M", 2)])),
+        "a cancel gives back to its own size"
+    );
+    gate.confirm(&small, OrderId::parse(1).unwrap())
+        .await
+        .unwrap();
+    gate.release(drop_id(), small.user_id, small.sku.clone(), small.quantity)
+        .await
+        .unwrap();
+    assert_eq!(
+        gate.remaining(drop_id()).await.unwrap(),
+        Some(sizes(&[("S", 2), ("M", 2)])),
+        "a released order gives back to its own size"
+    );
+    assert_eq!(
+        gate.reserve(&small).await.unwrap(),
+        ReserveOutcome::Replay(OrderId::parse(1).unwrap())
+    );
+    // In flight during the resync: one unit of M. The truth: an order of S (order 7, live).
+    let in_flight = sized(2, "c", "M", 1, 4);
+    assert_eq!(
+        gate.reserve(&in_flight).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    let mut truth = sized_seed(&[("S", 1), ("M", 2)]);
+    truth.orders = vec![
+        HeldOrder {
+            sku: sku("S"),
+            ..held(1, 1, "a", false)
+        },
+        HeldOrder {
+            sku: sku("S"),
+            ..held(7, 3, "d", true)
+        },
+    ];
+    gate.resync(&truth).await.unwrap();
+    assert_eq!(
+        gate.remaining(drop_id()).await.unwrap(),
+        Some(sizes(&[("S", 1), ("M", 1)])),
+        "the seed's sizes, less what is in flight in its own size"
+    );
+    assert_eq!(
+        gate.reserve(&sized(3, "d", "S", 1, 4)).await.unwrap(),
+        ReserveOutcome::Replay(OrderId::parse(7).unwrap()),
+        "the seed's done marker replays in its size"
+    );
+    assert_eq!(
+        gate.reserve(&sized(3, "d", "M", 1, 4)).await.unwrap(),
+        ReserveOutcome::KeyReused,
+        "and is another size's reuse"
+    );
+    let stale = gate
+        .stale(drop_id(), in_flight.deadline + time::Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        stale.iter().map(|s| s.sku.clone()).collect::<Vec<_>>(),
+        [sku("M")],
+        "a stale reservation knows its size"
+    );
+}
+
+pub async fn random_sequences_in_sizes_behave_like_the_reference_model(gate: Gate) {
+    random_sequences(gate, &[sku("S"), sku("M")]).await;
 }
 
 async fn race(gate: &Gate, reservations: Vec<Reservation>) -> Vec<ReserveOutcome> {
@@ -239,7 +453,7 @@ pub async fn releasing_a_cancelled_order_gives_its_units_back_and_keeps_its_repl
     let r = res(1, "k", 1, 1);
     gate.reserve(&r).await.unwrap();
     gate.confirm(&r, OrderId::parse(5).unwrap()).await.unwrap();
-    gate.release(r.drop_id, r.user_id, r.quantity)
+    gate.release(r.drop_id, r.user_id, None, r.quantity)
         .await
         .unwrap();
     assert_eq!(remaining(&gate).await, Some(1));
@@ -403,26 +617,22 @@ enum Op {
     Reserve {
         user: i64,
         key: u8,
+        /// The size's index among the drop's (taken modulo their number).
+        size: u8,
         quantity: i64,
     },
     /// Settle the `nth` admitted reservation as an order.
-    Confirm {
-        nth: usize,
-    },
+    Confirm { nth: usize },
     /// Give the `nth` admitted reservation back.
-    Cancel {
-        nth: usize,
-    },
+    Cancel { nth: usize },
     /// Cancel the `nth` confirmed order (its units go back through `release`).
-    Release {
-        nth: usize,
-    },
+    Release { nth: usize },
 }
 
 fn op() -> impl proptest::strategy::Strategy<Value = Op> {
     use proptest::prelude::*;
     prop_oneof![
-        5 => (1..=4_i64, 0..3_u8, 1..=3_i64).prop_map(|(user, key, quantity)| Op::Reserve { user, key, quantity }),
+        5 => (1..=4_i64, 0..3_u8, 0..2_u8, 1..=3_i64).prop_map(|(user, key, size, quantity)| Op::Reserve { user, key, size, quantity }),
         2 => (0..12_usize).prop_map(|nth| Op::Confirm { nth }),
         2 => (0..12_usize).prop_map(|nth| Op::Cancel { nth }),
         1 => (0..12_usize).prop_map(|nth| Op::Release { nth }),
@@ -432,10 +642,10 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
 /// What a correct gate holds, kept by hand.
 #[derive(Default)]
 struct Model {
-    remaining: u32,
+    remaining: FreeUnits,
     held: std::collections::HashMap<i64, u32>,
-    /// (user, key) -> (units, order once confirmed)
-    markers: std::collections::HashMap<(i64, u8), (i64, Option<i64>)>,
+    /// (user, key) -> (units, size index, order once confirmed)
+    markers: std::collections::HashMap<(i64, u8), (i64, u8, Option<i64>)>,
     /// Admitted reservations, in order, with whether they are still in progress.
     admitted: Vec<((i64, u8), bool)>,
     /// Confirmed orders, with whether they were released.
@@ -447,18 +657,17 @@ const MODEL_LIMIT: i64 = 3;
 impl Model {
     fn expect_reserve(
         &self,
-        user: i64,
-        key: u8,
+        (user, key): (i64, u8),
+        (size, sku): (u8, &Option<Sku>),
         quantity: i64,
         deadline: OffsetDateTime,
     ) -> ReserveOutcome {
+        let left = self.remaining[sku];
         match self.markers.get(&(user, key)) {
-            Some((q, _)) if *q != quantity => ReserveOutcome::KeyReused,
-            Some((_, Some(order))) => ReserveOutcome::Replay(OrderId::parse(*order).unwrap()),
-            Some((_, None)) => ReserveOutcome::InProgress { deadline },
-            None if self.remaining < quantity as u32 => ReserveOutcome::SoldOut {
-                remaining: self.remaining,
-            },
+            Some((q, s, _)) if *q != quantity || *s != size => ReserveOutcome::KeyReused,
+            Some((_, _, Some(order))) => ReserveOutcome::Replay(OrderId::parse(*order).unwrap()),
+            Some((_, _, None)) => ReserveOutcome::InProgress { deadline },
+            None if left < quantity as u32 => ReserveOutcome::SoldOut { remaining: left },
             None if self.held.get(&user).copied().unwrap_or(0) + quantity as u32
                 > MODEL_LIMIT as u32 =>
             {
@@ -476,6 +685,11 @@ impl Model {
 /// admits more than was seeded, never lets a buyer past the limit, and keeps one outcome per
 /// (buyer, key).
 pub async fn random_sequences_behave_like_the_reference_model(gate: Gate) {
+    random_sequences(gate, &[None]).await;
+}
+
+/// The model's runs on a drop of `skus` (3 units each).
+async fn random_sequences(gate: Gate, skus: &[Option<Sku>]) {
     use proptest::test_runner::{Config, TestRunner};
     let next_drop = std::sync::atomic::AtomicI64::new(1_000);
     let handle = tokio::runtime::Handle::current();
@@ -489,7 +703,7 @@ pub async fn random_sequences_behave_like_the_reference_model(gate: Gate) {
                 let drop =
                     DropId::parse(next_drop.fetch_add(1, std::sync::atomic::Ordering::SeqCst))
                         .unwrap();
-                run_against_model(&gate, drop, &ops).await;
+                run_against_model(&gate, drop, skus, &ops).await;
             });
         });
         Ok(())
@@ -497,22 +711,30 @@ pub async fn random_sequences_behave_like_the_reference_model(gate: Gate) {
     result.unwrap();
 }
 
-async fn run_against_model(gate: &Gate, drop: DropId, ops: &[Op]) {
+async fn run_against_model(gate: &Gate, drop: DropId, skus: &[Option<Sku>], ops: &[Op]) {
     let deadline = lease_end();
-    let res = |user: i64, key: u8, quantity: i64| Reservation {
+    let size_of = |size: u8| skus[usize::from(size) % skus.len()].clone();
+    let res = |user: i64, key: u8, size: u8, quantity: i64| Reservation {
         drop_id: drop,
         user_id: UserId::parse(user).unwrap(),
-        sku: None,
+        sku: size_of(size),
         quantity: Quantity::parse("quantity", quantity).unwrap(),
         per_user_limit: Quantity::parse("perUserLimit", MODEL_LIMIT).unwrap(),
         key: IdempotencyKey::parse(&format!("k{key}")).unwrap(),
         deadline,
     };
-    let mut seed = seed(6);
-    seed.drop_id = drop;
+    let units: FreeUnits = skus
+        .iter()
+        .map(|s| (s.clone(), 6 / skus.len() as u32))
+        .collect();
+    let seed = GateSeed {
+        drop_id: drop,
+        remaining: units.clone(),
+        ..seed(0)
+    };
     gate.seed_if_absent(&seed).await.unwrap();
     let mut model = Model {
-        remaining: 6,
+        remaining: units,
         ..Model::default()
     };
     let mut next_order = 1;
@@ -521,15 +743,28 @@ async fn run_against_model(gate: &Gate, drop: DropId, ops: &[Op]) {
             Op::Reserve {
                 user,
                 key,
+                size,
                 quantity,
             } => {
-                let expected = model.expect_reserve(user, key, quantity, deadline);
-                let got = gate.reserve(&res(user, key, quantity)).await.unwrap();
-                assert_eq!(got, expected, "{op:?} in {ops:?}");
+                let size = size % skus.len() as u8;
+                let expected =
+                    model.expect_reserve((user, key), (size, &size_of(size)), quantity, deadline);
+                let got = gate.reserve(&res(user, key, size, quantity)).await.unwrap();
+                // A sold-out size may answer a key used for another size as sold out (see
+                // AdmissionGate::reserve): neither answer changes anything.
+                let other_size =
+                    matches!(model.markers.get(&(user, key)), Some((_, s, _)) if *s != size);
+                let sold_out_size = model.remaining[&size_of(size)] == 0;
+                if !(other_size
+                    && sold_out_size
+                    && got == (ReserveOutcome::SoldOut { remaining: 0 }))
+                {
+                    assert_eq!(got, expected, "{op:?} in {ops:?}");
+                }
                 if got == ReserveOutcome::Admitted {
-                    model.remaining -= quantity as u32;
+                    *model.remaining.get_mut(&size_of(size)).unwrap() -= quantity as u32;
                     *model.held.entry(user).or_default() += quantity as u32;
-                    model.markers.insert((user, key), (quantity, None));
+                    model.markers.insert((user, key), (quantity, size, None));
                     model.admitted.push(((user, key), true));
                 }
             }
@@ -537,20 +772,25 @@ async fn run_against_model(gate: &Gate, drop: DropId, ops: &[Op]) {
                 let Some(&((user, key), true)) = model.admitted.get(nth) else {
                     continue;
                 };
-                let quantity = model.markers[&(user, key)].0;
+                let (quantity, size, _) = model.markers[&(user, key)];
                 model.admitted[nth].1 = false;
                 if let Op::Confirm { .. } = op {
                     let order = next_order;
                     next_order += 1;
-                    gate.confirm(&res(user, key, quantity), OrderId::parse(order).unwrap())
-                        .await
-                        .unwrap();
-                    model.markers.insert((user, key), (quantity, Some(order)));
+                    gate.confirm(
+                        &res(user, key, size, quantity),
+                        OrderId::parse(order).unwrap(),
+                    )
+                    .await
+                    .unwrap();
+                    model
+                        .markers
+                        .insert((user, key), (quantity, size, Some(order)));
                     model.orders.push(((user, key), false));
                 } else {
-                    gate.cancel(&res(user, key, quantity)).await.unwrap();
+                    gate.cancel(&res(user, key, size, quantity)).await.unwrap();
                     model.markers.remove(&(user, key));
-                    model.remaining += quantity as u32;
+                    *model.remaining.get_mut(&size_of(size)).unwrap() += quantity as u32;
                     *model.held.get_mut(&user).unwrap() -= quantity as u32;
                 }
             }
@@ -558,22 +798,23 @@ async fn run_against_model(gate: &Gate, drop: DropId, ops: &[Op]) {
                 let Some(&((user, key), false)) = model.orders.get(nth) else {
                     continue;
                 };
-                let quantity = model.markers[&(user, key)].0;
+                let (quantity, size, _) = model.markers[&(user, key)];
                 model.orders[nth].1 = true;
                 gate.release(
                     drop,
                     UserId::parse(user).unwrap(),
+                    size_of(size),
                     Quantity::parse("quantity", quantity).unwrap(),
                 )
                 .await
                 .unwrap();
-                model.remaining += quantity as u32;
+                *model.remaining.get_mut(&size_of(size)).unwrap() += quantity as u32;
                 *model.held.get_mut(&user).unwrap() -= quantity as u32;
             }
         }
         assert_eq!(
             gate.remaining(drop).await.unwrap(),
-            Some(model.remaining),
+            Some(model.remaining.clone()),
             "after {op:?} in {ops:?}"
         );
         assert!(model.held.values().all(|h| *h <= MODEL_LIMIT as u32));

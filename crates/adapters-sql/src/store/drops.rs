@@ -417,26 +417,22 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                 .bind(Bind::BigInt(drop.id.get())),
             )
             .await?;
-        let mut sold: u32 = 0;
         let mut held = Vec::with_capacity(rows.len());
         for row in rows {
             let order = row.into_domain()?;
-            let live = order.status.is_live();
-            if live {
-                sold = sold.saturating_add(order.quantity.get());
-            }
             held.push(HeldOrder {
                 order_id: order.id,
                 user_id: order.user_id,
                 key: order.idempotency_key,
+                sku: order.sku,
                 quantity: order.quantity,
-                live,
+                live: order.status.is_live(),
             });
         }
         Ok(GateSeed {
             unexplained: Vec::new(),
             drop_id: drop.id,
-            remaining: drop.limited_quantity.get().saturating_sub(sold),
+            remaining: GateSeed::remaining_of(drop, &held),
             expires_at: drop.ends_at(),
             orders: held,
         })

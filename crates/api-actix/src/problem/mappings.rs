@@ -9,7 +9,9 @@ use goods_app::{
 };
 use goods_domain::draw::EntryRejection;
 use goods_domain::ports::PaymentEventError;
-use goods_domain::{CancelOrderError, CreateDropError, PurchaseRejection};
+use goods_domain::{
+    CancelOrderError, CreateDropError, PurchaseRejection, SkuRejection, ValidationError,
+};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
@@ -66,11 +68,36 @@ impl From<PurchaseError> for Problem {
                 "a request with this Idempotency-Key is still being processed",
             )
             .retry_after(1),
-            PurchaseError::SoldOut { remaining: 0 } => Self {
+            PurchaseError::SoldOut {
+                remaining: 0,
+                sku: None,
+            } => Self {
                 rendered: Some(sold_out_none_left()),
                 ..Self::sold_out(0)
             },
-            PurchaseError::SoldOut { remaining } => Self::sold_out(remaining),
+            PurchaseError::SoldOut {
+                remaining,
+                sku: None,
+            } => Self::sold_out(remaining),
+            PurchaseError::SoldOut {
+                remaining,
+                sku: Some(sku),
+            } => Self::sold_out(remaining).with("sku", json!(sku.as_str())),
+            PurchaseError::Size(SkuRejection::Unsized) => Self::malformed(
+                "unknown field `sku`: this drop has no sizes, so its purchases name none",
+            ),
+            PurchaseError::Size(SkuRejection::Missing) => {
+                Self::validation(&[ValidationError::new(
+                    "sku",
+                    "is required: this drop sells sizes",
+                )])
+            }
+            PurchaseError::Size(SkuRejection::Unknown) => {
+                Self::validation(&[ValidationError::new(
+                    "sku",
+                    "is not one of this drop's sizes",
+                )])
+            }
             PurchaseError::PerUserLimitExceeded { limit } => Self::new(
                 S::FORBIDDEN,
                 "PER_USER_LIMIT_EXCEEDED",

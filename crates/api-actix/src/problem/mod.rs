@@ -345,7 +345,10 @@ mod tests {
 
     #[test]
     fn the_shared_sold_out_body_is_the_one_rendered_per_request() {
-        let shared = Problem::from(PurchaseError::SoldOut { remaining: 0 });
+        let shared = Problem::from(PurchaseError::SoldOut {
+            remaining: 0,
+            sku: None,
+        });
         assert!(shared.rendered.is_some());
         assert_eq!(body(&shared), Problem::sold_out(0).render());
         let parsed: Value = serde_json::from_slice(&body(&shared)).unwrap_or_default();
@@ -357,9 +360,20 @@ mod tests {
         let some_left: Value =
             serde_json::from_slice(&body(&Problem::from(PurchaseError::SoldOut {
                 remaining: 2,
+                sku: None,
             })))
             .unwrap_or_default();
         assert_eq!(some_left["remaining"], 2);
+        assert!(some_left.get("sku").is_none(), "no size, no sku");
+        let a_size: Value = serde_json::from_slice(&body(&Problem::from(PurchaseError::SoldOut {
+            remaining: 0,
+            sku: goods_domain::Sku::parse("sku", "US-9").ok(),
+        })))
+        .unwrap_or_default();
+        assert_eq!(
+            (a_size["remaining"].clone(), a_size["sku"].clone()),
+            (json!(0), json!("US-9"))
+        );
     }
 
     /// Every use case's infrastructure failure takes this one path: a bound that ran out is a
@@ -396,8 +410,11 @@ mod tests {
 
     #[test]
     fn an_extension_added_later_is_not_hidden_by_a_shared_body() {
-        let problem =
-            Problem::from(PurchaseError::SoldOut { remaining: 0 }).with("extra", json!(1));
+        let problem = Problem::from(PurchaseError::SoldOut {
+            remaining: 0,
+            sku: None,
+        })
+        .with("extra", json!(1));
         let parsed: Value = serde_json::from_slice(&body(&problem)).unwrap_or_default();
         assert_eq!(parsed["extra"], 1);
         assert_eq!(

@@ -11,7 +11,7 @@ use crate::problem::Problem;
 use actix_web::http::header::{HeaderName, LOCATION};
 use actix_web::{HttpRequest, HttpResponse, ResponseError as _, web};
 use goods_app::PurchaseCommand;
-use goods_domain::{Currency, DropId, DropInput, DropMode, IdempotencyKey, Quantity};
+use goods_domain::{Currency, DropId, DropInput, DropMode, IdempotencyKey, Quantity, Sku};
 
 fn drop_id(raw: &str) -> Result<DropId, Problem> {
     path_id(raw, DropId::parse, "DROP_NOT_FOUND")
@@ -54,8 +54,10 @@ pub async fn create(
                 product_id: input.product_id,
                 open_at: input.open_at,
                 close_at: input.close_at,
-                limited_quantity: Some(input.limited_quantity),
-                variants: None,
+                limited_quantity: input.limited_quantity,
+                variants: input
+                    .variants
+                    .map(|sizes| sizes.into_iter().map(Into::into).collect()),
                 per_user_limit: input.per_user_limit.unwrap_or(1),
                 price_minor: input.price_minor.unwrap_or(0),
                 currency: input
@@ -143,18 +145,29 @@ async fn purchase_inner(
 ) -> Result<(HttpResponse, bool), Problem> {
     let buyer = who.buyer()?;
     let drop = drop_id(req.match_info().get("dropId").unwrap_or_default());
+    // Read before the rate limit, which a sold-out size answers from memory (no fleet bucket);
+    // a body that does not parse is answered after the limit, as before.
+    let input: Result<Purchase, Problem> = body.json();
+    let size = input
+        .as_ref()
+        .ok()
+        .and_then(|i| i.sku.as_deref())
+        .and_then(|raw| Sku::parse("sku", raw).ok());
     state
         .app
-        .limit_buyer(buyer.user_id, drop.as_ref().ok().copied())
+        .limit_buyer(
+            buyer.user_id,
+            drop.as_ref().ok().map(|d| (*d, size.as_ref())),
+        )
         .await?;
-    let input: Purchase = body.json()?;
+    let input = input?;
     let key = idempotency_key(req)?;
     let quantity =
         Quantity::parse("quantity", input.quantity).map_err(|e| Problem::validation(&[e]))?;
     let cmd = PurchaseCommand {
         drop_id: drop?,
         user_id: buyer.user_id,
-        sku: None,
+        sku: input.sku,
         quantity,
         key,
     };

@@ -49,7 +49,7 @@ impl Drops {
             let seed = GateSeed {
                 unexplained: Vec::new(),
                 drop_id: drop.id,
-                remaining: drop.limited_quantity.get(),
+                remaining: GateSeed::remaining_of(&drop, &[]),
                 expires_at: drop.window.close_at(),
                 orders: Vec::new(),
             };
@@ -113,7 +113,9 @@ mod tests {
         let mut gate = MockAdmissionGate::new();
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_seed_if_absent()
-            .withf(|seed| seed.remaining == 100 && seed.orders.is_empty())
+            .withf(|seed| {
+                seed.remaining == goods_domain::ports::whole_units(100) && seed.orders.is_empty()
+            })
             .times(1)
             .returning(|_| Ok(()));
         m.gate = Some(gate);

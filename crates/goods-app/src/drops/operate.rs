@@ -151,7 +151,8 @@ mod tests {
             .withf(|_, at| *at == OPEN)
             .times(1)
             .returning(|_, _| Ok(()));
-        gate.expect_remaining().returning(|_| Ok(Some(10)));
+        gate.expect_remaining()
+            .returning(|_| Ok(Some(goods_domain::ports::whole_units(10))));
         // A replay still wins over CLOSED, so the refusal looks for one first.
         m.orders.expect_find_by_key().returning(|_, _| Ok(None));
         let app = m.app(Some(gate));

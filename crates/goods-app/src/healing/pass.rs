@@ -2,7 +2,7 @@
 
 use super::{CLOSED_GRACE, HealReport, RELAY_BATCH};
 use crate::GoodsApp;
-use goods_domain::ports::StaleResolution;
+use goods_domain::ports::{StaleResolution, units_in_all};
 use goods_domain::{InfraError, LimitedDrop, SizeCount};
 use tracing::Instrument as _;
 
@@ -103,7 +103,12 @@ impl GoodsApp {
         if drop.is_closed(now) {
             return Ok(());
         }
-        let needs_resync = match gate.remaining(drop.id).await? {
+        // Per size, the gate's counters sum to the drop's: a resync rebuilds every size.
+        let in_all = gate
+            .remaining(drop.id)
+            .await?
+            .map(|units| units_in_all(&units));
+        let needs_resync = match in_all {
             // Redis lost the drop (restarted empty, or flushed): seed it before anyone asks.
             None => true,
             // Sold was read first: a purchase admitted in between shows as positive drift for
@@ -142,6 +147,7 @@ impl GoodsApp {
         let Some(remaining) = gate.remaining(drop.id).await? else {
             return Ok(());
         };
+        let remaining = units_in_all(&remaining);
         let count = SizeCount {
             sku: None,
             limited,
@@ -209,7 +215,7 @@ mod tests {
             Ok(GateSeed {
                 unexplained: Vec::new(),
                 drop_id: drop.id,
-                remaining: 100 - sold,
+                remaining: goods_domain::ports::whole_units(100 - sold),
                 expires_at: CLOSE,
                 orders: Vec::new(),
             })
@@ -223,8 +229,12 @@ mod tests {
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_stale().returning(|_, _| Ok(Vec::new()));
         let mut remaining = remaining.into_iter();
-        gate.expect_remaining()
-            .returning(move |_| Ok(remaining.next().unwrap_or(Some(0))));
+        gate.expect_remaining().returning(move |_| {
+            Ok(remaining
+                .next()
+                .unwrap_or(Some(0))
+                .map(goods_domain::ports::whole_units))
+        });
         gate
     }
 
@@ -233,7 +243,7 @@ mod tests {
         let m = pass_over(10);
         let mut gate = gate_with(vec![None]);
         gate.expect_resync()
-            .withf(|seed| seed.remaining == 90)
+            .withf(|seed| seed.remaining == goods_domain::ports::whole_units(90))
             .times(1)
             .returning(|_| Ok(()));
         let report = m.app(Some(gate)).heal_all().await.unwrap();
@@ -275,22 +285,26 @@ mod tests {
         });
         let mut gate = gate_with(vec![Some(99)]);
         gate.checkpoint();
+        // Each settles in its own size (the gate's marker and units are that size's).
+        let size = || goods_domain::Sku::parse("sku", "US-9").ok();
         let stale = [committed, abandoned].map(|key| StaleReservation {
             user_id: buyer().user_id,
             key,
+            sku: size(),
             quantity: qty(1),
             deadline,
         });
         gate.expect_stale()
             .withf(|_, now| *now == OPEN)
             .returning(move |_, _| Ok(stale.to_vec()));
-        gate.expect_remaining().returning(|_| Ok(Some(99)));
+        gate.expect_remaining()
+            .returning(|_| Ok(Some(goods_domain::ports::whole_units(99))));
         gate.expect_confirm()
-            .withf(|r, id| r.key.as_str() == "k-1" && *id == order_id())
+            .withf(move |r, id| r.key.as_str() == "k-1" && r.sku == size() && *id == order_id())
             .times(1)
             .returning(|_, _| Ok(()));
         gate.expect_cancel()
-            .withf(move |r| r.key.as_str() == "gone" && r.deadline == deadline)
+            .withf(move |r| r.key.as_str() == "gone" && r.sku == size() && r.deadline == deadline)
             .times(1)
             .returning(|_| Ok(()));
         let report = m.app(Some(gate)).heal_all().await.unwrap();
@@ -305,7 +319,7 @@ mod tests {
             Ok(GateSeed {
                 unexplained: Vec::new(),
                 drop_id: drop.id,
-                remaining: 90,
+                remaining: goods_domain::ports::whole_units(90),
                 expires_at: CLOSE,
                 orders: Vec::new(),
             })
@@ -436,7 +450,7 @@ mod tests {
             Ok(GateSeed {
                 unexplained: Vec::new(),
                 drop_id: drop.id,
-                remaining: 97,
+                remaining: goods_domain::ports::whole_units(97),
                 expires_at: CLOSE,
                 orders: Vec::new(),
             })
@@ -454,7 +468,7 @@ mod tests {
         gate.expect_confirm_all().returning(|_| Ok(()));
         let (resynced, mut done) = tokio::sync::mpsc::unbounded_channel();
         gate.expect_resync()
-            .withf(|seed| seed.remaining == 97)
+            .withf(|seed| seed.remaining == goods_domain::ports::whole_units(97))
             .times(1)
             .returning(move |_| {
                 resynced.send(()).unwrap();

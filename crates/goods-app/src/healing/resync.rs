@@ -43,7 +43,7 @@ impl GoodsApp {
         self.healing.forget_drift(drop.id);
         self.gate_event(Fact::GateRecovered { drop: drop.id }).await;
         tracing::info!(
-            remaining = seed.remaining,
+            remaining = seed.remaining_in_all(),
             "gate resynced from the database"
         );
         Ok(true)

@@ -69,9 +69,12 @@ impl GateAccess {
             .filter(|_| self.flags.gate_on() && self.breaker.allows())
     }
 
-    /// A drop's counter in the gate; `None` when it may not be asked, holds nothing, or
-    /// failed (which trips the breaker). Draw drops are never in the gate.
-    pub(crate) async fn remaining(&self, drop: &goods_domain::LimitedDrop) -> Option<u32> {
+    /// A drop's counters in the gate, per size; `None` when it may not be asked, holds
+    /// nothing, or failed (which trips the breaker). Draw drops are never in the gate.
+    pub(crate) async fn remaining(
+        &self,
+        drop: &goods_domain::LimitedDrop,
+    ) -> Option<goods_domain::batch::FreeUnits> {
         let gate = self.usable().filter(|_| !drop.mode.is_draw())?;
         gate.remaining(drop.id).await.unwrap_or_else(|error| {
             self.breaker.trip();

@@ -164,7 +164,7 @@ mod tests {
             Ok(GateSeed {
                 unexplained: Vec::new(),
                 drop_id: drop.id,
-                remaining: 0,
+                remaining: goods_domain::ports::whole_units(0),
                 expires_at: crate::test_support::CLOSE,
                 orders: Vec::new(),
             })

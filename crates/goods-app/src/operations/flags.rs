@@ -367,7 +367,7 @@ mod tests {
             Ok(goods_domain::ports::GateSeed {
                 unexplained: Vec::new(),
                 drop_id: drop.id,
-                remaining: 100,
+                remaining: goods_domain::ports::whole_units(100),
                 expires_at: CLOSE,
                 orders: Vec::new(),
             })
@@ -378,7 +378,8 @@ mod tests {
         gate.expect_resync()
             .times(2)
             .returning(move |_| resyncs.next().unwrap_or(Ok(())));
-        gate.expect_remaining().returning(|_| Ok(Some(100)));
+        gate.expect_remaining()
+            .returning(|_| Ok(Some(goods_domain::ports::whole_units(100))));
         let app = m.app(Some(gate));
         app.drops().get(drop_id()).await.unwrap(); // caches the drop
         assert!(!app.resync_served_drops().await);

@@ -76,7 +76,11 @@ impl Reconciler {
             .ok_or(DropReadError::NotFound)?;
         let sold = self.drops.sold_quantity(drop.id).await?;
         let units = self.orders.units_by_status(drop.id).await?;
-        let gate_remaining = self.gate.remaining(&drop).await;
+        let gate_remaining = self
+            .gate
+            .remaining(&drop)
+            .await
+            .map(|units| goods_domain::ports::units_in_all(&units));
         let limited = drop.limited_quantity.get();
         let now = self.clock.now();
         // The drop's one size: the store counts drops without sizes only, so far.
@@ -155,7 +159,8 @@ mod tests {
         m.drops.expect_sold_quantity().returning(|_| Ok(60));
         let mut gate = MockAdmissionGate::new();
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
-        gate.expect_remaining().returning(|_| Ok(Some(30)));
+        gate.expect_remaining()
+            .returning(|_| Ok(Some(goods_domain::ports::whole_units(30))));
         let report = m
             .app(Some(gate))
             .reconciler()

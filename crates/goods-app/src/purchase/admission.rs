@@ -2,9 +2,7 @@
 //! what the database decided. A gate that fails is skipped: the database decides alone, and the
 //! gate is resynced when it is back.
 
-use super::{
-    Asked, PurchaseCommand, PurchaseError, PurchaseHooks, Purchased, Purchases, place_order,
-};
+use super::{Asked, Chosen, PurchaseError, PurchaseHooks, Purchased, Purchases, place_order};
 use crate::mechanisms::group_commit::Commit;
 use crate::telemetry;
 use goods_domain::ports::{
@@ -22,7 +20,7 @@ impl Purchases {
         hooks: &dyn PurchaseHooks,
         gate: Arc<dyn AdmissionGate>,
         drop: &LimitedDrop,
-        cmd: PurchaseCommand,
+        cmd: Chosen,
         now: OffsetDateTime,
     ) -> Result<Purchased, PurchaseError> {
         let reservation = reservation(drop, cmd, now.saturating_add(self.lease));
@@ -152,6 +150,7 @@ impl Purchases {
                 let stale = StaleReservation {
                     user_id: reservation.user_id,
                     key: reservation.key.clone(),
+                    sku: reservation.sku.clone(),
                     quantity: reservation.quantity,
                     deadline,
                 };
@@ -208,7 +207,7 @@ impl Purchases {
                 metrics::counter!(telemetry::GATE_MARKER_MISMATCHES).increment(1);
                 tracing::warn!(order.id = %id, "a gate marker names an order that does not answer this request; the database decides, and the drop is resynced");
                 hooks.resync_soon(drop.clone());
-                let cmd = PurchaseCommand {
+                let cmd = Chosen {
                     drop_id: drop.id,
                     user_id: reservation.user_id,
                     sku: reservation.sku.clone(),
@@ -223,7 +222,10 @@ impl Purchases {
             }
             ReserveOutcome::InProgress { .. } => Err(PurchaseError::InProgress),
             ReserveOutcome::KeyReused => Err(PurchaseError::KeyReused),
-            ReserveOutcome::SoldOut { remaining } => Err(PurchaseError::SoldOut { remaining }),
+            ReserveOutcome::SoldOut { remaining } => Err(PurchaseError::SoldOut {
+                remaining,
+                sku: None,
+            }),
             ReserveOutcome::PerUserLimitExceeded { limit } => {
                 Err(PurchaseError::PerUserLimitExceeded { limit })
             }
@@ -274,7 +276,7 @@ async fn settle(
     }
 }
 
-fn reservation(drop: &LimitedDrop, cmd: PurchaseCommand, deadline: OffsetDateTime) -> Reservation {
+fn reservation(drop: &LimitedDrop, cmd: Chosen, deadline: OffsetDateTime) -> Reservation {
     Reservation {
         drop_id: drop.id,
         user_id: cmd.user_id,
@@ -320,8 +322,8 @@ pub(crate) async fn resolve_stale(
     let reservation = Reservation {
         drop_id: drop.id,
         user_id: stale.user_id,
-        // A gate keeps one counter per drop until it counts sizes (issue 42's gate part).
-        sku: None,
+        // The attempt's own size: its marker, and the units a cancel gives back, are that size's.
+        sku: stale.sku.clone(),
         quantity: stale.quantity,
         per_user_limit: drop.per_user_limit,
         key: stale.key.clone(),

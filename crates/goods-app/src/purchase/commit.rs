@@ -1,9 +1,7 @@
 //! The commit: a write slot of the instance's buffer, then the drop's next group commit; and
 //! the database-only path (no gate, its flag off, or its breaker open).
 
-use super::{
-    Asked, PurchaseCommand, PurchaseError, PurchaseHooks, Purchased, Purchases, place_order,
-};
+use super::{Asked, Chosen, PurchaseError, PurchaseHooks, Purchased, Purchases, place_order};
 use crate::mechanisms::group_commit::Commit;
 use crate::telemetry;
 use goods_domain::LimitedDrop;
@@ -16,7 +14,7 @@ impl Purchases {
         &self,
         hooks: &dyn PurchaseHooks,
         drop: &LimitedDrop,
-        cmd: &PurchaseCommand,
+        cmd: &Chosen,
         now: OffsetDateTime,
     ) -> Result<Purchased, PurchaseError> {
         // No gate, its flag is off, or it failed moments ago (its breaker is open): the
@@ -73,7 +71,7 @@ impl Purchases {
 
     pub(super) async fn find_replay(
         &self,
-        cmd: &PurchaseCommand,
+        cmd: &Chosen,
     ) -> Result<Option<Purchased>, PurchaseError> {
         let existing = self.orders.find_by_key(cmd.user_id, &cmd.key).await?;
         match existing {

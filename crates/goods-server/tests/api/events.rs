@@ -74,15 +74,7 @@ async fn every_decision_of_a_drops_life_is_one_event_in_commit_order() {
         app.purchase(drop, 1, "k", 1).await.status(),
         StatusCode::ACCEPTED
     );
-    let cancelled = app
-        .request(
-            reqwest::Method::POST,
-            &format!("/orders/{}/cancel", orders[0]["orderId"]),
-            Some((1, "buyer")),
-        )
-        .send()
-        .await
-        .unwrap();
+    let cancelled = app.cancel(&orders[0], 1).await;
     assert_eq!(cancelled.status(), StatusCode::OK);
     assert_eq!(
         body(app.pay(&orders[1], "evt_paid", "pi_1").await).await["outcome"],

@@ -474,6 +474,18 @@ impl TestApp {
         body(res).await
     }
 
+    /// POST /orders/{order}/cancel as buyer `user`.
+    pub async fn cancel(&self, order: &Value, user: i64) -> Response {
+        self.request(
+            reqwest::Method::POST,
+            &format!("/orders/{}/cancel", order["orderId"]),
+            Some((user, "buyer")),
+        )
+        .send()
+        .await
+        .unwrap()
+    }
+
     /// The product's stock.
     pub async fn stock(&self, product: i64) -> i64 {
         self.seller_json(&format!("/products/{product}")).await["stockQuantity"]

@@ -28,6 +28,7 @@ mod products;
 mod purchase;
 mod rate;
 mod restart;
+mod sizes;
 
 /// A Redis gate of its own (a private `redis-server` it kills).
 mod needs_redis {
