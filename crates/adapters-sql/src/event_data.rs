@@ -19,6 +19,9 @@ fn order(o: &GoodsOrder) -> Map<String, Value> {
     view.insert("dropId".into(), json!(o.drop_id.get()));
     view.insert("productId".into(), json!(o.product_id.get()));
     view.insert("userId".into(), json!(o.user_id.get()));
+    if let Some(sku) = &o.sku {
+        view.insert("sku".into(), json!(sku.as_str()));
+    }
     view.insert("quantity".into(), json!(o.quantity.get()));
     view.insert("amountMinor".into(), json!(o.amount.minor()));
     view.insert("currency".into(), json!(o.amount.currency().as_str()));
@@ -47,6 +50,19 @@ fn drop(d: &LimitedDrop) -> Map<String, Value> {
     view.insert("mode".into(), json!(d.mode.as_str()));
     if let Some(window) = d.payment_window {
         view.insert("paymentWindowSeconds".into(), json!(window.as_seconds()));
+    }
+    if d.sizes.is_sized() {
+        let sizes: Vec<Value> = d
+            .sizes
+            .iter()
+            .map(|size| {
+                json!({
+                    "sku": size.sku.as_ref().map(|s| s.as_str()),
+                    "limitedQuantity": size.limited.get(),
+                })
+            })
+            .collect();
+        view.insert("variants".into(), Value::Array(sizes));
     }
     view
 }

@@ -72,6 +72,9 @@ pub struct DropSizeRow {
     pub sku: String,
     #[diesel(sql_type = diesel::sql_types::Integer)]
     pub limited_quantity: i32,
+    /// Its variant's label.
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub label: String,
 }
 
 impl DropSizeRow {
@@ -80,8 +83,21 @@ impl DropSizeRow {
             sku: Some(goods_domain::Sku::parse("sku", &self.sku).map_err(corrupt("drop size"))?),
             limited: Quantity::parse("limitedQuantity", self.limited_quantity.into())
                 .map_err(corrupt("drop size"))?,
+            label: Some(
+                goods_domain::VariantLabel::parse("label", &self.label)
+                    .map_err(corrupt("drop size"))?,
+            ),
         })
     }
+}
+
+/// Units of a drop's live orders in one size (`sku` NULL: a drop without sizes).
+#[derive(Debug, QueryableByName)]
+pub struct SizeUnitsRow {
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub sku: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub n: i64,
 }
 
 impl DropRow {

@@ -4,6 +4,7 @@
 use crate::rfc3339::format as rfc3339;
 use goods_app::{
     DrawView, DropStats, DropView, EntryView, EventPage, OrderPage, PaymentPage, Reconciliation,
+    SizeView,
 };
 use goods_domain::{
     Currency, EntryStatus, GoodsOrder, Money, OrderId, PaymentEvent, PaymentEventId,
@@ -215,8 +216,39 @@ pub struct DropBody {
     currency: String,
     mode: &'static str,
     payment_window_seconds: i64,
+    /// A drop in sizes: each size (absent without sizes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    variants: Vec<DropSizeBody>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     draw: Option<DrawBody>,
+}
+
+/// One size in a drop's view.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DropSizeBody {
+    sku: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
+    limited_quantity: u32,
+    remaining: u32,
+    status: &'static str,
+}
+
+impl From<SizeView> for DropSizeBody {
+    fn from(v: SizeView) -> Self {
+        Self {
+            sku: v
+                .size
+                .sku
+                .map(|s| s.as_str().to_owned())
+                .unwrap_or_default(),
+            label: v.size.label.map(|l| l.as_str().to_owned()),
+            limited_quantity: v.size.limited.get(),
+            remaining: v.remaining,
+            status: v.status.as_str(),
+        }
+    }
 }
 
 /// What a draw drop's view adds.
@@ -338,6 +370,7 @@ impl From<DropView> for DropBody {
             currency: v.drop.price.currency().as_str().to_owned(),
             mode: v.drop.mode.as_str(),
             payment_window_seconds: v.payment_window.as_seconds(),
+            variants: v.sizes.into_iter().map(DropSizeBody::from).collect(),
             draw: v.draw.map(DrawBody::from),
         }
     }
@@ -592,6 +625,17 @@ pub struct StatsBody {
     winner_count: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     promoted_count: Option<u32>,
+    /// A drop in sizes: each size's units (absent without sizes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    variants: Vec<SizeStatsBody>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SizeStatsBody {
+    sku: String,
+    sold_quantity: u32,
+    remaining: u32,
 }
 
 impl From<DropStats> for StatsBody {
@@ -613,6 +657,15 @@ impl From<DropStats> for StatsBody {
             entry_count: s.draw.map(|d| d.entries),
             winner_count: s.draw.map(|d| d.winners),
             promoted_count: s.draw.map(|d| d.promoted),
+            variants: s
+                .sizes
+                .into_iter()
+                .map(|size| SizeStatsBody {
+                    sku: size.sku.as_str().to_owned(),
+                    sold_quantity: size.sold_quantity,
+                    remaining: size.remaining,
+                })
+                .collect(),
         }
     }
 }
@@ -631,6 +684,20 @@ pub struct ReconciliationBody {
     drift: Option<i64>,
     oversold: bool,
     checked_at: Option<String>,
+    /// A drop in sizes: each size's comparison (absent without sizes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    variants: Vec<SizeReconciliationBody>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SizeReconciliationBody {
+    sku: String,
+    limited_quantity: u32,
+    sold_quantity: u32,
+    gate_remaining: Option<u32>,
+    drift: Option<i64>,
+    oversold: bool,
 }
 
 impl From<Reconciliation> for ReconciliationBody {
@@ -647,6 +714,22 @@ impl From<Reconciliation> for ReconciliationBody {
             drift: r.drift,
             oversold: r.oversold,
             checked_at: rfc3339(r.checked_at),
+            variants: r
+                .sizes
+                .iter()
+                .map(|size| SizeReconciliationBody {
+                    sku: size
+                        .sku
+                        .as_ref()
+                        .map(|s| s.as_str().to_owned())
+                        .unwrap_or_default(),
+                    limited_quantity: size.limited,
+                    sold_quantity: size.sold,
+                    gate_remaining: size.gate_remaining,
+                    drift: size.drift(),
+                    oversold: size.oversold(),
+                })
+                .collect(),
         }
     }
 }

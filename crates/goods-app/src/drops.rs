@@ -10,6 +10,7 @@ pub(crate) mod view;
 
 use crate::operations::flags::FlagCache;
 use crate::{Actor, DrawView, GoodsApp};
+use goods_domain::batch::FreeUnits;
 use goods_domain::ports::{
     AdmissionGate, Clock, DrawRepository, DropRepository, EventPublisher, OrderRepository,
     ProductRepository, SeedVault, StatsRecorder,
@@ -21,8 +22,8 @@ use std::sync::Arc;
 #[cfg_attr(test, mockall::automock)]
 #[async_trait::async_trait]
 pub(crate) trait DropsCore: Send + Sync {
-    /// Units left: the gate's counter when it has one, else the database's truth.
-    async fn remaining(&self, drop: &LimitedDrop) -> Result<u32, InfraError>;
+    /// Units left per size: the gate's counters when it has them, else the database's truth.
+    async fn remaining(&self, drop: &LimitedDrop) -> Result<FreeUnits, InfraError>;
     /// A draw drop's draw and counts; `None` for a first-come drop.
     async fn draw_view(&self, drop: &LimitedDrop) -> Result<Option<DrawView>, InfraError>;
     /// Tells the other instances, in the background, that a drop changed.
@@ -74,7 +75,7 @@ impl GoodsApp {
 
 #[async_trait::async_trait]
 impl DropsCore for GoodsApp {
-    async fn remaining(&self, drop: &LimitedDrop) -> Result<u32, InfraError> {
+    async fn remaining(&self, drop: &LimitedDrop) -> Result<FreeUnits, InfraError> {
         GoodsApp::remaining(self, drop).await
     }
 
@@ -144,7 +145,8 @@ pub(crate) mod testing {
     impl DropMocks {
         pub fn new() -> Self {
             let mut core = MockDropsCore::new();
-            core.expect_remaining().returning(|_| Ok(100));
+            core.expect_remaining()
+                .returning(|_| Ok(goods_domain::ports::whole_units(100)));
             core.expect_draw_view().returning(|_| Ok(None));
             Self {
                 drops: drops_serving(sample_drop(100, 2)),

@@ -21,8 +21,8 @@ pub use actor::{Actor, Role};
 pub use drops::Drops;
 pub use drops::draw::{DrawView, Draws, EntryError, EntryView};
 pub use drops::operate::OperateDropError;
-pub use drops::stats::DropStats;
-pub use drops::view::{DropReadError, DropView};
+pub use drops::stats::{DropStats, SizeStats};
+pub use drops::view::{DropReadError, DropView, SizeView};
 pub use events::{
     EventPage, Events, ListEvents, ListEventsError, RELAY_BATCH, Relay, RelayReport, Retention,
 };
@@ -344,10 +344,13 @@ impl GoodsApp {
         self.access.usable()
     }
 
-    /// Units left: the gate's counter when it has one, else the database's truth.
-    async fn remaining(&self, drop: &LimitedDrop) -> Result<u32, InfraError> {
+    /// Units left per size: the gate's counters when it has them, else the database's truth.
+    async fn remaining(
+        &self,
+        drop: &LimitedDrop,
+    ) -> Result<goods_domain::batch::FreeUnits, InfraError> {
         match self.access.remaining(drop).await {
-            Some(remaining) => Ok(goods_domain::ports::units_in_all(&remaining)),
+            Some(remaining) => Ok(remaining),
             None => self.drops.counted_remaining(drop).await,
         }
     }

@@ -405,6 +405,9 @@ impl goods_domain::ports::DropRepository for HeldDrops {
     async fn sold_quantity(&self, id: DropId) -> Result<u32, InfraError> {
         self.inner.sold_quantity(id).await
     }
+    async fn sold_by_size(&self, id: DropId) -> Result<goods_domain::batch::FreeUnits, InfraError> {
+        self.inner.sold_by_size(id).await
+    }
     async fn set_paused(
         &self,
         id: DropId,

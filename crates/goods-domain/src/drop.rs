@@ -61,6 +61,12 @@ pub enum DropStatus {
 }
 
 impl DropStatus {
+    /// The status of one of the drop's sizes with `remaining` units left: `SoldOut` when it
+    /// has none, else the drop's (this one).
+    pub fn of_size(self, remaining: u32) -> Self {
+        if remaining == 0 { Self::SoldOut } else { self }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Scheduled => "SCHEDULED",

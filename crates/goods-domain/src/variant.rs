@@ -5,6 +5,7 @@
 //! A product or drop without sizes is the case of one size without a sku ([`Sizes::whole`]):
 //! every rule reads it as it reads a sized one, so there is one path for both.
 
+use crate::batch::FreeUnits;
 use crate::name::name_problem;
 use crate::{Quantity, ValidationError};
 use std::collections::BTreeSet;
@@ -187,6 +188,8 @@ fn total(units: impl IntoIterator<Item = u32>) -> Option<u32> {
 pub struct Size {
     pub sku: Option<Sku>,
     pub limited: Quantity,
+    /// The variant's label, once the drop is stored (the product's, read with the drop).
+    pub label: Option<VariantLabel>,
 }
 
 /// A drop's sizes, in the order its seller listed them: one without a sku for a drop without
@@ -211,7 +214,11 @@ pub enum SkuRejection {
 impl Sizes {
     /// A drop without sizes: one size of `limited` units.
     pub fn whole(limited: Quantity) -> Self {
-        Self(Arc::new([Size { sku: None, limited }]))
+        Self(Arc::new([Size {
+            sku: None,
+            limited,
+            label: None,
+        }]))
     }
 
     /// Sizes as they are stored. A stored drop was parsed when created, so this only rebuilds
@@ -225,6 +232,38 @@ impl Sizes {
         } else {
             Ok(Self(sizes.into()))
         }
+    }
+
+    /// The sizes with the labels of the product's `variants` (a size whose variant is not
+    /// among them keeps none).
+    #[must_use]
+    pub fn with_labels(&self, variants: &[ProductVariant]) -> Self {
+        Self(
+            self.0
+                .iter()
+                .map(|size| Size {
+                    label: variants
+                        .iter()
+                        .find(|v| size.sku.as_ref() == Some(&v.sku))
+                        .map(|v| v.label.clone()),
+                    ..size.clone()
+                })
+                .collect(),
+        )
+    }
+
+    /// Each size's count: its limit, its units `sold` and the `gate`'s counter for it (a size
+    /// missing from `sold` sold nothing; from `gate`, has no counter there).
+    pub fn counts(&self, sold: &FreeUnits, gate: Option<&FreeUnits>) -> Vec<SizeCount> {
+        self.0
+            .iter()
+            .map(|size| SizeCount {
+                sku: size.sku.clone(),
+                limited: size.limited.get(),
+                sold: sold.get(&size.sku).copied().unwrap_or(0),
+                gate_remaining: gate.and_then(|g| g.get(&size.sku).copied()),
+            })
+            .collect()
     }
 
     /// Whether the drop sells sizes (its one size has no sku otherwise).
@@ -302,6 +341,7 @@ impl Sizes {
                 (Ok(sku), Ok(limited)) => sizes.push(Size {
                     sku: Some(sku),
                     limited,
+                    label: None,
                 }),
                 (sku, limited) => errors.extend([sku.err(), limited.err()].into_iter().flatten()),
             }
@@ -563,7 +603,8 @@ mod tests {
             whole.iter().collect::<Vec<_>>(),
             [&Size {
                 sku: None,
-                limited: q(7)
+                limited: q(7),
+                label: None,
             }]
         );
         assert_eq!(whole.get(None).map(|s| s.limited), Some(q(7)));

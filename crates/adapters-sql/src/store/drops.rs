@@ -3,9 +3,12 @@
 use super::event_log::append;
 use super::queries::{DROP_COLUMNS, ORDER_COLUMNS, begin_write, last_insert_id, number};
 use super::{SqlStore, products};
-use crate::rows::{DropRow, DropSizeRow, NumberRow, OrderRow, column, from_db, to_db};
+use crate::rows::{
+    DropRow, DropSizeRow, NumberRow, OrderRow, SizeUnitsRow, column, from_db, to_db,
+};
 use crate::{Backend, Bind, Exec, Sql, TxError};
 use async_trait::async_trait;
+use goods_domain::batch::FreeUnits;
 use goods_domain::ports::{DropRepository, GateSeed, HeldOrder};
 use goods_domain::{
     CreateDropError, DrawToSeal, DropId, Fact, InfraError, LimitedDrop, NewLimitedDrop,
@@ -37,9 +40,14 @@ impl<B: Backend> SqlStore<B> {
 fn sizes_of(rows: &[DropRow]) -> Option<Sql> {
     (!rows.is_empty()).then(|| {
         Sql::for_rows(rows.len())
-            .sql("SELECT drop_id, sku, limited_quantity FROM drop_variants WHERE drop_id IN (")
+            .sql(
+                "SELECT dv.drop_id, dv.sku, dv.limited_quantity, pv.label FROM drop_variants dv \
+                 JOIN limited_drops d ON d.id = dv.drop_id \
+                 JOIN product_variants pv ON pv.product_id = d.product_id AND pv.sku = dv.sku \
+                 WHERE dv.drop_id IN (",
+            )
             .list(rows, |q, row| q.bind(Bind::BigInt(row.id)))
-            .sql(") ORDER BY drop_id, position")
+            .sql(") ORDER BY dv.drop_id, dv.position")
     })
 }
 
@@ -267,7 +275,7 @@ impl<B: Backend> DropRepository for SqlStore<B> {
                         product_id: drop.product_id,
                         window: drop.window,
                         limited_quantity: drop.limited_quantity,
-                        sizes: drop.sizes.clone(),
+                        sizes: drop.sizes.with_labels(&variants),
                         per_user_limit: drop.per_user_limit,
                         price: drop.price,
                         paused: false,
@@ -329,6 +337,36 @@ impl<B: Backend> DropRepository for SqlStore<B> {
         let rows: Vec<NumberRow> = self.read("sold quantity", sold_in_orders(id)).await?;
         let sold = rows.first().map_or(0, |r| r.n);
         u32::try_from(sold).map_err(|_| InfraError::msg(format!("corrupt sold {sold}")))
+    }
+
+    async fn sold_by_size(&self, id: DropId) -> Result<FreeUnits, InfraError> {
+        let rows: Vec<SizeUnitsRow> = self
+            .read(
+                "sold by size",
+                Sql::new(
+                    "SELECT sku, CAST(COALESCE(SUM(quantity), 0) AS SIGNED) AS n FROM orders \
+                     WHERE drop_id = ",
+                )
+                .bind(Bind::BigInt(id.get()))
+                .sql(" AND status IN (")
+                .bind(Bind::Text(OrderStatus::Pending.as_str().to_owned()))
+                .sql(", ")
+                .bind(Bind::Text(OrderStatus::Paid.as_str().to_owned()))
+                .sql(") GROUP BY sku"),
+            )
+            .await?;
+        rows.into_iter()
+            .map(|row| {
+                let sku = row
+                    .sku
+                    .map(|s| Sku::parse("sku", &s))
+                    .transpose()
+                    .map_err(|e| InfraError::new("corrupt order sku", e))?;
+                let units = u32::try_from(row.n)
+                    .map_err(|_| InfraError::msg(format!("corrupt sold {}", row.n)))?;
+                Ok((sku, units))
+            })
+            .collect()
     }
 
     async fn set_paused(

@@ -4,6 +4,7 @@
 
 use crate::mechanisms::drop_index::{DropIndex, Known};
 use crate::mechanisms::single_flight::{Shared, SingleFlight, unshared};
+use goods_domain::batch::FreeUnits;
 use goods_domain::ports::DropRepository;
 use goods_domain::{DropId, InfraError, LimitedDrop};
 use std::collections::HashMap;
@@ -23,9 +24,9 @@ pub(crate) struct DropCache {
     /// Misses in flight: the buyers missing one drop at once share one read.
     loads: SingleFlight<DropId, Shared<Option<LimitedDrop>>>,
     index: DropIndex,
-    counts: RwLock<HashMap<DropId, (Instant, u32)>>,
+    counts: RwLock<HashMap<DropId, (Instant, FreeUnits)>>,
     /// Counts in flight: views missing one drop's count at once share one count.
-    count_loads: SingleFlight<DropId, Shared<u32>>,
+    count_loads: SingleFlight<DropId, Shared<FreeUnits>>,
     /// Bumped by every drop put here (see [`DropCache::refresh`]).
     epoch: AtomicU64,
 }
@@ -172,28 +173,36 @@ impl DropCache {
         self.drops.read().map(|c| c.len()).unwrap_or(0)
     }
 
-    /// The units left of `drop` by the database's count, reused for [`REMAINING_TTL`].
-    pub(crate) async fn counted_remaining(&self, drop: &LimitedDrop) -> Result<u32, InfraError> {
+    /// The units left in each size of `drop` by the database's count, reused for
+    /// [`REMAINING_TTL`].
+    pub(crate) async fn counted_remaining(
+        &self,
+        drop: &LimitedDrop,
+    ) -> Result<FreeUnits, InfraError> {
         let fresh = self.counts.read().ok().and_then(|counts| {
             counts
                 .get(&drop.id)
                 .filter(|(at, _)| at.elapsed() < REMAINING_TTL)
-                .map(|(_, left)| *left)
+                .map(|(_, left)| left.clone())
         });
         if let Some(left) = fresh {
             return Ok(left);
         }
-        let limited = drop.limited_quantity.get();
         self.count_loads
             .run(drop.id, || async {
                 let sold = self
                     .repository
-                    .sold_quantity(drop.id)
+                    .sold_by_size(drop.id)
                     .await
                     .map_err(Arc::new)?;
-                let left = limited.saturating_sub(sold);
+                let left: FreeUnits = drop
+                    .sizes
+                    .counts(&sold, None)
+                    .into_iter()
+                    .map(|size| (size.sku.clone(), size.remaining()))
+                    .collect();
                 if let Ok(mut counts) = self.counts.write() {
-                    counts.insert(drop.id, (Instant::now(), left));
+                    counts.insert(drop.id, (Instant::now(), left.clone()));
                 }
                 Ok(left)
             })
@@ -219,9 +228,9 @@ mod tests {
 
     fn cache(counts: Arc<AtomicUsize>) -> DropCache {
         let mut drops = drops_serving(sample_drop(10, 1));
-        drops.expect_sold_quantity().returning(move |_| {
+        drops.expect_sold_by_size().returning(move |_| {
             counts.fetch_add(1, Ordering::SeqCst);
-            Ok(3)
+            Ok(goods_domain::ports::whole_units(3))
         });
         DropCache::new(Arc::new(drops))
     }
@@ -259,7 +268,10 @@ mod tests {
         let cache = cache(Arc::clone(&counts));
         let drop = sample_drop(10, 1);
         for _ in 0..5 {
-            assert_eq!(cache.counted_remaining(&drop).await.unwrap(), 7);
+            assert_eq!(
+                cache.counted_remaining(&drop).await.unwrap(),
+                goods_domain::ports::whole_units(7)
+            );
         }
         assert_eq!(counts.load(Ordering::SeqCst), 1, "one count for five views");
         cache.units_changed(drop.id);

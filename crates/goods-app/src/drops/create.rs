@@ -73,7 +73,7 @@ impl Drops {
         Ok(DropView::new(
             drop.clone(),
             now,
-            drop.limited_quantity.get(),
+            &GateSeed::remaining_of(&drop, &[]),
             self.payment_window,
         )
         .with_draw(draw))

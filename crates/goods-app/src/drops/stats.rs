@@ -2,8 +2,8 @@
 
 use super::Drops;
 use crate::{Actor, DropReadError};
-use goods_domain::DropId;
-use goods_domain::ports::{OutcomeCounts, UnitsByStatus};
+use goods_domain::ports::{OutcomeCounts, UnitsByStatus, units_in_all};
+use goods_domain::{DropId, Sku};
 
 /// A drop's counters and its sold and remaining units.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +16,16 @@ pub struct DropStats {
     pub units: UnitsByStatus,
     /// A draw drop's entries, winners and promotions.
     pub draw: Option<goods_domain::DrawCounts>,
+    /// A drop in sizes: each size's sold and remaining units (empty without sizes).
+    pub sizes: Vec<SizeStats>,
+}
+
+/// One size's units in a drop's stats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SizeStats {
+    pub sku: Sku,
+    pub sold_quantity: u32,
+    pub remaining: u32,
 }
 
 impl Drops {
@@ -27,9 +37,20 @@ impl Drops {
             .await?
             .ok_or(DropReadError::NotFound)?;
         let counts = self.stats.counts(id).await?;
-        let sold_quantity = self.drops.sold_quantity(id).await?;
+        let sold = self.drops.sold_by_size(id).await?;
         let units = self.orders.units_by_status(id).await?;
         let remaining = self.core.remaining(&drop).await?;
+        let sizes = drop
+            .sizes
+            .iter()
+            .filter_map(|size| {
+                Some(SizeStats {
+                    sku: size.sku.clone()?,
+                    sold_quantity: sold.get(&size.sku).copied().unwrap_or(0),
+                    remaining: remaining.get(&size.sku).copied().unwrap_or(0),
+                })
+            })
+            .collect();
         let draw = match drop.mode.is_draw() {
             true => Some(
                 self.draws
@@ -44,9 +65,10 @@ impl Drops {
             draw,
             drop_id: id,
             counts,
-            sold_quantity,
-            remaining,
+            sold_quantity: units_in_all(&sold),
+            remaining: units_in_all(&remaining),
             units,
+            sizes,
         })
     }
 }
@@ -67,7 +89,9 @@ mod tests {
                 ..OutcomeCounts::default()
             })
         });
-        m.drops.expect_sold_quantity().returning(|_| Ok(9));
+        m.drops
+            .expect_sold_by_size()
+            .returning(|_| Ok(goods_domain::ports::whole_units(9)));
         m.orders.expect_units_by_status().returning(|_| {
             Ok(UnitsByStatus {
                 pending: 4,
@@ -77,7 +101,10 @@ mod tests {
             })
         });
         m.core.checkpoint();
-        m.core.expect_remaining().times(1).returning(|_| Ok(91));
+        m.core
+            .expect_remaining()
+            .times(1)
+            .returning(|_| Ok(goods_domain::ports::whole_units(91)));
         m.draws.expect_draw().never();
         let stats = m.service().stats(drop_id(), admin()).await.unwrap();
         assert_eq!(

@@ -3,6 +3,7 @@
 use super::{CLOSED_GRACE, HealReport, RELAY_BATCH};
 use crate::GoodsApp;
 use goods_domain::ports::{StaleResolution, units_in_all};
+use goods_domain::variant::any_oversold;
 use goods_domain::{InfraError, LimitedDrop, SizeCount};
 use tracing::Instrument as _;
 
@@ -56,21 +57,14 @@ impl GoodsApp {
         report: &mut HealReport,
     ) -> Result<(), InfraError> {
         let now = self.ports.clock.now();
-        let sold = self.ports.drops.sold_quantity(drop.id).await?;
-        let limited = drop.limited_quantity.get();
-        // The drop's one size: the store counts drops without sizes only, so far.
-        let count = |gate_remaining| SizeCount {
-            sku: None,
-            limited,
-            sold,
-            gate_remaining,
-        };
-        if count(None).oversold() {
+        let sold = self.ports.drops.sold_by_size(drop.id).await?;
+        // Size by size: an oversold size is an oversell even when the drop's total is not.
+        if any_oversold(&drop.sizes.counts(&sold, None)) {
             crate::operations::reconcile::raise_oversell(
                 &*self.ports.outbox,
                 self.ports.clock.now(),
                 drop,
-                sold,
+                units_in_all(&sold),
             )
             .await;
         }
@@ -103,27 +97,26 @@ impl GoodsApp {
         if drop.is_closed(now) {
             return Ok(());
         }
-        // Per size, the gate's counters sum to the drop's: a resync rebuilds every size.
-        let in_all = gate
-            .remaining(drop.id)
-            .await?
-            .map(|units| units_in_all(&units));
-        let needs_resync = match in_all {
+        let needs_resync = match gate.remaining(drop.id).await? {
             // Redis lost the drop (restarted empty, or flushed): seed it before anyone asks.
             None => true,
             // Sold was read first: a purchase admitted in between shows as positive drift for
             // one pass, which the two-pass rule ignores.
-            Some(remaining) => {
-                let drift = count(Some(remaining)).drift().unwrap_or(0);
-                let id = drop.id.to_string();
-                metrics::gauge!(crate::telemetry::DRIFT, "drop_id" => id.clone()).set(drift as f64);
-                metrics::gauge!(crate::telemetry::GATE_REMAINING, "drop_id" => id)
-                    .set(f64::from(remaining));
-                if drift < 0 {
-                    self.confirm_gate_oversell(drop, limited).await?;
+            Some(remaining) => match gate_drift(&drop.sizes.counts(&sold, Some(&remaining))) {
+                // A size the gate holds no counter for: rebuild every size.
+                None => true,
+                Some(drift) => {
+                    let id = drop.id.to_string();
+                    metrics::gauge!(crate::telemetry::DRIFT, "drop_id" => id.clone())
+                        .set(drift as f64);
+                    metrics::gauge!(crate::telemetry::GATE_REMAINING, "drop_id" => id)
+                        .set(f64::from(units_in_all(&remaining)));
+                    if drift < 0 {
+                        self.confirm_gate_oversell(drop).await?;
+                    }
+                    self.healing.drift_calls_for_resync(drop.id, drift)
                 }
-                self.healing.drift_calls_for_resync(drop.id, drift)
-            }
+            },
         };
         if needs_resync && self.resync_drop(drop).await? {
             report.resynced += 1;
@@ -135,26 +128,15 @@ impl GoodsApp {
     /// design document's own definition of an oversell at the gate. A cancel or expiry racing
     /// this pass's two reads can show it for a moment, so it is read again: confirmed, it is
     /// counted and logged as critical (`source=oversell`); the caller resyncs either way.
-    pub(super) async fn confirm_gate_oversell(
-        &self,
-        drop: &LimitedDrop,
-        limited: u32,
-    ) -> Result<(), InfraError> {
+    pub(super) async fn confirm_gate_oversell(&self, drop: &LimitedDrop) -> Result<(), InfraError> {
         let Some(gate) = self.gate() else {
             return Ok(());
         };
-        let sold = self.ports.drops.sold_quantity(drop.id).await?;
+        let sold = self.ports.drops.sold_by_size(drop.id).await?;
         let Some(remaining) = gate.remaining(drop.id).await? else {
             return Ok(());
         };
-        let remaining = units_in_all(&remaining);
-        let count = SizeCount {
-            sku: None,
-            limited,
-            sold,
-            gate_remaining: Some(remaining),
-        };
-        let drift = count.drift().unwrap_or(0);
+        let drift = gate_drift(&drop.sizes.counts(&sold, Some(&remaining))).unwrap_or(0);
         if drift < 0 {
             metrics::counter!(crate::telemetry::GATE_OVERSELLS).increment(1);
             tracing::error!(
@@ -162,8 +144,8 @@ impl GoodsApp {
                 severity = "critical",
                 kind = "gate",
                 drop.id = %drop.id,
-                sold,
-                gate_remaining = remaining,
+                sold = units_in_all(&sold),
+                gate_remaining = units_in_all(&remaining),
                 drift,
                 "the gate admits more than the database can sell; resyncing it from the database"
             );
@@ -192,6 +174,19 @@ impl GoodsApp {
     }
 }
 
+/// The drift healing acts on: the most negative size's when one is below zero (the gate would
+/// admit more of that size than the database can sell, whatever the others hold back), else
+/// the sum of the sizes' ([`SizeCount::drift`]); `None` when the gate lacks a size's counter.
+fn gate_drift(counts: &[SizeCount]) -> Option<i64> {
+    let drifts: Vec<i64> = counts.iter().map(SizeCount::drift).collect::<Option<_>>()?;
+    let worst = drifts.iter().copied().min().unwrap_or(0);
+    Some(if worst < 0 {
+        worst
+    } else {
+        drifts.iter().sum()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,7 +205,9 @@ mod tests {
         m.drops
             .expect_list_unclosed()
             .returning(|_| Ok(vec![sample_drop(100, 2)]));
-        m.drops.expect_sold_quantity().returning(move |_| Ok(sold));
+        m.drops
+            .expect_sold_by_size()
+            .returning(move |_| Ok(goods_domain::ports::whole_units(sold)));
         m.drops.expect_gate_seed().returning(move |drop| {
             Ok(GateSeed {
                 unexplained: Vec::new(),
@@ -360,11 +357,11 @@ mod tests {
         m.drops
             .expect_list_unclosed()
             .returning(move |_| Ok(vec![sample_drop(100, 2), other.clone()]));
-        m.drops.expect_sold_quantity().returning(|id| {
+        m.drops.expect_sold_by_size().returning(|id| {
             if id.get() == 1 {
                 Err(InfraError::msg("lost"))
             } else {
-                Ok(0)
+                Ok(goods_domain::ports::whole_units(0))
             }
         });
         m.outbox.expect_unpublished().returning(|_| Ok(Vec::new()));
@@ -379,7 +376,9 @@ mod tests {
         m.drops
             .expect_list_unclosed()
             .returning(|_| Ok(vec![sample_drop(100, 2)]));
-        m.drops.expect_sold_quantity().returning(|_| Ok(101));
+        m.drops
+            .expect_sold_by_size()
+            .returning(|_| Ok(goods_domain::ports::whole_units(101)));
         // The outbox's record carries goods.drop.oversold for the event log: one transaction.
         let mut recorded = false;
         m.outbox
@@ -499,5 +498,40 @@ mod tests {
             *gate_events.lock().unwrap(),
             [Fact::GateDegraded { drop }, Fact::GateRecovered { drop }]
         );
+    }
+
+    #[tokio::test]
+    async fn a_size_the_gate_oversells_resyncs_at_once_though_another_hides_it_in_the_total() {
+        let mut m = Mocks::at(OPEN);
+        m.drops
+            .expect_list_unclosed()
+            .returning(|_| Ok(vec![sample_sized_drop()]));
+        // US-9 sold 10 of 50 and the gate would admit 45 more (-5); US-10 sold 0 and the gate
+        // holds 10 back (+10): +5 in all, which alone would wait for a second pass.
+        m.drops
+            .expect_sold_by_size()
+            .returning(|_| Ok(goods_domain::batch::FreeUnits::from([(sku("US-9"), 10)])));
+        m.drops.expect_gate_seed().returning(|drop| {
+            Ok(GateSeed {
+                unexplained: Vec::new(),
+                drop_id: drop.id,
+                remaining: GateSeed::remaining_of(drop, &[]),
+                expires_at: CLOSE,
+                orders: Vec::new(),
+            })
+        });
+        m.outbox.expect_unpublished().returning(|_| Ok(Vec::new()));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        gate.expect_stale().returning(|_, _| Ok(Vec::new()));
+        gate.expect_remaining().returning(|_| {
+            Ok(Some(goods_domain::batch::FreeUnits::from([
+                (sku("US-9"), 45),
+                (sku("US-10"), 40),
+            ])))
+        });
+        gate.expect_resync().times(1).returning(|_| Ok(()));
+        let report = m.app(Some(gate)).heal_all().await.unwrap();
+        assert_eq!((report.resynced, report.failed), (1, 0));
     }
 }

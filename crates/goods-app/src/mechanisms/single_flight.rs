@@ -135,7 +135,9 @@ mod tests {
     #[tokio::test]
     async fn concurrent_reads_of_an_uncached_drop_share_one_database_read() {
         let mut m = crate::test_support::Mocks::at(crate::test_support::OPEN);
-        m.drops.expect_sold_quantity().returning(|_| Ok(0));
+        m.drops
+            .expect_sold_by_size()
+            .returning(|_| Ok(goods_domain::ports::whole_units(0)));
         let (app, drops) = m.app_holding_drops(None);
         let service = app.drops();
         let reads = join_all((0..30).map(|_| service.get(crate::test_support::drop_id())));

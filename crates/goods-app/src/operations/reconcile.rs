@@ -7,6 +7,7 @@ use crate::operations::flags::FlagCache;
 use crate::{Actor, DropReadError, GoodsApp};
 use goods_domain::ports::{
     Clock, DomainEvent, DropRepository, EventOutbox, OrderRepository, ProductRepository,
+    units_in_all,
 };
 use goods_domain::variant::any_oversold;
 use goods_domain::{DropId, LimitedDrop, SizeCount};
@@ -30,6 +31,9 @@ pub struct Reconciliation {
     pub oversold: bool,
     /// When the comparison was made.
     pub checked_at: OffsetDateTime,
+    /// A drop in sizes: each size's comparison (empty without sizes). The drop is oversold
+    /// when any size is, even with its total within its limit.
+    pub sizes: Vec<SizeCount>,
 }
 
 /// Compares a drop's gate with the database's truth.
@@ -74,37 +78,38 @@ impl Reconciler {
         let drop = crate::drops::managed_drop(&self.cache, &self.flags, &*self.products, id, actor)
             .await?
             .ok_or(DropReadError::NotFound)?;
-        let sold = self.drops.sold_quantity(drop.id).await?;
+        let sold_by_size = self.drops.sold_by_size(drop.id).await?;
         let units = self.orders.units_by_status(drop.id).await?;
-        let gate_remaining = self
-            .gate
-            .remaining(&drop)
-            .await
-            .map(|units| goods_domain::ports::units_in_all(&units));
-        let limited = drop.limited_quantity.get();
+        let gate = self.gate.remaining(&drop).await;
         let now = self.clock.now();
-        // The drop's one size: the store counts drops without sizes only, so far.
-        let count = SizeCount {
-            sku: None,
-            limited,
-            sold,
-            gate_remaining,
-        };
+        let counts = drop.sizes.counts(&sold_by_size, gate.as_ref());
+        let sold = units_in_all(&sold_by_size);
+        let gate_remaining = gate.as_ref().map(units_in_all);
         let report = Reconciliation {
             drop_id: drop.id,
-            limited_quantity: limited,
+            limited_quantity: drop.limited_quantity.get(),
             sold_quantity: sold,
             units,
             gate_remaining,
-            drift: count.drift(),
-            oversold: any_oversold(std::slice::from_ref(&count)),
+            drift: drift_in_all(&counts),
+            oversold: any_oversold(&counts),
             checked_at: now,
+            sizes: match drop.sizes.is_sized() {
+                true => counts,
+                false => Vec::new(),
+            },
         };
         if report.oversold {
             raise_oversell(&*self.outbox, now, &drop, sold).await;
         }
         Ok(report)
     }
+}
+
+/// The drop's drift: the sum of its sizes' ([`SizeCount::drift`]); `None` when the gate has
+/// no counter for one of them.
+pub(crate) fn drift_in_all(counts: &[SizeCount]) -> Option<i64> {
+    counts.iter().map(SizeCount::drift).sum()
 }
 
 /// Records the oversell alert once per drop in the outbox, and its `goods.drop.oversold`
@@ -156,7 +161,9 @@ mod tests {
     #[tokio::test]
     async fn drift_is_what_the_gate_holds_back_beyond_the_sales() {
         let mut m = Mocks::at(OPEN);
-        m.drops.expect_sold_quantity().returning(|_| Ok(60));
+        m.drops
+            .expect_sold_by_size()
+            .returning(|_| Ok(goods_domain::ports::whole_units(60)));
         let mut gate = MockAdmissionGate::new();
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_remaining()
@@ -177,7 +184,9 @@ mod tests {
     #[tokio::test]
     async fn an_oversold_drop_records_the_critical_alert_in_the_outbox() {
         let mut m = Mocks::at(OPEN);
-        m.drops.expect_sold_quantity().returning(|_| Ok(101));
+        m.drops
+            .expect_sold_by_size()
+            .returning(|_| Ok(goods_domain::ports::whole_units(101)));
         m.outbox
             .expect_record_once()
             .withf(|key, e, facts, _| {
@@ -214,7 +223,9 @@ mod tests {
     #[tokio::test]
     async fn an_unreachable_gate_is_reported_as_unknown_not_as_an_error() {
         let mut m = Mocks::at(OPEN);
-        m.drops.expect_sold_quantity().returning(|_| Ok(1));
+        m.drops
+            .expect_sold_by_size()
+            .returning(|_| Ok(goods_domain::ports::whole_units(1)));
         let mut gate = MockAdmissionGate::new();
         gate.expect_done_markers().returning(|_| Ok(Vec::new()));
         gate.expect_remaining()
@@ -228,5 +239,53 @@ mod tests {
         assert_eq!((report.gate_remaining, report.drift), (None, None));
         // Its failure trips the breaker: the next reads skip the gate for the cool-down.
         assert!(app.access.breaker.is_open());
+    }
+
+    #[tokio::test]
+    async fn a_size_sold_past_its_limit_is_an_oversell_though_the_total_is_not() {
+        let mut m = Mocks::at(OPEN);
+        m.drops = drops_serving(sample_sized_drop());
+        // US-9: 51 of 50 sold; US-10: 10 of 50. In all 61 of 100.
+        m.drops.expect_sold_by_size().returning(|_| {
+            Ok(goods_domain::batch::FreeUnits::from([
+                (sku("US-9"), 51),
+                (sku("US-10"), 10),
+            ]))
+        });
+        m.outbox
+            .expect_record_once()
+            .times(1)
+            .returning(|_, _, _, _| Ok(true));
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        gate.expect_remaining().returning(|_| {
+            Ok(Some(goods_domain::batch::FreeUnits::from([
+                (sku("US-9"), 0),
+                (sku("US-10"), 38),
+            ])))
+        });
+        let report = m
+            .app(Some(gate))
+            .reconciler()
+            .reconcile(drop_id(), admin())
+            .await
+            .unwrap();
+        assert!(report.oversold);
+        assert_eq!(
+            (report.sold_quantity, report.gate_remaining, report.drift),
+            (61, Some(38), Some(-1 + 2))
+        );
+        let by_size: Vec<_> = report
+            .sizes
+            .iter()
+            .map(|s| (s.sku.clone(), s.sold, s.drift(), s.oversold()))
+            .collect();
+        assert_eq!(
+            by_size,
+            [
+                (sku("US-9"), 51, Some(-1), true),
+                (sku("US-10"), 10, Some(2), false)
+            ]
+        );
     }
 }

@@ -50,6 +50,10 @@ pub trait DropRepository: Send + Sync + 'static {
     /// Units sold: the sum over the drop's orders that are not cancelled.
     async fn sold_quantity(&self, id: DropId) -> Result<u32, InfraError>;
 
+    /// Units sold per size: [`sold_quantity`](Self::sold_quantity) by the orders' size
+    /// (`None` for a drop without sizes); a size without such an order is absent.
+    async fn sold_by_size(&self, id: DropId) -> Result<crate::batch::FreeUnits, InfraError>;
+
     /// Sets the drop's paused flag; `None` when there is no such drop.
     async fn set_paused(&self, id: DropId, paused: bool)
     -> Result<Option<LimitedDrop>, InfraError>;

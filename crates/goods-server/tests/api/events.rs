@@ -11,7 +11,7 @@ use std::collections::HashSet;
 const ADMIN: (i64, &str) = (99, "admin");
 
 /// Every event of `drop`, oldest first, read page by page as a client would.
-async fn events_of(app: &TestApp, drop: i64) -> Vec<Value> {
+pub(crate) async fn events_of(app: &TestApp, drop: i64) -> Vec<Value> {
     let mut events = Vec::new();
     let mut cursor: Option<String> = None;
     loop {

@@ -156,6 +156,48 @@ async fn racing_buyers_sell_each_size_exactly_and_none_passes_the_limit_across_s
         (json!(35), json!(false))
     );
     assert_eq!(app.remaining(drop).await, 0);
+    // Each size's view, stats and reconciliation.
+    let view = body(app.get(&format!("/limited-drops/{drop}"), None).await).await;
+    assert_eq!(view["status"], "SOLD_OUT", "every size is sold out");
+    assert_eq!(
+        view["variants"],
+        json!([
+            {"sku": "S", "label": "Size S", "limitedQuantity": 10, "remaining": 0, "status": "SOLD_OUT"},
+            {"sku": "M", "label": "Size M", "limitedQuantity": 20, "remaining": 0, "status": "SOLD_OUT"},
+            {"sku": "L", "label": "Size L", "limitedQuantity": 5, "remaining": 0, "status": "SOLD_OUT"},
+        ])
+    );
+    let stats = app
+        .seller_json(&format!("/limited-drops/{drop}/stats"))
+        .await;
+    assert_eq!(
+        stats["variants"],
+        json!([
+            {"sku": "S", "soldQuantity": 10, "remaining": 0},
+            {"sku": "M", "soldQuantity": 20, "remaining": 0},
+            {"sku": "L", "soldQuantity": 5, "remaining": 0},
+        ])
+    );
+    let sizes: Vec<_> = recon["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["sku"].clone(),
+                v["soldQuantity"].clone(),
+                v["oversold"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sizes,
+        [
+            (json!("S"), json!(10), json!(false)),
+            (json!("M"), json!(20), json!(false)),
+            (json!("L"), json!(5), json!(false)),
+        ]
+    );
 }
 
 /// A sold-out size answers 409 with its sku while another sells; the same key for another
@@ -167,6 +209,26 @@ async fn a_sold_out_size_answers_for_itself_and_a_cancel_gives_back_to_its_own_s
     let drop = drop_in_sizes(&app, product, &[("US-9", 1), ("US-10", 2)], 3).await;
     let other = buy(&app, drop, 2, "b", &of_size("US-10")).await;
     assert_eq!(other.status(), StatusCode::ACCEPTED);
+    let view = body(app.get(&format!("/limited-drops/{drop}"), None).await).await;
+    let left: Vec<_> = view["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["sku"].clone(),
+                v["remaining"].clone(),
+                v["status"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        left,
+        [
+            (json!("US-9"), json!(1), json!("OPEN")),
+            (json!("US-10"), json!(1), json!("OPEN"))
+        ]
+    );
     // While US-9 still sells (a sold-out size may answer a reused key as sold out: docs/api.md).
     problem(
         buy(&app, drop, 2, "b", &of_size("US-9")).await,
@@ -200,6 +262,25 @@ async fn a_sold_out_size_answers_for_itself_and_a_cancel_gives_back_to_its_own_s
     )
     .await;
     assert_eq!(app.remaining(drop).await, 0);
+    let view = body(app.get(&format!("/limited-drops/{drop}"), None).await).await;
+    assert_eq!(view["status"], "SOLD_OUT", "every size is");
+    // The events carry the sizes: the drop's, and each order's.
+    let events = crate::events::events_of(&app, drop).await;
+    assert_eq!(events[0]["type"], "goods.drop.created");
+    assert_eq!(
+        events[0]["data"]["variants"],
+        json!([{"sku": "US-9", "limitedQuantity": 1}, {"sku": "US-10", "limitedQuantity": 2}])
+    );
+    let placed: Vec<_> = events
+        .iter()
+        .filter(|e| e["type"] == "goods.order.placed")
+        .map(|e| (e["data"]["orderId"].clone(), e["data"]["sku"].clone()))
+        .collect();
+    assert_eq!(placed.len(), 3, "{events:?}");
+    assert!(
+        placed.contains(&(first["orderId"].clone(), json!("US-9"))),
+        "{placed:?}"
+    );
     let cancelled = app.cancel(&first, 1).await;
     assert_eq!(cancelled.status(), StatusCode::OK);
     assert_eq!(
