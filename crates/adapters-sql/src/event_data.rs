@@ -92,6 +92,14 @@ pub fn render(fact: &Fact) -> String {
             view.insert("remaining".into(), json!(0));
             view
         }
+        Fact::VariantSoldOut { drop, sku, limited } => {
+            let mut view = Map::new();
+            view.insert("dropId".into(), json!(drop.get()));
+            view.insert("sku".into(), json!(sku.as_str()));
+            view.insert("limitedQuantity".into(), json!(limited));
+            view.insert("remaining".into(), json!(0));
+            view
+        }
         Fact::OrderPlaced(o)
         | Fact::OrderPaid(o)
         | Fact::OrderCancelled(o)

@@ -397,6 +397,9 @@ pub struct OrderBody {
     /// The size bought (an order of a drop without sizes has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     sku: Option<String>,
+    /// That size's label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
     quantity: u32,
     amount_minor: u64,
     currency: String,
@@ -410,6 +413,16 @@ pub struct OrderBody {
 }
 
 impl OrderBody {
+    /// The order's view as `app` shows it: its `expiresAt` by the service's window, and its
+    /// size's label.
+    pub async fn labelled(o: GoodsOrder, app: &goods_app::GoodsApp) -> Self {
+        let label = app.size_label(&o).await;
+        Self {
+            label: label.map(|l| l.as_str().to_owned()),
+            ..Self::new(o, app.payment_window())
+        }
+    }
+
     /// The order's view; `window` gives its `expiresAt`.
     pub fn new(o: GoodsOrder, window: PaymentWindow) -> Self {
         Self {
@@ -418,6 +431,7 @@ impl OrderBody {
             product_id: o.product_id.get(),
             user_id: o.user_id.get(),
             sku: o.sku.as_ref().map(|s| s.as_str().to_owned()),
+            label: None,
             quantity: o.quantity.get(),
             amount_minor: o.amount.minor(),
             currency: o.amount.currency().as_str().to_owned(),
@@ -591,13 +605,14 @@ pub struct OrderPageBody {
 }
 
 impl OrderPageBody {
-    pub fn new(page: OrderPage, window: PaymentWindow) -> Self {
+    /// The page's orders, each with its size's label (`app` holds the drops).
+    pub async fn new(page: OrderPage, app: &goods_app::GoodsApp) -> Self {
+        let mut items = Vec::with_capacity(page.items.len());
+        for order in page.items {
+            items.push(OrderBody::labelled(order, app).await);
+        }
         Self {
-            items: page
-                .items
-                .into_iter()
-                .map(|o| OrderBody::new(o, window))
-                .collect(),
+            items,
             next_cursor: page.next_cursor.map(|id| id.get().to_string()),
         }
     }

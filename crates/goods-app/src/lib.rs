@@ -235,6 +235,18 @@ impl GoodsApp {
         self.payment_window
     }
 
+    /// The label of `order`'s size (its variant's, from the drop held in memory); `None` for
+    /// an order of a drop without sizes, or when the drop cannot be read now (the view then
+    /// goes without it rather than fail).
+    pub async fn size_label(
+        &self,
+        order: &goods_domain::GoodsOrder,
+    ) -> Option<goods_domain::VariantLabel> {
+        let sku = order.sku.as_ref()?;
+        let drop = self.drops.load(order.drop_id).await.ok().flatten()?;
+        drop.sizes.get(Some(sku))?.label.clone()
+    }
+
     /// Announces every flag change and drop operation through `notifier` once it is committed,
     /// so the fleet re-reads them at once rather than at its next poll.
     #[must_use]

@@ -4,14 +4,25 @@
 
 use crate::{
     DrawSeed, DropId, EntriesRoot, GoodsOrder, LimitedDrop, OrderId, OrderStatus, PaymentEvent,
-    PaymentOutcome, RankKey, UserId,
+    PaymentOutcome, RankKey, Sku, UserId,
 };
+
+/// A size's units before a purchase batch, for [`purchase_facts`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SizeSold {
+    pub sku: Sku,
+    /// Units in its live orders before the batch.
+    pub sold: u32,
+    /// Its `limitedQuantity`.
+    pub limited: u32,
+}
 
 /// An event's `type`, as the contract names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
     DropCreated,
     DropSoldOut,
+    VariantSoldOut,
     DropClosed,
     OrderPlaced,
     OrderPaid,
@@ -30,9 +41,10 @@ pub enum EventType {
 
 impl EventType {
     /// Every type, in the contract's order.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::DropCreated,
         Self::DropSoldOut,
+        Self::VariantSoldOut,
         Self::DropClosed,
         Self::OrderPlaced,
         Self::OrderPaid,
@@ -54,6 +66,7 @@ impl EventType {
         match self {
             Self::DropCreated => "goods.drop.created",
             Self::DropSoldOut => "goods.drop.sold_out",
+            Self::VariantSoldOut => "goods.variant.sold_out",
             Self::DropClosed => "goods.drop.closed",
             Self::OrderPlaced => "goods.order.placed",
             Self::OrderPaid => "goods.order.paid",
@@ -84,6 +97,13 @@ pub enum Fact {
     /// A purchase took the drop's last unit: `sold` = `limited` units are in live orders.
     DropSoldOut {
         drop: DropId,
+        limited: u32,
+    },
+    /// A purchase took the last unit of a size of a drop in sizes: `limited` units of it are
+    /// in live orders.
+    VariantSoldOut {
+        drop: DropId,
+        sku: Sku,
         limited: u32,
     },
     /// A seller or an admin ended the sale now.
@@ -151,6 +171,7 @@ impl Fact {
         match self {
             Self::DropCreated(_) => EventType::DropCreated,
             Self::DropSoldOut { .. } => EventType::DropSoldOut,
+            Self::VariantSoldOut { .. } => EventType::VariantSoldOut,
             Self::DropClosed(_) => EventType::DropClosed,
             Self::OrderPlaced(_) => EventType::OrderPlaced,
             Self::OrderPaid(_) => EventType::OrderPaid,
@@ -175,6 +196,7 @@ impl Fact {
         match self {
             Self::DropCreated(d) | Self::DropClosed(d) => d.id,
             Self::DropSoldOut { drop, .. }
+            | Self::VariantSoldOut { drop, .. }
             | Self::DrawCompleted { drop, .. }
             | Self::EntryWon { drop, .. }
             | Self::EntryVoided { drop, .. }
@@ -204,6 +226,7 @@ impl Fact {
             Self::EntryWon { drop, user, .. } | Self::EntryVoided { drop, user, .. } => {
                 format!("entries/{drop}/{user}")
             }
+            Self::VariantSoldOut { drop, sku, .. } => format!("drops/{drop}/variants/{sku}"),
             Self::OrderPlaced(o)
             | Self::OrderPaid(o)
             | Self::OrderCancelled(o)
@@ -214,12 +237,44 @@ impl Fact {
     }
 }
 
-/// The facts of a committed purchase batch of one drop: each order placed, then the sell-out
-/// when the batch took the drop's last unit (`sold` units were in live orders before it).
-pub fn purchase_facts(placed: Vec<GoodsOrder>, sold: u32, limited: u32) -> Vec<Fact> {
+/// The facts of a committed purchase batch of one drop: each order placed, then each size
+/// that the batch took the last unit of (`sizes`: each size the batch took units of, in sku
+/// order, with the units sold before it and its limit), then the drop's sell-out when the
+/// batch took its last unit (`sold` units were in live orders before it). The drop sells out
+/// with its last size.
+pub fn purchase_facts(
+    placed: Vec<GoodsOrder>,
+    sold: u32,
+    limited: u32,
+    sizes: &[SizeSold],
+) -> Vec<Fact> {
     let taken: u32 = placed.iter().map(|o| o.quantity.get()).sum();
     let drop = placed.first().map(|o| o.drop_id);
+    let taken_of = |sku: &Sku| -> u32 {
+        placed
+            .iter()
+            .filter(|o| o.sku.as_ref() == Some(sku))
+            .map(|o| o.quantity.get())
+            .sum()
+    };
+    let variants: Vec<Fact> = drop
+        .into_iter()
+        .flat_map(|drop| {
+            sizes
+                .iter()
+                .filter(|s| {
+                    let taken = taken_of(&s.sku);
+                    taken > 0 && s.sold.saturating_add(taken) >= s.limited
+                })
+                .map(move |s| Fact::VariantSoldOut {
+                    drop,
+                    sku: s.sku.clone(),
+                    limited: s.limited,
+                })
+        })
+        .collect();
     let mut facts: Vec<Fact> = placed.into_iter().map(Fact::OrderPlaced).collect();
+    facts.extend(variants);
     if let Some(drop) = drop
         && taken > 0
         && sold.saturating_add(taken) >= limited
@@ -344,7 +399,7 @@ mod tests {
             .enumerate()
             .map(|(i, &q)| order(i as i64 + 1, q, OrderStatus::Pending))
             .collect();
-        let facts = purchase_facts(placed, sold, limited);
+        let facts = purchase_facts(placed, sold, limited, &[]);
         let types: Vec<EventType> = facts.iter().map(Fact::event_type).collect();
         let mut expected = vec![EventType::OrderPlaced; quantities.len()];
         if sold_out {
@@ -352,6 +407,44 @@ mod tests {
         }
         assert_eq!(types, expected);
         assert!(facts.iter().all(|f| f.drop_id().get() == 7));
+    }
+
+    #[test]
+    fn a_batch_sells_out_each_size_it_takes_the_last_unit_of_then_the_drop_with_the_last() {
+        let sku = |raw: &str| Sku::parse("sku", raw).unwrap();
+        let of = |id: i64, size: &str, q: u32| GoodsOrder {
+            sku: Some(sku(size)),
+            ..order(id, q, OrderStatus::Pending)
+        };
+        let size = |raw: &str, sold: u32, limited: u32| SizeSold {
+            sku: sku(raw),
+            sold,
+            limited,
+        };
+        // S: 3 of 4 sold, the batch takes 1 (sold out); M: 1 of 5, takes 2 (not); L: full
+        // before, takes none (no event). The drop: 9 of 12 sold before, 3 taken: sold out.
+        let placed = vec![of(1, "S", 1), of(2, "M", 2)];
+        let sizes = [size("L", 3, 3), size("M", 1, 5), size("S", 3, 4)];
+        let facts = purchase_facts(placed, 9, 12, &sizes);
+        let subjects: Vec<(EventType, String)> = facts
+            .iter()
+            .map(|f| (f.event_type(), f.subject()))
+            .collect();
+        assert_eq!(
+            subjects,
+            [
+                (EventType::OrderPlaced, "orders/1".to_owned()),
+                (EventType::OrderPlaced, "orders/2".to_owned()),
+                (EventType::VariantSoldOut, "drops/7/variants/S".to_owned()),
+                (EventType::DropSoldOut, "drops/7".to_owned()),
+            ]
+        );
+        let not_yet = purchase_facts(vec![of(1, "M", 1)], 3, 12, &sizes);
+        assert_eq!(
+            not_yet.iter().map(Fact::event_type).collect::<Vec<_>>(),
+            [EventType::OrderPlaced],
+            "M keeps 3 units: no size and not the drop sold out"
+        );
     }
 
     #[rstest]

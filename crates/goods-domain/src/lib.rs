@@ -26,7 +26,7 @@ pub use drop::{
     MAX_WINDOW, NewLimitedDrop, OPEN_AT_MAX_AHEAD, OPEN_AT_MAX_PAST, PurchaseRejection, SaleWindow,
 };
 pub use error::{InfraError, ValidationError};
-pub use event::{EventType, Fact};
+pub use event::{EventType, Fact, SizeSold};
 pub use ids::{DropId, IdempotencyKey, OrderId, ProductId, UserId};
 pub use money::{Currency, MAX_AMOUNT_MINOR, MAX_PRICE_MINOR, Money, Price};
 pub use order::{

@@ -580,6 +580,73 @@ pub async fn a_drop_in_sizes_sells_each_size_on_its_own_and_counts_a_buyer_acros
             (6, sku("US-9"), 2, true),
         ]
     );
+    // Each size's sell-out is an event after the batch's orders, the drop's with its last size;
+    // numbered 1, 2, 3, ... with no gap.
+    let events = store
+        .events(&goods_domain::ports::EventQuery {
+            after: None,
+            kind: None,
+            drop: Some(drop.id),
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    let seen: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e.kind.as_str(), e.subject.as_str()))
+        .collect();
+    let id = drop.id;
+    let (placed, cancelled, expired) = (
+        "goods.order.placed",
+        "goods.order.cancelled",
+        "goods.order.expired",
+    );
+    let size_out = "goods.variant.sold_out";
+    let nine = format!("drops/{id}/variants/US-9");
+    let ten = format!("drops/{id}/variants/US-10");
+    let whole = format!("drops/{id}");
+    let kinds: Vec<(&str, Option<&str>)> = seen
+        .iter()
+        .map(|(kind, subject)| {
+            let named = [nine.as_str(), ten.as_str(), whole.as_str()]
+                .into_iter()
+                .find(|s| s == subject);
+            (*kind, named)
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("goods.drop.created", Some(whole.as_str())),
+            (placed, None),
+            (size_out, Some(nine.as_str())),
+            (placed, None),
+            (placed, None),
+            (placed, None),
+            (size_out, Some(ten.as_str())),
+            ("goods.drop.sold_out", Some(whole.as_str())),
+            (cancelled, None),
+            (placed, None),
+            (size_out, Some(nine.as_str())),
+            ("goods.drop.sold_out", Some(whole.as_str())),
+            (expired, None),
+            (placed, None),
+            (size_out, Some(ten.as_str())),
+            ("goods.drop.sold_out", Some(whole.as_str())),
+        ],
+        "{seen:?}"
+    );
+    assert_eq!(
+        events.iter().map(|e| e.dropseq).collect::<Vec<_>>(),
+        (1..=16).collect::<Vec<u64>>()
+    );
+    for part in [
+        "\"sku\":\"US-9\"",
+        "\"limitedQuantity\":2",
+        "\"remaining\":0",
+    ] {
+        assert!(events[2].data.contains(part), "{}", events[2].data);
+    }
 }
 
 /// 60 buyers race one unit each, alternating between a size of 10 and a size of 15, in

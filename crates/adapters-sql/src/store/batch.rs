@@ -11,8 +11,10 @@ use goods_domain::batch::{
     BatchFacts, BatchPlan, FreeUnits, Holding, buyers_to_lock, free_units, plan_batch,
 };
 use goods_domain::ports::{PlaceOrder, Placement, unix_ms};
-use goods_domain::{GoodsOrder, IdempotencyKey, InfraError, OrderStatus, Sku, UserId, event};
-use std::collections::{BTreeSet, HashMap};
+use goods_domain::{
+    Fact, GoodsOrder, IdempotencyKey, InfraError, OrderStatus, SizeSold, Sku, UserId, event,
+};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Why a batch's transaction rolls back to be tried again: a hot row's conditional update
 /// refused what the batch's read had found free (another writer took the units in between, or
@@ -79,10 +81,10 @@ async fn commit_batch<B: Backend>(
     // A drop without sizes is one size of its product's stock; a drop in sizes (its orders
     // name their size) has each size's units within its variant's stock. An order of a size the
     // drop does not sell finds nothing free.
-    let free = if first.sku.is_some() {
+    let (free, limits) = if first.sku.is_some() {
         sizes_free(c, first, closed).await?
     } else {
-        FreeUnits::from([(
+        let whole = FreeUnits::from([(
             None,
             free_units(
                 first.limited_quantity.get(),
@@ -90,7 +92,8 @@ async fn commit_batch<B: Backend>(
                 units(head.stock, "stock")?,
                 closed,
             ),
-        )])
+        )]);
+        (whole, BTreeMap::new())
     };
     // Every order of a buyer commits under the lock of the buyer's holding, so what is read
     // after taking it (the orders by key, the holdings; each read sees what is committed when
@@ -115,7 +118,7 @@ async fn commit_batch<B: Backend>(
     add_holdings(c, drop, &plan, first).await?;
     // The events' statement is built (their data rendered) before the hot rows are locked;
     // after their update it is the one statement, of one row, more their locks are held for.
-    let events = events_insert::<B>(first, &accepted, &created);
+    let events = events_insert::<B>(first, &accepted, &created, &limits);
     take_units::<B>(c, first, &plan, &accepted).await?;
     if let Some(events) = events {
         c.run(events).await?;
@@ -137,12 +140,12 @@ struct SizeHeadRow {
 }
 
 /// The units free in each size of `terms`' drop: what its limit leaves, within its variant's
-/// stock ([`free_units`]).
+/// stock ([`free_units`]); and each size's limit.
 async fn sizes_free(
     c: &mut impl Exec,
     terms: &PlaceOrder,
     closed: bool,
-) -> Result<FreeUnits, TxError<Contended>> {
+) -> Result<(FreeUnits, BTreeMap<Sku, u32>), TxError<Contended>> {
     let rows: Vec<SizeHeadRow> = c
         .rows(
             Sql::new(
@@ -157,18 +160,21 @@ async fn sizes_free(
         )
         .await?;
     let mut free = FreeUnits::new();
+    let mut limits = BTreeMap::new();
     for row in rows {
         let sku =
             Sku::parse("sku", &row.sku).map_err(|e| InfraError::new("corrupt drop size row", e))?;
+        let limited = units(row.limited_quantity, "size limited")?;
         let units = free_units(
-            units(row.limited_quantity, "size limited")?,
+            limited,
             units(row.sold_quantity, "size sold")?,
             units(row.stock, "variant stock")?,
             closed,
         );
-        free.insert(Some(sku), units);
+        free.insert(Some(sku.clone()), units);
+        limits.insert(sku, limited);
     }
-    Ok(free)
+    Ok((free, limits))
 }
 
 /// One multi-row INSERT of the orders.
@@ -445,7 +451,16 @@ async fn take_units<B: Backend>(
                 .bind(Bind::BigInt(
                     i64::try_from(accepted.len()).unwrap_or(i64::MAX),
                 ))
-                .sql(" + CASE WHEN sold_quantity + ")
+                .sql(&format!(
+                    " + {} + CASE WHEN sold_quantity + ",
+                    sizes_sold_out(
+                        terms.drop_id.get(),
+                        plan.taken
+                            .iter()
+                            .filter(|(_, t)| **t > 0)
+                            .filter_map(|(s, _)| s.as_ref())
+                    )
+                ))
                 .bind(Bind::Integer(taken))
                 .sql(" >= limited_quantity THEN 1 ELSE 0 END, sold_quantity = sold_quantity + ")
                 .bind(Bind::Integer(taken))
@@ -471,12 +486,14 @@ async fn take_units<B: Backend>(
 }
 
 /// The batch's events as one `event_batches` row, `INSERT ... SELECT` from the locked drop row:
-/// each `goods.order.placed`, then `goods.drop.sold_out` if the row says this batch took the
-/// last unit; numbered back from the `event_seq` that [`take_units`] advanced.
+/// each `goods.order.placed`, then `goods.variant.sold_out` for each size whose row says this
+/// batch took its last unit, then `goods.drop.sold_out` if the drop's row says so; numbered back
+/// from the `event_seq` that [`take_units`] advanced by the same count.
 fn events_insert<B: Backend>(
     terms: &PlaceOrder,
     accepted: &[&PlaceOrder],
     created: &HashMap<(UserId, IdempotencyKey), GoodsOrder>,
+    limits: &BTreeMap<Sku, u32>,
 ) -> Option<Sql> {
     let placed: Vec<GoodsOrder> = accepted
         .iter()
@@ -486,44 +503,114 @@ fn events_insert<B: Backend>(
     let orders = placed.len();
     let taken: u32 = placed.iter().map(|o| o.quantity.get()).sum();
     let limited = terms.limited_quantity.get();
+    // Each size as it would be if the batch took its last unit; its row decides.
+    let sizes: Vec<SizeSold> = limits
+        .iter()
+        .map(|(sku, limit)| {
+            let of_size: u32 = placed
+                .iter()
+                .filter(|o| o.sku.as_ref() == Some(sku))
+                .map(|o| o.quantity.get())
+                .sum();
+            SizeSold {
+                sku: sku.clone(),
+                sold: limit.saturating_sub(of_size),
+                limited: *limit,
+            }
+        })
+        .collect();
     // The orders' lines carry no data: each order's row has it (event_lines::encode_placed).
     let head = event_lines::encode_placed(&placed);
-    // The facts as they are if the batch takes the last unit; the row decides whether it did.
-    let facts = event::purchase_facts(placed, limited.saturating_sub(taken), limited);
-    let sold_out = &facts[orders.min(facts.len())..];
+    // The facts as they are if the batch takes the last unit; the rows decide whether it did.
+    let facts = event::purchase_facts(placed, limited.saturating_sub(taken), limited, &sizes);
+    let after_orders = &facts[orders.min(facts.len())..];
+    let (variants, sold_out): (Vec<&Fact>, Vec<&Fact>) = after_orders
+        .iter()
+        .partition(|f| matches!(f, Fact::VariantSoldOut { .. }));
     let tail = if sold_out.is_empty() {
         String::new()
     } else {
-        format!("\n{}", event_lines::encode(sold_out))
+        format!(
+            "\n{}",
+            event_lines::encode(&sold_out.into_iter().cloned().collect::<Vec<_>>())
+        )
     };
     let dialect = B::DIALECT;
+    let drop = terms.drop_id.get();
     let sold = "CASE WHEN d.sold_quantity >= d.limited_quantity THEN ";
+    let sizes_out = sizes_sold_out(
+        drop,
+        variants.iter().filter_map(|f| match f {
+            Fact::VariantSoldOut { sku, .. } => Some(sku),
+            _ => None,
+        }),
+    );
     let (orders, extra) = (
         i64::try_from(orders).unwrap_or(i64::MAX),
-        i64::try_from(sold_out.len()).unwrap_or(0),
+        i64::from(!tail.is_empty()),
     );
+    let mut q = Sql::new(
+        "INSERT INTO event_batches (drop_id, first_seq, event_count, occurred_at, events) \
+         SELECT d.id, d.event_seq + 1 - ",
+    )
+    .bind(Bind::BigInt(orders))
+    .sql(&format!(" - {sizes_out} - {sold}"))
+    .bind(Bind::BigInt(extra))
+    .sql(" ELSE 0 END, ")
+    .bind(Bind::BigInt(orders))
+    .sql(&format!(" + {sizes_out} + {sold}"))
+    .bind(Bind::BigInt(extra))
+    .sql(" ELSE 0 END, ")
+    .bind(Bind::Timestamp(to_db(at)))
+    .sql(&format!(", {}", dialect.concat_open))
+    .bind(Bind::Text(head));
+    for fact in &variants {
+        let Fact::VariantSoldOut { sku, .. } = fact else {
+            continue;
+        };
+        q = q
+            .sql(&format!(
+                "{}CASE WHEN {} THEN ",
+                dialect.concat_sep,
+                size_sold_out(drop, sku)
+            ))
+            .bind(Bind::Text(format!(
+                "\n{}",
+                event_lines::encode(std::slice::from_ref(*fact))
+            )))
+            .sql(" ELSE '' END");
+    }
     Some(
-        Sql::new(
-            "INSERT INTO event_batches (drop_id, first_seq, event_count, occurred_at, events) \
-             SELECT d.id, d.event_seq + 1 - ",
-        )
-        .bind(Bind::BigInt(orders))
-        .sql(&format!(" - {sold}"))
-        .bind(Bind::BigInt(extra))
-        .sql(" ELSE 0 END, ")
-        .bind(Bind::BigInt(orders))
-        .sql(&format!(" + {sold}"))
-        .bind(Bind::BigInt(extra))
-        .sql(" ELSE 0 END, ")
-        .bind(Bind::Timestamp(to_db(at)))
-        .sql(&format!(", {}", dialect.concat_open))
-        .bind(Bind::Text(head))
-        .sql(&format!("{}{sold}", dialect.concat_sep))
-        .bind(Bind::Text(tail))
-        .sql(&format!(
-            " ELSE '' END{} FROM limited_drops d WHERE d.id = ",
-            dialect.concat_close
-        ))
-        .bind(Bind::BigInt(terms.drop_id.get())),
+        q.sql(&format!("{}{sold}", dialect.concat_sep))
+            .bind(Bind::Text(tail))
+            .sql(&format!(
+                " ELSE '' END{} FROM limited_drops d WHERE d.id = ",
+                dialect.concat_close
+            ))
+            .bind(Bind::BigInt(drop)),
+    )
+}
+
+/// SQL that is true when the size `sku` of `drop` has sold its last unit (its row as this
+/// transaction updated it). Ids and skus are written inline: a drop id is a number and a sku
+/// holds only `[A-Za-z0-9._-]`, so neither can close the quotes.
+fn size_sold_out(drop: i64, sku: &Sku) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM drop_variants WHERE drop_id = {drop} AND sku = '{}' \
+         AND sold_quantity >= limited_quantity)",
+        sku.as_str()
+    )
+}
+
+/// SQL counting the sizes among `skus` of `drop` that have sold their last unit (`0` for none).
+fn sizes_sold_out<'a>(drop: i64, skus: impl Iterator<Item = &'a Sku>) -> String {
+    let list: Vec<String> = skus.map(|sku| format!("'{}'", sku.as_str())).collect();
+    if list.is_empty() {
+        return "0".to_owned();
+    }
+    format!(
+        "(SELECT COUNT(*) FROM drop_variants WHERE drop_id = {drop} AND sku IN ({}) \
+         AND sold_quantity >= limited_quantity)",
+        list.join(", ")
     )
 }

@@ -178,7 +178,7 @@ async fn purchase_inner(
         response.insert_header(("Idempotent-Replayed", "true"));
     }
     Ok((
-        response.json(OrderBody::new(bought.order, state.app.payment_window())),
+        response.json(OrderBody::labelled(bought.order, &state.app).await),
         bought.replayed,
     ))
 }

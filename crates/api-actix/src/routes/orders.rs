@@ -22,7 +22,7 @@ pub async fn get(
     id: web::Path<String>,
 ) -> Result<HttpResponse, Problem> {
     let order = state.app.orders().get(order_id(&id)?, who.0).await?;
-    Ok(HttpResponse::Ok().json(OrderBody::new(order, state.app.payment_window())))
+    Ok(HttpResponse::Ok().json(OrderBody::labelled(order, &state.app).await))
 }
 
 /// `POST /orders/{orderId}/cancel` (its buyer). Idempotent.
@@ -37,7 +37,7 @@ pub async fn cancel(
     }
     body.none()?;
     let order = state.app.orders().cancel(order_id(&id)?, who.0).await?;
-    Ok(HttpResponse::Ok().json(OrderBody::new(order, state.app.payment_window())))
+    Ok(HttpResponse::Ok().json(OrderBody::labelled(order, &state.app).await))
 }
 
 /// `GET /orders` query parameters, as sent.
@@ -85,5 +85,5 @@ pub async fn list(
         .list(buyer, &query)
         .await
         .map_err(Problem::from)?;
-    Ok(HttpResponse::Ok().json(OrderPageBody::new(page, state.app.payment_window())))
+    Ok(HttpResponse::Ok().json(OrderPageBody::new(page, &state.app).await))
 }

@@ -198,6 +198,40 @@ async fn racing_buyers_sell_each_size_exactly_and_none_passes_the_limit_across_s
             (json!("L"), json!(5), json!(false)),
         ]
     );
+    // The events: 35 orders placed, each size's sell-out once, the drop's once, after its last
+    // size's; numbered 1..=40 with no gap.
+    let events = crate::events::events_of(&app, drop).await;
+    let count = |kind: &str| events.iter().filter(|e| e["type"] == kind).count();
+    assert_eq!(
+        (
+            count("goods.order.placed"),
+            count("goods.variant.sold_out"),
+            count("goods.drop.sold_out")
+        ),
+        (35, 3, 1)
+    );
+    let mut sold_out_sizes: Vec<_> = events
+        .iter()
+        .filter(|e| e["type"] == "goods.variant.sold_out")
+        .map(|e| e["subject"].as_str().unwrap().to_owned())
+        .collect();
+    sold_out_sizes.sort();
+    assert_eq!(
+        sold_out_sizes,
+        ["L", "M", "S"].map(|s| format!("drops/{drop}/variants/{s}"))
+    );
+    let last_size = events
+        .iter()
+        .rposition(|e| e["type"] == "goods.variant.sold_out")
+        .unwrap();
+    assert_eq!(events[last_size + 1]["type"], "goods.drop.sold_out");
+    assert_eq!(
+        events
+            .iter()
+            .map(|e| e["dropseq"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        (1..=40).collect::<Vec<u64>>()
+    );
 }
 
 /// A sold-out size answers 409 with its sku while another sells; the same key for another
@@ -242,7 +276,18 @@ async fn a_sold_out_size_answers_for_itself_and_a_cancel_gives_back_to_its_own_s
     let first = buy(&app, drop, 1, "a", &of_size("US-9")).await;
     assert_eq!(first.status(), StatusCode::ACCEPTED);
     let first = body(first).await;
-    assert_eq!(first["sku"], "US-9");
+    assert_eq!(
+        (first["sku"].clone(), first["label"].clone()),
+        (json!("US-9"), json!("Size US-9"))
+    );
+    let read = body(
+        app.get(&format!("/orders/{}", first["orderId"]), Some((1, "buyer")))
+            .await,
+    )
+    .await;
+    assert_eq!(read, first, "the order reads as it was answered");
+    let mine = body(app.get("/orders", Some((1, "buyer"))).await).await;
+    assert_eq!(mine["items"][0]["label"], "Size US-9");
     let refused = problem(
         buy(&app, drop, 2, "a", &of_size("US-9")).await,
         409,
