@@ -75,6 +75,20 @@ async fn all_at_once_until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
+    killed_mid_sale(None).await;
+}
+
+/// The same kill in a drop of three sizes (buyer `u` buys size `u % 3`): each size heals on its
+/// own, sells exactly its units, and no buyer is stuck.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_killed_mid_sale_of_a_drop_in_sizes_heals_each_size() {
+    killed_mid_sale(Some(&[("S", 30), ("M", 40), ("L", 30)])).await;
+}
+
+/// 300 buyers of a drop of 100 units (or of `sizes`), the server killed with SIGKILL as soon as
+/// 20 have their 202, then restarted: every 202 replays, every buyer gets an answer, the drop
+/// (each size) sells out exactly.
+async fn killed_mid_sale(sizes: Option<&[(&str, i64)]>) {
     const LIMITED: i64 = 100;
     const BUYERS: i64 = 300;
     let database = test_support::mysql::fresh_database().await;
@@ -82,8 +96,20 @@ async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
     let mut vars = shared_redis(&prefix).to_vec();
     vars.push(("DATABASE_URL", database));
     let mut server = Server::start(&env(&vars));
-    let client = Client::new();
-    let drop = client.open_drop(&server.base, LIMITED).await;
+    let (client, drop) = match sizes {
+        None => {
+            let client = Client::new();
+            let drop = client.open_drop(&server.base, LIMITED).await;
+            (client, drop)
+        }
+        Some(sizes) => {
+            assert_eq!(sizes.iter().map(|(_, n)| n).sum::<i64>(), LIMITED);
+            let skus: Vec<&str> = sizes.iter().map(|(s, _)| *s).collect();
+            let client = Client::new().in_sizes(&skus);
+            let drop = client.open_sized_drop(&server.base, sizes).await;
+            (client, drop)
+        }
+    };
 
     // 300 buyers at once; SIGKILL as soon as 20 of them have their 202.
     let before = all_at_once_until(&client, &server.base.clone(), drop, BUYERS, 20, || {
@@ -159,7 +185,12 @@ async fn a_server_killed_mid_sale_leaves_no_unit_held_and_no_buyer_stuck() {
             .all(|a| a.status == 202 || a.is("SOLD_OUT")),
         "{answers:?}"
     );
-    assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await;
+    match sizes {
+        None => assert_sold_out_exactly(&client, &server.base, drop, LIMITED, &answers).await,
+        Some(sizes) => {
+            assert_each_size_sold_out_exactly(&client, &server.base, drop, sizes, &answers).await;
+        }
+    }
 }
 
 /// SIGTERM mid-sale, as an orchestrator sends it: the purchases in flight are answered, a 202
@@ -552,6 +583,69 @@ async fn redis_restarted_empty_mid_sale_is_seeded_by_the_healer_before_anyone_bu
         (202, sold[&1].order),
         "markers were rebuilt too"
     );
+}
+
+/// Redis restarted empty in the middle of a sale in sizes: the healer seeds every size from
+/// the database (each size's counter, the markers with their sizes) before anyone buys, and
+/// the sale then sells each size out exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_restarted_empty_mid_sale_of_sizes_is_seeded_size_by_size() {
+    const SIZES: [(&str, i64); 2] = [("S", 20), ("M", 30)];
+    let mut redis = PrivateRedis::start();
+    let vars = on_private_redis(&redis, &[]).await;
+    let server = Server::start(&env(&vars));
+    let client = Client::new().in_sizes(&["S", "M"]);
+    let drop = client.open_sized_drop(&server.base, &SIZES).await;
+    // Buyers 1..=20: ten of each size.
+    let sold = wave(&client, &server.base, drop, 1..=20).await;
+    assert_eq!(sold.values().filter(|a| a.status == 202).count(), 20);
+
+    redis.restart();
+    assert_eq!(
+        redis.cli(&["DBSIZE"]).unwrap().trim(),
+        "0",
+        "restarted empty"
+    );
+    let back = Instant::now();
+    let within =
+        Duration::from_secs(2) + Duration::from_millis(2 * HEAL_MS) + Duration::from_secs(1);
+    loop {
+        let recon = client.reconciliation(&server.base, drop).await;
+        let left: Vec<_> = recon["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["gateRemaining"].clone())
+            .collect();
+        if left == [json!(10), json!(20)] {
+            assert_eq!(recon["drift"], json!(0), "{recon}");
+            break;
+        }
+        assert!(
+            back.elapsed() < within,
+            "not seeded within {within:?}: {recon}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    for user in [1, 2] {
+        let replay = client.buy(&server.base, drop, user).await.unwrap();
+        assert_eq!(
+            (replay.status, replay.order),
+            (202, sold[&user].order),
+            "buyer {user}'s marker was rebuilt in its size"
+        );
+    }
+    let sale = sell_out_in_waves(
+        &client,
+        &server.base,
+        drop,
+        50,
+        21,
+        sold,
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_each_size_sold_out_exactly(&client, &server.base, drop, &SIZES, &sale.answers).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

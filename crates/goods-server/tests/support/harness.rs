@@ -5,6 +5,7 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::process::Child;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -164,6 +165,8 @@ impl Answer {
 #[derive(Clone)]
 pub struct Client {
     pub http: reqwest::Client,
+    /// A drop in sizes: buyer `u` buys `sizes[u % sizes.len()]`.
+    sizes: Option<Arc<[String]>>,
 }
 
 impl Client {
@@ -173,7 +176,61 @@ impl Client {
                 .timeout(Duration::from_secs(15))
                 .build()
                 .unwrap(),
+            sizes: None,
         }
+    }
+
+    /// This client for a drop in `skus`: buyer `u` buys `skus[u % skus.len()]`.
+    #[allow(dead_code)] // not every test binary sells sizes
+    pub fn in_sizes(&self, skus: &[&str]) -> Self {
+        Self {
+            http: self.http.clone(),
+            sizes: Some(skus.iter().map(|s| (*s).to_owned()).collect()),
+        }
+    }
+
+    /// The size buyer `user` buys (`None`: a drop without sizes).
+    pub fn size_of(&self, user: i64) -> Option<&str> {
+        let sizes = self.sizes.as_ref()?;
+        let at = usize::try_from(user).unwrap_or(0) % sizes.len();
+        Some(sizes[at].as_str())
+    }
+
+    /// A product in `sizes` (sku, units: its stock and the drop's units of it) and a drop of
+    /// them, one unit per buyer, open since a second ago.
+    #[allow(dead_code)] // not every test binary sells sizes
+    pub async fn open_sized_drop(&self, base: &str, sizes: &[(&str, i64)]) -> i64 {
+        let variants: Vec<Value> = sizes
+            .iter()
+            .map(|(sku, n)| json!({"sku": sku, "label": sku, "stockQuantity": n}))
+            .collect();
+        let product = self
+            .seller_post(
+                base,
+                "/products",
+                json!({"name": "Sneaker", "variants": variants}),
+            )
+            .await;
+        let now = OffsetDateTime::now_utc();
+        let at = |t: OffsetDateTime| t.format(&Rfc3339).unwrap();
+        let units: Vec<Value> = sizes
+            .iter()
+            .map(|(sku, n)| json!({"sku": sku, "limitedQuantity": n}))
+            .collect();
+        let drop = self
+            .seller_post(
+                base,
+                "/limited-drops",
+                json!({
+                    "productId": product["productId"],
+                    "openAt": at(now - time::Duration::seconds(1)),
+                    "closeAt": at(now + time::Duration::hours(1)),
+                    "variants": units,
+                    "perUserLimit": 1,
+                }),
+            )
+            .await;
+        drop["dropId"].as_i64().unwrap()
     }
 
     pub fn as_seller(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -263,7 +320,10 @@ impl Client {
             "buyer",
         )
         .header("Idempotency-Key", format!("key-{user}"))
-        .json(&json!({"quantity": 1}))
+        .json(&match self.size_of(user) {
+            Some(sku) => json!({"quantity": 1, "sku": sku}),
+            None => json!({"quantity": 1}),
+        })
         .send()
         .await
         .map_err(Failure::of)?;
@@ -517,6 +577,37 @@ pub async fn assert_sold_out_exactly(
             client.order_exists(base, user, order).await,
             "order {order} of buyer {user}"
         );
+    }
+}
+
+/// [`assert_sold_out_exactly`] size by size: each of `sizes` (sku, units) sold exactly its units
+/// (reconciliation), none oversold, the gate holding none of it (drift 0), and the buyers'
+/// 202s of each size (`client`'s [`Client::size_of`]) exactly its units.
+#[allow(dead_code)] // not every test binary sells sizes
+pub async fn assert_each_size_sold_out_exactly(
+    client: &Client,
+    base: &str,
+    drop: i64,
+    sizes: &[(&str, i64)],
+    answers: &Answers,
+) {
+    let limited: i64 = sizes.iter().map(|(_, n)| n).sum();
+    assert_sold_out_exactly(client, base, drop, limited, answers).await;
+    let recon = client.reconciliation(base, drop).await;
+    let expected: Vec<Value> = sizes
+        .iter()
+        .map(|(sku, n)| {
+            json!({"sku": sku, "limitedQuantity": n, "soldQuantity": n, "gateRemaining": 0,
+                   "drift": 0, "oversold": false})
+        })
+        .collect();
+    assert_eq!(recon["variants"], json!(expected), "{recon}");
+    for (sku, n) in sizes {
+        let won = answers
+            .iter()
+            .filter(|(user, a)| a.status == 202 && client.size_of(**user) == Some(*sku))
+            .count();
+        assert_eq!(i64::try_from(won).unwrap(), *n, "202s of {sku}");
     }
 }
 
