@@ -23,6 +23,7 @@
 import http from 'k6/http';
 import { check, sleep } from 'k6';
 import { paySigned } from './lib/payment.js';
+import { DOMAIN_REJECTIONS, INPUT_ERRORS, TEST_DATA_ERRORS, safeField } from './lib/sli.js';
 import { Counter, Rate, Trend } from 'k6/metrics';
 
 const BASE = __ENV.BASE || 'http://127.0.0.1:8080';
@@ -41,19 +42,8 @@ if (PAY_SHARE > 0 && !WEBHOOK_SECRET) {
   throw new Error('PAY_SHARE needs WEBHOOK_SECRET: the server\'s PAYMENT_WEBHOOK_SECRET');
 }
 
-// Classification by the body's `code`, not the status alone (409 is both SOLD_OUT and busy),
-// exactly as docs/observability.md's "Outcome classes" table says (the one source;
-// tests/observability.rs compares these sets with it). Good is a 202; bad is THROTTLED,
-// SERVICE_UNAVAILABLE, INTERNAL, a timeout or anything unclassified.
-const DOMAIN_REJECTIONS = new Set([
-  'TOO_EARLY', 'SOLD_OUT', 'CLOSED', 'DROP_PAUSED', 'DRAW_DROP', 'PER_USER_LIMIT_EXCEEDED',
-  'ORDER_LIMIT_REACHED', 'IDEMPOTENCY_KEY_IN_PROGRESS', 'RATE_LIMITED',
-]);
-const INPUT_ERRORS = new Set([
-  'UNSUPPORTED_MEDIA_TYPE', 'MALFORMED_REQUEST', 'VALIDATION_FAILED', 'IDEMPOTENCY_KEY_REQUIRED',
-  'IDEMPOTENCY_KEY_REUSED',
-]);
-const TEST_DATA_ERRORS = new Set(['UNAUTHENTICATED', 'FORBIDDEN', 'DROP_NOT_FOUND']);
+// Classification by the body's `code`: lib/sli.js (a purchase's classes, checked against
+// docs/observability.md; sizes-spike.js uses the same).
 // Every buyer and key here is new, so these are classified as the table says but cannot be
 // the buyers' doing: counted apart, with a threshold of 0.
 const IMPOSSIBLE_HERE = new Set([
@@ -175,13 +165,6 @@ function safeCode(res) {
   return safeField(res, 'code');
 }
 
-function safeField(res, name) {
-  try {
-    return res.json(name);
-  } catch (_) {
-    return null;
-  }
-}
 
 export function teardown(data) {
   if (EXPIRE_WAIT > 0) {

@@ -206,7 +206,7 @@ fn the_outcome_table_is_what_the_rules_and_k6_classify_by() {
     }
 
     // k6's classification.
-    let k6 = repo("loadtest/k6/drop-spike.js");
+    let k6 = repo("loadtest/k6/lib/sli.js");
     let k6_set = |name: &str| {
         let start = k6.find(&format!("const {name} = new Set([")).unwrap();
         let end = start + k6[start..].find("]);").unwrap();
