@@ -1,7 +1,12 @@
 -- wrk script: POST /limited-drops/{DROP_ID}/orders with a new buyer and key per request.
--- DROP_ID comes from the environment; every thread numbers its buyers from its own range so no
--- two requests share a buyer.
+-- DROP_ID comes from the environment, and SKU for a drop in sizes (the size every request
+-- buys); every thread numbers its buyers from its own range so no two requests share a buyer.
 local drop = os.getenv("DROP_ID") or "1"
+local sku = os.getenv("SKU")
+local body = '{"quantity":1}'
+if sku and sku ~= "" then
+  body = '{"quantity":1,"sku":"' .. sku .. '"}'
+end
 local threads = 0
 local counter = 0
 
@@ -22,5 +27,5 @@ request = function()
     ["X-User-Id"] = tostring(user),
     ["Idempotency-Key"] = "wrk-" .. tostring(user),
     ["Content-Type"] = "application/json",
-  }, '{"quantity":1}')
+  }, body)
 end

@@ -90,6 +90,43 @@ pub async fn open_drop(
         .ok_or_else(|| anyhow::anyhow!("no dropId in {drop}"))
 }
 
+/// A product in `skus` variants of `each` units and an open drop of all of them, `each` units per
+/// size, one unit per buyer; its id.
+pub async fn open_sized_drop(
+    client: &reqwest::Client,
+    base: &str,
+    skus: &[String],
+    each: i64,
+    open_at: time::OffsetDateTime,
+) -> anyhow::Result<i64> {
+    let variants: Vec<serde_json::Value> = skus
+        .iter()
+        .map(|sku| serde_json::json!({"sku": sku, "label": sku, "stockQuantity": each}))
+        .collect();
+    let product = seller(
+        client,
+        base,
+        "/products",
+        Some(serde_json::json!({"name": "load in sizes", "variants": variants})),
+    )
+    .await?;
+    let sizes: Vec<serde_json::Value> = skus
+        .iter()
+        .map(|sku| serde_json::json!({"sku": sku, "limitedQuantity": each}))
+        .collect();
+    let body = serde_json::json!({
+        "productId": product["productId"],
+        "openAt": rfc3339(open_at)?,
+        "closeAt": rfc3339(time::OffsetDateTime::now_utc() + time::Duration::hours(2))?,
+        "variants": sizes,
+        "perUserLimit": 1,
+    });
+    let drop = seller(client, base, "/limited-drops", Some(body)).await?;
+    drop["dropId"]
+        .as_i64()
+        .ok_or_else(|| anyhow::anyhow!("no dropId in {drop}"))
+}
+
 /// An answer the generator did not expect, as `"{status} {code}"` (the problem's `code`, or
 /// nothing when the body has none).
 pub fn other_answer(status: u16, body: &[u8]) -> String {
