@@ -58,7 +58,7 @@ sizes=$(for s in "${skus[@]}"; do printf '{"sku":"%s","limitedQuantity":1},' "$s
 sized_product=$(curl -sf -X POST "$BASE/products" "${SELLER[@]}" -d "{\"name\":\"load in sizes\",\"variants\":[$variants]}" | id productId)
 sized=$(curl -sf -X POST "$BASE/limited-drops" "${SELLER[@]}" \
   -d "{\"productId\":$sized_product,\"openAt\":\"$open\",\"closeAt\":\"$close\",\"variants\":[$sizes]}" | id dropId)
-buy "$sized" 2 '{"quantity":1,"sku":"US-9"}'
+buy "$sized" 3 '{"quantity":1,"sku":"US-9"}'
 
 echo "== GATE=$GATE, $THREADS threads, $CONNECTIONS connections, $ROUNDS rounds of $DURATION each, server on CPU $SERVER_CPUS ($HTTP_WORKERS workers), wrk on CPU $WRK_CPUS"
 rps() { echo "$1" | awk '/Requests\/sec/ {print $2}'; }

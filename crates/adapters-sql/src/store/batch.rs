@@ -393,42 +393,43 @@ async fn take_units<B: Backend>(
             "the stock no longer covers the batch",
         )));
     }
-    // Each size's own rows, in sku order (so two batches lock them in the same order), before
-    // the drop's row: its variant's stock, then its sold units, each conditional on its
-    // invariant. A drop without sizes has none.
-    for (sku, taken) in plan
+    // Each size's own rows before the drop's row, in one statement a table for all the batch's
+    // sizes (the rows lock in key order, sku order, so two batches lock them in the same
+    // order): the variants' stock, then the sizes' sold units, each row conditional on its
+    // invariant, and every size's row must change. A drop without sizes has none.
+    let sized: Vec<(&Sku, u32)> = plan
         .taken
         .iter()
         .filter_map(|(s, t)| s.as_ref().map(|s| (s, *t)))
-    {
-        let taken = column(taken);
-        let sku = sku.as_str().to_owned();
+        .filter(|(_, t)| *t > 0)
+        .collect();
+    if !sized.is_empty() {
+        let (by_size, skus) = (
+            units_by_size(&sized),
+            sku_list(sized.iter().map(|(s, _)| *s)),
+        );
         let deducted = c
             .run(
-                Sql::new("UPDATE product_variants SET stock = stock - ")
-                    .bind(Bind::Integer(taken))
-                    .sql(" WHERE product_id = ")
-                    .bind(Bind::BigInt(terms.product_id.get()))
-                    .sql(" AND sku = ")
-                    .bind(Bind::Text(sku.clone()))
-                    .sql(" AND stock >= ")
-                    .bind(Bind::Integer(taken)),
+                Sql::new(&format!(
+                    "UPDATE product_variants SET stock = stock - {by_size} WHERE product_id = "
+                ))
+                .bind(Bind::BigInt(terms.product_id.get()))
+                .sql(&format!(" AND sku IN ({skus}) AND stock >= {by_size}")),
             )
             .await?;
         let sold = c
             .run(
-                Sql::new("UPDATE drop_variants SET sold_quantity = sold_quantity + ")
-                    .bind(Bind::Integer(taken))
-                    .sql(" WHERE drop_id = ")
-                    .bind(Bind::BigInt(terms.drop_id.get()))
-                    .sql(" AND sku = ")
-                    .bind(Bind::Text(sku))
-                    .sql(" AND sold_quantity + ")
-                    .bind(Bind::Integer(taken))
-                    .sql(" <= limited_quantity"),
+                Sql::new(&format!(
+                    "UPDATE drop_variants SET sold_quantity = sold_quantity + {by_size} \
+                     WHERE drop_id = "
+                ))
+                .bind(Bind::BigInt(terms.drop_id.get()))
+                .sql(&format!(
+                    " AND sku IN ({skus}) AND sold_quantity + {by_size} <= limited_quantity"
+                )),
             )
             .await?;
-        if deducted == 0 || sold == 0 {
+        if deducted != sized.len() || sold != sized.len() {
             return Err(TxError::Refused(Contended(
                 "a size no longer covers the batch",
             )));
@@ -591,6 +592,24 @@ fn events_insert<B: Backend>(
     )
 }
 
+/// `CASE sku WHEN 'A' THEN 3 ... ELSE 0 END`: the units the batch takes of each size. Skus are
+/// written inline: they hold only `[A-Za-z0-9._-]`, so none can close the quotes.
+fn units_by_size(sized: &[(&Sku, u32)]) -> String {
+    let mut case = String::from("CASE sku");
+    for (sku, units) in sized {
+        case.push_str(&format!(" WHEN '{}' THEN {units}", sku.as_str()));
+    }
+    case.push_str(" ELSE 0 END");
+    case
+}
+
+/// `'A', 'B'`: the skus, quoted (see [`units_by_size`]).
+fn sku_list<'a>(skus: impl Iterator<Item = &'a Sku>) -> String {
+    skus.map(|sku| format!("'{}'", sku.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// SQL that is true when the size `sku` of `drop` has sold its last unit (its row as this
 /// transaction updated it). Ids and skus are written inline: a drop id is a number and a sku
 /// holds only `[A-Za-z0-9._-]`, so neither can close the quotes.
@@ -604,13 +623,12 @@ fn size_sold_out(drop: i64, sku: &Sku) -> String {
 
 /// SQL counting the sizes among `skus` of `drop` that have sold their last unit (`0` for none).
 fn sizes_sold_out<'a>(drop: i64, skus: impl Iterator<Item = &'a Sku>) -> String {
-    let list: Vec<String> = skus.map(|sku| format!("'{}'", sku.as_str())).collect();
+    let list = sku_list(skus);
     if list.is_empty() {
         return "0".to_owned();
     }
     format!(
-        "(SELECT COUNT(*) FROM drop_variants WHERE drop_id = {drop} AND sku IN ({}) \
-         AND sold_quantity >= limited_quantity)",
-        list.join(", ")
+        "(SELECT COUNT(*) FROM drop_variants WHERE drop_id = {drop} AND sku IN ({list}) \
+         AND sold_quantity >= limited_quantity)"
     )
 }

@@ -1,7 +1,7 @@
 //! Each use case's error as a [`Problem`]: one exhaustive `From` per error type, so a new
 //! variant does not compile until it has its status and `code`.
 
-use super::{Problem, sold_out_none_left};
+use super::{Problem, size_sold_out_none_left, sold_out_none_left};
 use actix_web::http::StatusCode;
 use goods_app::{
     CreateProductError, DropReadError, EntryError, FlagError, GetOrderError, GetProductError,
@@ -79,6 +79,16 @@ impl From<PurchaseError> for Problem {
                 remaining,
                 sku: None,
             } => Self::sold_out(remaining),
+            PurchaseError::SoldOut {
+                remaining: 0,
+                sku: Some(sku),
+            } => match size_sold_out_none_left(&sku) {
+                Some(body) => Self {
+                    rendered: Some(body),
+                    ..Self::sold_out(0)
+                },
+                None => Self::sold_out(0).with("sku", json!(sku.as_str())),
+            },
             PurchaseError::SoldOut {
                 remaining,
                 sku: Some(sku),

@@ -25,6 +25,38 @@ fn sold_out_none_left() -> &'static [u8] {
     &SOLD_OUT_NONE_LEFT
 }
 
+/// How many sizes' sold-out bodies are kept for the life of the process (skus repeat from drop
+/// to drop; at about 150 bytes each this is at most some 600 KB; past it, a size's body is
+/// rendered per request).
+const SIZE_BODIES: usize = 4096;
+
+/// The `SOLD_OUT` bodies of sold-out sizes (nothing left of it), rendered once per sku: a
+/// size's refusal costs what a drop without sizes' does.
+static SIZE_SOLD_OUT: LazyLock<
+    std::sync::RwLock<std::collections::HashMap<goods_domain::Sku, &'static [u8]>>,
+> = LazyLock::new(Default::default);
+
+/// The body of `sku`'s SOLD_OUT with nothing left, kept once rendered; `None` when the kept
+/// bodies are at [`SIZE_BODIES`] (render it per request).
+fn size_sold_out_none_left(sku: &goods_domain::Sku) -> Option<&'static [u8]> {
+    if let Some(body) = SIZE_SOLD_OUT.read().ok().and_then(|b| b.get(sku).copied()) {
+        return Some(body);
+    }
+    let mut bodies = SIZE_SOLD_OUT.write().ok()?;
+    if let Some(body) = bodies.get(sku) {
+        return Some(body);
+    }
+    if bodies.len() >= SIZE_BODIES {
+        return None;
+    }
+    let rendered = Problem::sold_out(0)
+        .with("sku", json!(sku.as_str()))
+        .render();
+    let body: &'static [u8] = Vec::leak(rendered.to_vec());
+    bodies.insert(sku.clone(), body);
+    Some(body)
+}
+
 /// The IETF `RateLimit-Policy` and `RateLimit` header values of a `RATE_LIMITED` answer.
 #[derive(Debug)]
 struct RateHeaders {
