@@ -111,6 +111,7 @@ pub fn render(fact: &Fact) -> String {
             drop,
             seed,
             cutoff,
+            size_cutoffs,
             root,
             entries,
             winners,
@@ -120,6 +121,16 @@ pub fn render(fact: &Fact) -> String {
             view.insert("drawSeed".into(), json!(seed.to_hex()));
             if let Some(cutoff) = cutoff {
                 view.insert("winningRankCutoff".into(), json!(cutoff.to_hex()));
+            }
+            if !size_cutoffs.is_empty() {
+                // As the drop view: the sizes somebody won, each with its own cutoff.
+                let cutoffs: Map<String, Value> = size_cutoffs
+                    .iter()
+                    .filter_map(|(sku, cutoff)| {
+                        cutoff.map(|c| (sku.as_str().to_owned(), json!(c.to_hex())))
+                    })
+                    .collect();
+                view.insert("winningRankCutoffs".into(), Value::Object(cutoffs));
             }
             if let Some(root) = root {
                 view.insert("entriesRoot".into(), json!(root.to_hex()));
@@ -131,21 +142,33 @@ pub fn render(fact: &Fact) -> String {
         Fact::EntryWon {
             drop,
             user,
+            sku,
             order,
             promoted,
         } => {
             let mut view = Map::new();
             view.insert("dropId".into(), json!(drop.get()));
             view.insert("userId".into(), json!(user.get()));
+            if let Some(sku) = sku {
+                view.insert("sku".into(), json!(sku.as_str()));
+            }
             view.insert("status".into(), json!("WON"));
             view.insert("orderId".into(), json!(order.get()));
             view.insert("promoted".into(), json!(promoted));
             view
         }
-        Fact::EntryVoided { drop, user, reason } => {
+        Fact::EntryVoided {
+            drop,
+            user,
+            sku,
+            reason,
+        } => {
             let mut view = Map::new();
             view.insert("dropId".into(), json!(drop.get()));
             view.insert("userId".into(), json!(user.get()));
+            if let Some(sku) = sku {
+                view.insert("sku".into(), json!(sku.as_str()));
+            }
             view.insert("status".into(), json!("VOID"));
             view.insert("reason".into(), json!(reason));
             view

@@ -126,6 +126,7 @@ mod tests {
         let voided = Fact::EntryVoided {
             drop: DropId::parse(1).unwrap(),
             user: goods_domain::UserId::parse(2).unwrap(),
+            sku: None,
             reason: "a\tb\nc".into(),
         };
         let text = encode(&[voided.clone(), sold_out(1, 1)]);

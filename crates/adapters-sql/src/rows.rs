@@ -406,6 +406,8 @@ pub struct EntryRow {
     pub entered_at: PrimitiveDateTime,
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub entry_token: i64,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub sku: Option<String>,
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Integer>)]
     pub draw_rank: Option<i32>,
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
@@ -441,6 +443,7 @@ impl EntryRow {
         Ok(goods_domain::Entry {
             drop_id: DropId::parse(self.drop_id).map_err(corrupt("entry"))?,
             user_id: UserId::parse(self.user_id).map_err(corrupt("entry"))?,
+            sku: opt_sku(self.sku)?,
             entered_at: from_db(self.entered_at),
             ranked,
             order_id: self
@@ -484,8 +487,47 @@ pub struct DrawRow {
     pub voided_count: i32,
 }
 
+/// A stored sku, `None` for `NULL` (a drop without sizes).
+pub fn opt_sku(raw: Option<String>) -> Result<Option<goods_domain::Sku>, InfraError> {
+    raw.map(|sku| goods_domain::Sku::parse("sku", &sku))
+        .transpose()
+        .map_err(corrupt("sku"))
+}
+
+/// One size's draw: a `drop_variants` row's draw columns.
+#[derive(Debug, Clone, QueryableByName)]
+pub struct SizeDrawRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub sku: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub draw_winners: i32,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pub draw_voided: i32,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub draw_cutoff: Option<String>,
+}
+
+impl SizeDrawRow {
+    pub fn into_domain(self) -> Result<goods_domain::SizeDraw, InfraError> {
+        Ok(goods_domain::SizeDraw {
+            sku: goods_domain::Sku::parse("sku", &self.sku).map_err(corrupt("size draw"))?,
+            winners: units(self.draw_winners, "size winner count")?,
+            voided: units(self.draw_voided, "size voided count")?,
+            cutoff: self
+                .draw_cutoff
+                .map(|c| goods_domain::RankKey::from_hex(&c))
+                .transpose()
+                .map_err(|e| InfraError::new("corrupt size cutoff", e))?,
+        })
+    }
+}
+
 impl DrawRow {
-    pub fn into_domain(self) -> Result<goods_domain::Draw, InfraError> {
+    /// The draw, with its sizes' draws (none for a drop without sizes).
+    pub fn into_domain(
+        self,
+        sizes: Vec<goods_domain::SizeDraw>,
+    ) -> Result<goods_domain::Draw, InfraError> {
         let hex = |e| InfraError::new("corrupt draw row", e);
         // The clear seed once revealed (or from before sealing), else the sealed one.
         let secret = match (self.seed, self.sealed_seed, self.seal_key_id) {
@@ -522,6 +564,7 @@ impl DrawRow {
                 promoted: units(self.promoted_count, "promotion count")?,
                 voided: units(self.voided_count, "voided count")?,
             },
+            sizes,
         })
     }
 }

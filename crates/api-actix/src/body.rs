@@ -39,6 +39,19 @@ impl Body {
         Ok(())
     }
 
+    /// An operation whose fields are all optional: nothing at all (whatever the
+    /// `Content-Type`) is `T`'s default; anything else is read as [`json`](Self::json).
+    ///
+    /// # Errors
+    /// As [`json`](Self::json), for a body that is not empty.
+    pub fn json_or_default<T: DeserializeOwned + Default>(&self) -> Result<T, Problem> {
+        if self.bytes.iter().all(u8::is_ascii_whitespace) {
+            Ok(T::default())
+        } else {
+            self.json()
+        }
+    }
+
     /// The bytes as sent (the payment provider's signature covers them).
     pub fn bytes(&self) -> &[u8] {
         &self.bytes

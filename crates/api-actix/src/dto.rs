@@ -264,6 +264,9 @@ struct DrawBody {
     draw_seed: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     winning_rank_cutoff: Option<String>,
+    /// A drawn drop in sizes: each size somebody won, with its own cutoff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    winning_rank_cutoffs: Option<std::collections::BTreeMap<String, String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     entries_root: Option<String>,
 }
@@ -277,6 +280,12 @@ impl From<DrawView> for DrawBody {
             drawn_at: d.drawn_at.and_then(rfc3339),
             draw_seed: d.seed.map(|s| s.to_hex()),
             winning_rank_cutoff: d.cutoff.map(|c| c.to_hex()),
+            winning_rank_cutoffs: (!d.size_cutoffs.is_empty()).then(|| {
+                d.size_cutoffs
+                    .iter()
+                    .filter_map(|(sku, c)| c.map(|c| (sku.as_str().to_owned(), c.to_hex())))
+                    .collect()
+            }),
             entries_root: d.entries_root.map(|r| r.to_hex()),
         }
     }
@@ -287,6 +296,9 @@ impl From<DrawView> for DrawBody {
 pub struct EntryBody {
     drop_id: i64,
     user_id: i64,
+    /// The size entered for, in a draw drop in sizes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sku: Option<String>,
     status: &'static str,
     entered_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -336,6 +348,7 @@ impl From<EntryView> for EntryBody {
         Self {
             drop_id: e.drop_id.get(),
             user_id: e.user_id.get(),
+            sku: e.sku.map(|s| s.as_str().to_owned()),
             status,
             entered_at: rfc3339(e.entered_at),
             order_id,
@@ -374,6 +387,15 @@ impl From<DropView> for DropBody {
             draw: v.draw.map(DrawBody::from),
         }
     }
+}
+
+/// `POST /limited-drops/{dropId}/entries`: no body, `{}`, or the size of a draw in sizes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EntryInput {
+    /// The size, for a draw drop that sells sizes.
+    #[serde(default, deserialize_with = "present")]
+    pub sku: Option<String>,
 }
 
 /// `POST /limited-drops/{dropId}/orders`.

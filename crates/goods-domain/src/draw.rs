@@ -5,11 +5,13 @@
 //! (`SHA-256(seed)`) is published. Once entries close, every entry's rank key is
 //! `HMAC-SHA256(key = seed, message = the user id in decimal ASCII)`; entries sorted by rank key
 //! (bytes, ascending) are ranked 1, 2, ...; the first `limitedQuantity` win, the rest wait in
-//! rank order. The seed is revealed with the largest winning rank key (the cutoff), so a buyer
+//! rank order. A drop in sizes ranks each size's entries among themselves: each size's units
+//! go to its best-ranked entries and it has its own waitlist and cutoff (a drop without sizes
+//! is the case of one size). The seed is revealed with the largest winning rank key (the cutoff), so a buyer
 //! checks their own result from the seed, their user id and the cutoff alone, and anyone checks
 //! the seed against the commitment published before the first entry.
 
-use crate::{DropId, LimitedDrop, OrderId, UserId};
+use crate::{DropId, LimitedDrop, OrderId, Sku, UserId};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -190,43 +192,65 @@ pub enum SealError {
     Infra(#[from] crate::InfraError),
 }
 
-/// One entry's place in the draw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One entry of the closed entry set: its buyer and the size it named (`None` in a drop
+/// without sizes).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Entrant {
+    pub user_id: UserId,
+    pub sku: Option<Sku>,
+}
+
+impl Entrant {
+    /// An entrant of a drop without sizes.
+    pub fn without_size(user_id: UserId) -> Self {
+        Self { user_id, sku: None }
+    }
+}
+
+/// One entry's place in the draw of its size.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ranked {
     pub user_id: UserId,
+    pub sku: Option<Sku>,
     pub rank_key: RankKey,
-    /// 1 for the smallest rank key.
+    /// 1 for the smallest rank key among the entries of its size.
     pub rank: u32,
 }
 
-/// The draw over `entrants`: ranked 1, 2, ... by rank key from `seed`, a tie (an HMAC collision)
-/// broken by user id, so the ranking depends on the seed and the entrants alone.
-pub fn rank(seed: &DrawSeed, entrants: &[UserId]) -> Vec<Ranked> {
-    let mut keyed: Vec<(RankKey, UserId)> = entrants
+/// The draw over `entrants`: each size's entries ranked 1, 2, ... by rank key from `seed`, a
+/// tie (an HMAC collision) broken by user id, so the ranking depends on the seed and the
+/// entrants alone; the rank keys are those of a drop without sizes (a size changes only whom
+/// an entry is ranked against). A buyer listed twice counts once, under the size listed first.
+pub fn rank(seed: &DrawSeed, entrants: &[Entrant]) -> Vec<Ranked> {
+    let mut seen = std::collections::HashSet::new();
+    let mut keyed: Vec<(&Option<Sku>, RankKey, UserId)> = entrants
         .iter()
-        .map(|&user| (seed.rank_key(user), user))
+        .filter(|e| seen.insert(e.user_id))
+        .map(|e| (&e.sku, seed.rank_key(e.user_id), e.user_id))
         .collect();
     keyed.sort_unstable();
-    keyed.dedup_by_key(|(_, user)| *user);
-    keyed
-        .into_iter()
-        .zip(1_u32..)
-        .map(|((rank_key, user_id), rank)| Ranked {
-            user_id,
-            rank_key,
+    let mut ranked = Vec::with_capacity(keyed.len());
+    let mut rank = 0_u32;
+    for (i, (sku, rank_key, user_id)) in keyed.iter().enumerate() {
+        let first_of_size = i == 0 || keyed.get(i - 1).is_some_and(|prev| prev.0 != *sku);
+        rank = if first_of_size { 1 } else { rank + 1 };
+        ranked.push(Ranked {
+            user_id: *user_id,
+            sku: (*sku).clone(),
+            rank_key: *rank_key,
             rank,
-        })
-        .collect()
+        });
+    }
+    ranked
 }
 
-/// The largest winning rank key: that of rank `min(limited, entries)`; `None` without entries.
-pub fn winning_cutoff(ranked: &[Ranked], limited: u32) -> Option<RankKey> {
-    let winners = ranked
-        .len()
-        .min(usize::try_from(limited).unwrap_or(usize::MAX));
-    winners
-        .checked_sub(1)
-        .and_then(|last| ranked.get(last))
+/// The largest winning rank key of `sku`'s entries in `ranked`: that of rank
+/// `min(limited, entries of the size)`; `None` without entries.
+pub fn winning_cutoff(ranked: &[Ranked], sku: Option<&Sku>, limited: u32) -> Option<RankKey> {
+    ranked
+        .iter()
+        .filter(|r| r.sku.as_ref() == sku && r.rank <= limited)
+        .max_by_key(|r| r.rank)
         .map(|r| r.rank_key)
 }
 
@@ -290,8 +314,10 @@ pub fn promotes(drop: &LimitedDrop, drawn: bool, now: OffsetDateTime) -> bool {
 pub struct Entry {
     pub drop_id: DropId,
     pub user_id: UserId,
+    /// The size it entered for (`None` in a drop without sizes).
+    pub sku: Option<Sku>,
     pub entered_at: OffsetDateTime,
-    /// Set by the draw.
+    /// Set by the draw: its rank among its size's entries, and its rank key.
     pub ranked: Option<(u32, RankKey)>,
     /// The order the draw or a promotion gave it (kept when that order is given back).
     pub order_id: Option<OrderId>,
@@ -337,7 +363,8 @@ impl EntryStatus {
 }
 
 impl Entry {
-    /// Its status at `now` in `drop`, once the draw is `drawn` or not, with the draw's `counts`.
+    /// Its status at `now` in `drop`, once the draw is `drawn` or not, with the `counts` of its
+    /// size's draw ([`Draw::counts_of`]).
     pub fn status(
         &self,
         drop: &LimitedDrop,
@@ -392,6 +419,25 @@ pub struct DrawCounts {
     pub voided: u32,
 }
 
+/// One size's draw in a drop sold in sizes, kept as its awards and refusals happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SizeDraw {
+    pub sku: Sku,
+    /// Its entries that got an order (forfeited ones included).
+    pub winners: u32,
+    /// Its entries whose award the ledger refused.
+    pub voided: u32,
+    /// Its largest winning rank key, set when the draw is done (`None` when nobody won it).
+    pub cutoff: Option<RankKey>,
+}
+
+/// A size's winning cutoff as the draw ends: `sku` `None` for a drop without sizes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SizeCutoff {
+    pub sku: Option<Sku>,
+    pub cutoff: Option<RankKey>,
+}
+
 /// A draw drop's draw as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Draw {
@@ -402,12 +448,45 @@ pub struct Draw {
     /// The entry set's root, published when entries close, before the reveal.
     pub entries_root: Option<EntriesRoot>,
     pub drawn_at: Option<OffsetDateTime>,
-    /// The largest winning rank key, set with `drawn_at` (`None` when nobody won).
+    /// The largest winning rank key, set with `drawn_at` (`None` when nobody won, and in a drop
+    /// sold in sizes, whose cutoffs are its sizes').
     pub cutoff: Option<RankKey>,
+    /// The drop's totals.
     pub counts: DrawCounts,
+    /// Each size's draw, in a drop sold in sizes (empty in one without).
+    pub sizes: Vec<SizeDraw>,
 }
 
 impl Draw {
+    /// The counts an entry of `sku` is placed by: its size's winners and refusals (the drop's
+    /// for `None`, a drop without sizes). A size without a row counts none.
+    pub fn counts_of(&self, sku: Option<&Sku>) -> DrawCounts {
+        match sku {
+            None => self.counts,
+            Some(sku) => {
+                let size = self.sizes.iter().find(|s| s.sku == *sku);
+                DrawCounts {
+                    entries: self.counts.entries,
+                    winners: size.map_or(0, |s| s.winners),
+                    promoted: 0,
+                    voided: size.map_or(0, |s| s.voided),
+                }
+            }
+        }
+    }
+
+    /// The winning cutoff an entry of `sku` is checked against (the drop's for `None`).
+    pub fn cutoff_of(&self, sku: Option<&Sku>) -> Option<RankKey> {
+        match sku {
+            None => self.cutoff,
+            Some(sku) => self
+                .sizes
+                .iter()
+                .find(|s| s.sku == *sku)
+                .and_then(|s| s.cutoff),
+        }
+    }
+
     /// The seed, once it may be shown: after the draw.
     pub fn revealed_seed(&self) -> Option<DrawSeed> {
         match (&self.secret, self.drawn_at) {
@@ -436,6 +515,14 @@ mod tests {
 
     fn seed(n: u8) -> DrawSeed {
         DrawSeed::from_bytes([n; 32])
+    }
+
+    fn no_sizes(users: &[UserId]) -> Vec<Entrant> {
+        users.iter().copied().map(Entrant::without_size).collect()
+    }
+
+    fn sku(raw: &str) -> Sku {
+        Sku::parse("sku", raw).unwrap()
     }
 
     fn draw_drop(limited: i64) -> LimitedDrop {
@@ -484,7 +571,7 @@ mod tests {
     #[test]
     fn ranking_sorts_by_rank_key_and_is_the_same_whatever_the_order_entries_are_read_in() {
         let users: Vec<UserId> = (1..=50).map(user).collect();
-        let ranked = rank(&seed(7), &users);
+        let ranked = rank(&seed(7), &no_sizes(&users));
         assert_eq!(ranked.len(), 50);
         assert!(ranked.windows(2).all(|w| w[0].rank_key < w[1].rank_key));
         assert_eq!(
@@ -495,11 +582,15 @@ mod tests {
         reversed.reverse();
         reversed.push(user(3));
         assert_eq!(
-            rank(&seed(7), &reversed),
+            rank(&seed(7), &no_sizes(&reversed)),
             ranked,
             "order and duplicates do not matter"
         );
-        assert_ne!(rank(&seed(8), &users), ranked, "another seed, another draw");
+        assert_ne!(
+            rank(&seed(8), &no_sizes(&users)),
+            ranked,
+            "another seed, another draw"
+        );
         for r in &ranked {
             assert_eq!(r.rank_key, seed(7).rank_key(r.user_id));
         }
@@ -515,8 +606,8 @@ mod tests {
         #[case] winners: usize,
     ) {
         let users: Vec<UserId> = (1..=entries).map(user).collect();
-        let ranked = rank(&seed(3), &users);
-        let cutoff = winning_cutoff(&ranked, limited);
+        let ranked = rank(&seed(3), &no_sizes(&users));
+        let cutoff = winning_cutoff(&ranked, None, limited);
         let won_by_cutoff = ranked
             .iter()
             .filter(|r| won(&r.rank_key, cutoff.as_ref()))
@@ -551,7 +642,7 @@ mod tests {
         };
         let fair = |n: u32| {
             let seed = DrawSeed::from_bytes(Sha256::digest(n.to_be_bytes()).into());
-            rank(&seed, &users)
+            rank(&seed, &no_sizes(&users))
                 .into_iter()
                 .take(LIMITED as usize)
                 .map(|r| r.user_id)
@@ -562,7 +653,7 @@ mod tests {
         // The test can fail: a draw that gives user ids 1-5 a head start is caught.
         let biased = |n: u32| {
             let seed = DrawSeed::from_bytes(Sha256::digest(n.to_be_bytes()).into());
-            let mut ranked = rank(&seed, &users);
+            let mut ranked = rank(&seed, &no_sizes(&users));
             if n.is_multiple_of(7) {
                 ranked.sort_by_key(|r| r.user_id);
             }
@@ -660,6 +751,7 @@ mod tests {
         Entry {
             drop_id: DropId::parse(1).unwrap(),
             user_id: user(5),
+            sku: None,
             entered_at: OPEN,
             ranked: rank.map(|r| (r, seed(1).rank_key(user(5)))),
             order_id: order.map(|o| OrderId::parse(o).unwrap()),
@@ -747,6 +839,7 @@ mod tests {
             drawn_at: None,
             cutoff: None,
             counts: DrawCounts::default(),
+            sizes: Vec::new(),
         };
         assert_eq!(draw.revealed_seed(), None);
         draw.drawn_at = Some(ENTRIES_CLOSE);
@@ -754,5 +847,131 @@ mod tests {
         draw.secret = DrawSecret::Clear(seed(9));
         assert_eq!(draw.revealed_seed(), Some(seed(9)));
         assert!(!format!("{sealed:?}").contains("1, 1"), "no bytes in logs");
+    }
+
+    /// 30 buyers over three sizes (and one listed twice): each size's entries are ranked 1..n
+    /// among themselves by the same rank keys as without sizes, in the order those keys give.
+    #[test]
+    fn each_size_ranks_its_own_entries_by_the_same_rank_keys() {
+        let sizes = [sku("US-9"), sku("US-10"), sku("US-11")];
+        let mut entrants: Vec<Entrant> = (1..=30)
+            .map(|id| Entrant {
+                user_id: user(id),
+                sku: Some(sizes[usize::try_from(id % 3).unwrap()].clone()),
+            })
+            .collect();
+        entrants.push(Entrant {
+            user_id: user(4),
+            sku: Some(sku("US-9")),
+        });
+        let ranked = rank(&seed(5), &entrants);
+        assert_eq!(ranked.len(), 30, "a buyer counts once");
+        let user_4 = ranked.iter().find(|r| r.user_id == user(4)).unwrap();
+        assert_eq!(
+            user_4.sku,
+            Some(sku("US-10")),
+            "under the size listed first"
+        );
+        for size in &sizes {
+            let of_size: Vec<&Ranked> = ranked
+                .iter()
+                .filter(|r| r.sku.as_ref() == Some(size))
+                .collect();
+            assert_eq!(of_size.len(), 10, "{size}");
+            let mut by_rank = of_size.clone();
+            by_rank.sort_by_key(|r| r.rank);
+            assert_eq!(
+                by_rank.iter().map(|r| r.rank).collect::<Vec<_>>(),
+                (1..=10).collect::<Vec<_>>(),
+                "{size}: ranks 1..10"
+            );
+            assert!(
+                by_rank.windows(2).all(|w| w[0].rank_key < w[1].rank_key),
+                "{size}: ranked by rank key"
+            );
+        }
+        for r in &ranked {
+            assert_eq!(r.rank_key, seed(5).rank_key(r.user_id), "the unsized key");
+        }
+        // A drop without sizes is the case of one size: one ranking of everyone.
+        let users: Vec<UserId> = (1..=30).map(user).collect();
+        let whole = rank(&seed(5), &no_sizes(&users));
+        assert_eq!(whole.iter().filter(|r| r.rank == 1).count(), 1);
+        assert_eq!(ranked.iter().filter(|r| r.rank == 1).count(), 3);
+    }
+
+    #[rstest]
+    #[case("US-9", 3, 3)]
+    #[case("US-10", 20, 10)]
+    #[case("US-12", 3, 0)]
+    fn a_sizes_cutoff_is_its_own_last_winners_rank_key(
+        #[case] size: &str,
+        #[case] limited: u32,
+        #[case] winners: usize,
+    ) {
+        let entrants: Vec<Entrant> = (1..=20)
+            .map(|id| Entrant {
+                user_id: user(id),
+                sku: Some(sku(if id % 2 == 0 { "US-9" } else { "US-10" })),
+            })
+            .collect();
+        let ranked = rank(&seed(3), &entrants);
+        let size = sku(size);
+        let cutoff = winning_cutoff(&ranked, Some(&size), limited);
+        let won_by_cutoff = ranked
+            .iter()
+            .filter(|r| r.sku.as_ref() == Some(&size) && won(&r.rank_key, cutoff.as_ref()))
+            .count();
+        assert_eq!(won_by_cutoff, winners);
+    }
+
+    #[test]
+    fn an_entry_is_placed_by_its_own_sizes_counts_and_cutoff() {
+        let key = seed(1).rank_key(user(5));
+        let draw = Draw {
+            drop_id: DropId::parse(1).unwrap(),
+            commitment: seed(1).commitment(),
+            secret: DrawSecret::Clear(seed(1)),
+            entries_root: None,
+            drawn_at: Some(ENTRIES_CLOSE),
+            cutoff: None,
+            counts: counts(7, 1),
+            sizes: vec![
+                SizeDraw {
+                    sku: sku("US-9"),
+                    winners: 2,
+                    voided: 1,
+                    cutoff: Some(key),
+                },
+                SizeDraw {
+                    sku: sku("US-10"),
+                    winners: 5,
+                    voided: 0,
+                    cutoff: None,
+                },
+            ],
+        };
+        let mut waiting = entry(Some(6), None);
+        waiting.sku = Some(sku("US-9"));
+        let status = waiting.status(
+            &draw_drop(7),
+            true,
+            &draw.counts_of(waiting.sku.as_ref()),
+            ENTRIES_CLOSE,
+        );
+        assert_eq!(status, EntryStatus::Waitlisted { position: 3 });
+        waiting.sku = Some(sku("US-10"));
+        let status = waiting.status(
+            &draw_drop(7),
+            true,
+            &draw.counts_of(waiting.sku.as_ref()),
+            ENTRIES_CLOSE,
+        );
+        assert_eq!(status, EntryStatus::Waitlisted { position: 1 });
+        assert_eq!(draw.counts_of(Some(&sku("US-11"))).winners, 0);
+        assert_eq!(draw.counts_of(None), counts(7, 1), "the drop's own");
+        assert_eq!(draw.cutoff_of(Some(&sku("US-9"))), Some(key));
+        assert_eq!(draw.cutoff_of(Some(&sku("US-10"))), None);
+        assert_eq!(draw.cutoff_of(None), None);
     }
 }

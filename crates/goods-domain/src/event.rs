@@ -130,7 +130,10 @@ pub enum Fact {
     DrawCompleted {
         drop: DropId,
         seed: DrawSeed,
+        /// The drop's cutoff (a drop without sizes).
         cutoff: Option<RankKey>,
+        /// Each size's cutoff, in a drop sold in sizes (`None`: nobody won it).
+        size_cutoffs: Vec<(Sku, Option<RankKey>)>,
         root: Option<EntriesRoot>,
         entries: u32,
         winners: u32,
@@ -140,6 +143,8 @@ pub enum Fact {
     EntryWon {
         drop: DropId,
         user: UserId,
+        /// The entry's size (`None` in a drop without sizes).
+        sku: Option<Sku>,
         order: OrderId,
         promoted: bool,
     },
@@ -147,6 +152,8 @@ pub enum Fact {
     EntryVoided {
         drop: DropId,
         user: UserId,
+        /// The entry's size (`None` in a drop without sizes).
+        sku: Option<Sku>,
         reason: String,
     },
     /// More units sold than the drop has (the design document's LimitedDropOversoldEvent).

@@ -18,8 +18,9 @@ pub mod rate;
 pub mod variant;
 
 pub use draw::{
-    Draw, DrawCommitment, DrawCounts, DrawSecret, DrawSeed, DrawToSeal, EntriesRoot, EntriesTree,
-    Entry, EntryRejection, EntryStatus, InclusionProof, RankKey, SealError, SealedSeed,
+    Draw, DrawCommitment, DrawCounts, DrawSecret, DrawSeed, DrawToSeal, Entrant, EntriesRoot,
+    EntriesTree, Entry, EntryRejection, EntryStatus, InclusionProof, RankKey, SealError,
+    SealedSeed, SizeCutoff, SizeDraw,
 };
 pub use drop::{
     Closing, CreateDropError, DropInput, DropMode, DropStatus, DropTransitionError, LimitedDrop,

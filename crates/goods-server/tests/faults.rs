@@ -401,8 +401,8 @@ async fn a_leader_killed_mid_draw_leaves_exactly_the_winners_after_another_finis
         seed.commitment().to_hex(),
         drawn["drawCommitment"].as_str().unwrap()
     );
-    let users: Vec<goods_domain::UserId> = (1..=ENTRIES)
-        .map(|u| goods_domain::UserId::parse(u).unwrap())
+    let users: Vec<goods_domain::Entrant> = (1..=ENTRIES)
+        .map(|u| goods_domain::Entrant::without_size(goods_domain::UserId::parse(u).unwrap()))
         .collect();
     let ranked = goods_domain::draw::rank(&seed, &users);
     let cutoff = &ranked[usize::try_from(LIMITED).unwrap() - 1];

@@ -71,7 +71,8 @@ macro_rules! sql_contract_tests {
             entries_are_one_per_buyer_and_each_batch_tells_who_created_theirs,
             racing_entries_of_one_buyer_create_one_entry,
             the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once,
-            entries_racing_the_close_commit_before_it_or_not_at_all
+            entries_racing_the_close_commit_before_it_or_not_at_all,
+            a_draw_in_sizes_ranks_awards_and_cuts_off_each_size_on_its_own
         );
     };
     (@cases $make:expr; $($case:ident),*) => {

@@ -5,14 +5,15 @@
 use super::SqlStore;
 use super::event_log::append;
 use super::queries::begin_write;
-use crate::rows::{DrawRow, EntryRow, NumberRow, UserRow, column, to_db};
+use crate::rows::{DrawRow, EntryRow, NumberRow, SizeDrawRow, column, opt_sku, to_db};
 use crate::{Backend, Bind, Exec, Sql, TxError};
 use async_trait::async_trait;
 use diesel::QueryableByName;
-use goods_domain::draw::Ranked;
+use goods_domain::draw::{Entrant, Ranked};
 use goods_domain::ports::{DrawRepository, EnterError, Entered, NewEntry};
 use goods_domain::{
-    Draw, DrawSeed, DropId, EntriesRoot, Entry, Fact, InfraError, OrderId, RankKey, UserId,
+    Draw, DrawSeed, DropId, EntriesRoot, Entry, Fact, InfraError, OrderId, RankKey, SizeCutoff,
+    Sku, UserId,
 };
 use std::collections::{HashMap, HashSet};
 use time::OffsetDateTime;
@@ -21,7 +22,7 @@ use time::OffsetDateTime;
 const CHUNK: usize = 500;
 
 /// An entry with its order's status (`NULL` without an order).
-const ENTRY_SELECT: &str = "SELECT e.drop_id, e.user_id, e.entered_at, e.entry_token, e.draw_rank, \
+const ENTRY_SELECT: &str = "SELECT e.drop_id, e.user_id, e.entered_at, e.entry_token, e.sku, e.draw_rank, \
      e.rank_key, e.order_id, e.promoted_at, e.void_reason, o.status AS order_status \
      FROM draw_entries e LEFT JOIN orders o ON o.id = e.order_id WHERE e.drop_id = ";
 
@@ -41,10 +42,30 @@ impl From<Closed> for EnterError {
     }
 }
 
-fn user_ids(rows: Vec<UserRow>) -> Result<Vec<UserId>, InfraError> {
-    rows.into_iter()
-        .map(|r| UserId::parse(r.user_id).map_err(|e| InfraError::new("corrupt entry", e)))
-        .collect()
+/// An entrant: its buyer and size.
+#[derive(Debug, QueryableByName)]
+struct EntrantRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    user_id: i64,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    sku: Option<String>,
+}
+
+fn user_id(raw: i64) -> Result<UserId, InfraError> {
+    UserId::parse(raw).map_err(|e| InfraError::new("corrupt entry", e))
+}
+
+/// `q` followed by the condition that an entry (or size row) is of `sku`: `IS NULL` for a drop
+/// without sizes.
+fn of_size(q: Sql, column: &str, sku: Option<&Sku>) -> Sql {
+    match sku {
+        None => q.sql(" AND ").sql(column).sql(" IS NULL"),
+        Some(sku) => q
+            .sql(" AND ")
+            .sql(column)
+            .sql(" = ")
+            .bind(Bind::Text(sku.as_str().to_owned())),
+    }
 }
 
 #[async_trait]
@@ -113,10 +134,26 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                 .bind(Bind::BigInt(drop.get())),
             )
             .await?;
-        rows.into_iter()
-            .next()
-            .map(DrawRow::into_domain)
-            .transpose()
+        let Some(row) = rows.into_iter().next() else {
+            return Ok(None);
+        };
+        // A drop in sizes keeps each size's draw beside its units; one without has no row.
+        let sizes: Vec<SizeDrawRow> = self
+            .read(
+                "size draws",
+                Sql::new(
+                    "SELECT sku, draw_winners, draw_voided, draw_cutoff FROM drop_variants \
+                     WHERE drop_id = ",
+                )
+                .bind(Bind::BigInt(drop.get()))
+                .sql(" ORDER BY position"),
+            )
+            .await?;
+        let sizes = sizes
+            .into_iter()
+            .map(SizeDrawRow::into_domain)
+            .collect::<Result<_, _>>()?;
+        row.into_domain(sizes).map(Some)
     }
 
     async fn close_entries(&self, drop: DropId, at: OffsetDateTime) -> Result<(), InfraError> {
@@ -134,16 +171,23 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
         Ok(())
     }
 
-    async fn entrants(&self, drop: DropId) -> Result<Vec<UserId>, InfraError> {
-        let users: Vec<UserRow> = self
+    async fn entrants(&self, drop: DropId) -> Result<Vec<Entrant>, InfraError> {
+        let rows: Vec<EntrantRow> = self
             .read(
                 "entrants",
-                Sql::new("SELECT user_id FROM draw_entries WHERE drop_id = ")
+                Sql::new("SELECT user_id, sku FROM draw_entries WHERE drop_id = ")
                     .bind(Bind::BigInt(drop.get()))
                     .sql(" ORDER BY user_id"),
             )
             .await?;
-        user_ids(users)
+        rows.into_iter()
+            .map(|r| {
+                Ok(Entrant {
+                    user_id: user_id(r.user_id)?,
+                    sku: opt_sku(r.sku)?,
+                })
+            })
+            .collect()
     }
 
     async fn publish_root(&self, drop: DropId, root: &EntriesRoot) -> Result<(), InfraError> {
@@ -187,12 +231,18 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
         Ok(())
     }
 
-    async fn waiting(&self, drop: DropId, limit: u32) -> Result<Vec<UserId>, InfraError> {
-        let rows: Vec<UserRow> = self
+    async fn waiting(
+        &self,
+        drop: DropId,
+        sku: Option<Sku>,
+        limit: u32,
+    ) -> Result<Vec<UserId>, InfraError> {
+        let q = Sql::new("SELECT user_id AS n FROM draw_entries WHERE drop_id = ")
+            .bind(Bind::BigInt(drop.get()));
+        let rows: Vec<NumberRow> = self
             .read(
                 "waiting entries",
-                Sql::new("SELECT user_id FROM draw_entries WHERE drop_id = ")
-                    .bind(Bind::BigInt(drop.get()))
+                of_size(q, "sku", sku.as_ref())
                     .sql(
                         " AND draw_rank IS NOT NULL AND order_id IS NULL AND void_reason IS NULL \
                          ORDER BY draw_rank LIMIT ",
@@ -200,21 +250,24 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                     .bind(Bind::Integer(column(limit))),
             )
             .await?;
-        user_ids(rows)
+        rows.into_iter().map(|r| user_id(r.n)).collect()
     }
 
     async fn award(
         &self,
         drop: DropId,
+        sku: Option<Sku>,
         awards: &[(UserId, OrderId)],
         promoted: bool,
         at: OffsetDateTime,
     ) -> Result<(), InfraError> {
         for chunk in awards.chunks(CHUNK) {
+            let sku = sku.clone();
             self.write_tx::<_, InfraError, InfraError, _>(
                 "award entries",
                 |_| false,
                 |c, _| {
+                    let sku = sku.clone();
                     Box::pin(async move {
                         begin_write::<B>(c).await?;
                         // The entries this award gives a unit to (not those awarded before),
@@ -238,6 +291,7 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                             .map(|&(user, order)| Fact::EntryWon {
                                 drop,
                                 user,
+                                sku: sku.clone(),
                                 order,
                                 promoted,
                             })
@@ -269,6 +323,9 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                                 .bind(Bind::BigInt(drop.get())),
                         )
                         .await?;
+                        if let Some(sku) = &sku {
+                            count_in_size::<B>(c, drop, sku, "draw_winners", awarded).await?;
+                        }
                         append::<B>(c, &facts, at).await?;
                         Ok(())
                     })
@@ -282,6 +339,7 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
     async fn void(
         &self,
         drop: DropId,
+        sku: Option<Sku>,
         user: UserId,
         reason: &str,
         at: OffsetDateTime,
@@ -289,6 +347,7 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
         let reason = reason.to_owned();
         self.write_tx::<_, InfraError, InfraError, _>("void entry", |_| false, |c, _| {
             let reason = reason.clone();
+            let sku = sku.clone();
             Box::pin(async move {
                 begin_write::<B>(c).await?;
                 let voided = c
@@ -308,7 +367,16 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                             .bind(Bind::BigInt(drop.get())),
                     )
                     .await?;
-                    append::<B>(c, &[Fact::EntryVoided { drop, user, reason }], at).await?;
+                    if let Some(sku) = &sku {
+                        count_in_size::<B>(c, drop, sku, "draw_voided", 1).await?;
+                    }
+                    let voided = Fact::EntryVoided {
+                        drop,
+                        user,
+                        sku,
+                        reason,
+                    };
+                    append::<B>(c, &[voided], at).await?;
                 }
                 Ok(voided == 1)
             })
@@ -316,12 +384,17 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
         .await
     }
 
-    async fn last_awarded(&self, drop: DropId) -> Result<Option<RankKey>, InfraError> {
+    async fn last_awarded(
+        &self,
+        drop: DropId,
+        sku: Option<Sku>,
+    ) -> Result<Option<RankKey>, InfraError> {
+        let q = Sql::new("SELECT rank_key FROM draw_entries WHERE drop_id = ")
+            .bind(Bind::BigInt(drop.get()));
         let rows: Vec<KeyRow> = self
             .read(
                 "last awarded entry",
-                Sql::new("SELECT rank_key FROM draw_entries WHERE drop_id = ")
-                    .bind(Bind::BigInt(drop.get()))
+                of_size(q, "sku", sku.as_ref())
                     .sql(" AND order_id IS NOT NULL ORDER BY draw_rank DESC LIMIT 1"),
             )
             .await?;
@@ -338,13 +411,23 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
         drop: DropId,
         at: OffsetDateTime,
         seed: &DrawSeed,
-        cutoff: Option<RankKey>,
+        cutoffs: &[SizeCutoff],
     ) -> Result<bool, InfraError> {
         let seed = *seed;
+        // A drop without sizes has one cutoff, its own; a drop in sizes one per size.
+        let cutoff = cutoffs
+            .iter()
+            .find(|c| c.sku.is_none())
+            .and_then(|c| c.cutoff);
+        let size_cutoffs: Vec<(Sku, Option<RankKey>)> = cutoffs
+            .iter()
+            .filter_map(|c| c.sku.clone().map(|sku| (sku, c.cutoff)))
+            .collect();
         self.write_tx::<_, InfraError, InfraError, _>(
             "finish draw",
             |_| false,
             move |c, _| {
+                let size_cutoffs = size_cutoffs.clone();
                 Box::pin(async move {
                     begin_write::<B>(c).await?;
                     let q = Sql::new("UPDATE drop_draws SET drawn_at = ")
@@ -365,6 +448,20 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                         .await?;
                     if changed != 1 {
                         return Ok(false);
+                    }
+                    for (sku, size_cutoff) in &size_cutoffs {
+                        let Some(size_cutoff) = size_cutoff else {
+                            continue;
+                        };
+                        c.run(
+                            Sql::new("UPDATE drop_variants SET draw_cutoff = ")
+                                .bind(Bind::Text(size_cutoff.to_hex()))
+                                .sql(" WHERE drop_id = ")
+                                .bind(Bind::BigInt(drop.get()))
+                                .sql(" AND sku = ")
+                                .bind(Bind::Text(sku.as_str().to_owned())),
+                        )
+                        .await?;
                     }
                     let rows: Vec<DrawnRow> = c
                         .rows(
@@ -388,6 +485,7 @@ impl<B: Backend> DrawRepository for SqlStore<B> {
                         drop,
                         seed,
                         cutoff,
+                        size_cutoffs,
                         root,
                         entries: u32::try_from(row.entry_count).unwrap_or(0),
                         winners: u32::try_from(row.winner_count).unwrap_or(0),
@@ -431,13 +529,19 @@ async fn write_entries<B: Backend>(
     c.run(
         Sql::for_rows(batch.len())
             .sql(B::DIALECT.insert_ignore)
-            .sql(" draw_entries (drop_id, user_id, entered_at, entry_token) VALUES ")
+            .sql(" draw_entries (drop_id, user_id, sku, entered_at, entry_token) VALUES ")
             .list(&batch, |q, e| {
-                q.sql("(")
+                let q = q
+                    .sql("(")
                     .bind(Bind::BigInt(drop.get()))
                     .sql(", ")
                     .bind(Bind::BigInt(e.user_id.get()))
-                    .sql(", ")
+                    .sql(", ");
+                let q = match &e.sku {
+                    Some(sku) => q.bind(Bind::Text(sku.as_str().to_owned())),
+                    None => q.sql("NULL"),
+                };
+                q.sql(", ")
                     .bind(Bind::Timestamp(to_db(e.at)))
                     .sql(", ")
                     .bind(Bind::BigInt(token))
@@ -464,6 +568,34 @@ async fn write_entries<B: Backend>(
     )
     .await?;
     Ok(rows)
+}
+
+/// Adds `n` to a size's draw count `column` (`draw_winners`, `draw_voided`), in the
+/// transaction that awarded or voided its entries.
+async fn count_in_size<B: Backend>(
+    c: &mut B::Conn,
+    drop: DropId,
+    sku: &Sku,
+    column: &str,
+    n: i64,
+) -> Result<(), diesel::result::Error> {
+    if n == 0 {
+        return Ok(());
+    }
+    c.run(
+        Sql::new("UPDATE drop_variants SET ")
+            .sql(column)
+            .sql(" = ")
+            .sql(column)
+            .sql(" + ")
+            .bind(Bind::BigInt(n))
+            .sql(" WHERE drop_id = ")
+            .bind(Bind::BigInt(drop.get()))
+            .sql(" AND sku = ")
+            .bind(Bind::Text(sku.as_str().to_owned())),
+    )
+    .await?;
+    Ok(())
 }
 
 /// A drawn draw's root and counts, as its transaction left them.

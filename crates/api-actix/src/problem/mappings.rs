@@ -26,6 +26,26 @@ impl From<goods_app::RateLimited> for Problem {
     }
 }
 
+/// A size named for a drop that has none (400, as any unknown field), missing or unknown (422
+/// naming `sku`): purchases and entries alike.
+impl From<SkuRejection> for Problem {
+    fn from(refused: SkuRejection) -> Self {
+        match refused {
+            SkuRejection::Unsized => Self::malformed(
+                "unknown field `sku`: this drop has no sizes, so its requests name none",
+            ),
+            SkuRejection::Missing => Self::validation(&[ValidationError::new(
+                "sku",
+                "is required: this drop sells sizes",
+            )]),
+            SkuRejection::Unknown => Self::validation(&[ValidationError::new(
+                "sku",
+                "is not one of this drop's sizes",
+            )]),
+        }
+    }
+}
+
 impl From<PurchaseRejection> for Problem {
     fn from(refused: PurchaseRejection) -> Self {
         match refused {
@@ -93,21 +113,7 @@ impl From<PurchaseError> for Problem {
                 remaining,
                 sku: Some(sku),
             } => Self::sold_out(remaining).with("sku", json!(sku.as_str())),
-            PurchaseError::Size(SkuRejection::Unsized) => Self::malformed(
-                "unknown field `sku`: this drop has no sizes, so its purchases name none",
-            ),
-            PurchaseError::Size(SkuRejection::Missing) => {
-                Self::validation(&[ValidationError::new(
-                    "sku",
-                    "is required: this drop sells sizes",
-                )])
-            }
-            PurchaseError::Size(SkuRejection::Unknown) => {
-                Self::validation(&[ValidationError::new(
-                    "sku",
-                    "is not one of this drop's sizes",
-                )])
-            }
+            PurchaseError::Size(refused) => refused.into(),
             PurchaseError::PerUserLimitExceeded { limit } => Self::new(
                 S::FORBIDDEN,
                 "PER_USER_LIMIT_EXCEEDED",
@@ -176,6 +182,7 @@ impl From<EntryError> for Problem {
         use StatusCode as S;
         match error {
             EntryError::DropNotFound => Self::not_found("DROP_NOT_FOUND", "no such drop"),
+            EntryError::Size(refused) => refused.into(),
             EntryError::Refused(EntryRejection::NotADraw) => Self::new(
                 S::CONFLICT,
                 "NOT_A_DRAW",

@@ -5,7 +5,7 @@ use crate::ApiState;
 use crate::auth::Identity;
 use crate::body::Body;
 use crate::dto::{
-    CreateDrop, DropBody, EntryBody, OrderBody, Purchase, ReconciliationBody, StatsBody,
+    CreateDrop, DropBody, EntryBody, EntryInput, OrderBody, Purchase, ReconciliationBody, StatsBody,
 };
 use crate::problem::Problem;
 use actix_web::http::header::{HeaderName, LOCATION};
@@ -87,7 +87,8 @@ pub async fn get(
 }
 
 /// `POST /limited-drops/{dropId}/entries` (buyer): 202 with the new entry, 200 with the
-/// buyer's existing one. The request carries no body (an empty JSON object is accepted).
+/// buyer's existing one. The request carries no body (an empty JSON object is accepted), or
+/// `{sku}` for a draw drop in sizes.
 pub async fn enter(
     state: web::Data<ApiState>,
     who: Identity,
@@ -96,8 +97,12 @@ pub async fn enter(
 ) -> Result<HttpResponse, Problem> {
     let buyer = who.buyer()?;
     state.app.limit_buyer(buyer.user_id, None).await?;
-    body.none()?;
-    let entry = state.app.draws().enter(drop_id(&id)?, buyer).await?;
+    let input: EntryInput = body.json_or_default()?;
+    let entry = state
+        .app
+        .draws()
+        .enter(drop_id(&id)?, buyer, input.sku.as_deref())
+        .await?;
     let mut response = if entry.created {
         HttpResponse::Accepted()
     } else {

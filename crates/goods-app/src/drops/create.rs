@@ -68,6 +68,7 @@ impl Drops {
                     entries_root: None,
                     drawn_at: None,
                     cutoff: None,
+                    size_cutoffs: Vec::new(),
                     counts: DrawCounts::default(),
                 });
         Ok(DropView::new(

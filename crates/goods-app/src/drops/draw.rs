@@ -23,6 +23,7 @@ use goods_domain::{
     Entry, EntryStatus, GoodsOrder, IdempotencyKey, InclusionProof, InfraError, LimitedDrop,
     OrderId, PaymentWindow, Quantity, RankKey, UserId,
 };
+use goods_domain::{SizeCutoff, Sku, SkuRejection};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -54,7 +55,7 @@ impl Sink for Entries {
         let Some(first) = batch.first() else {
             return Ok(Vec::new());
         };
-        let entries: Vec<NewEntry> = batch.iter().map(|i| i.entry).collect();
+        let entries: Vec<NewEntry> = batch.iter().map(|i| i.entry.clone()).collect();
         match self.0.enter(first.drop, &entries).await {
             Ok(entered) => Ok(entered.into_iter().map(Ok).collect()),
             Err(EnterError::EntriesClosed) => Ok(batch
@@ -75,6 +76,8 @@ impl Sink for Entries {
 pub struct EntryView {
     pub drop_id: DropId,
     pub user_id: UserId,
+    /// The size it is for (`None` in a drop without sizes).
+    pub sku: Option<Sku>,
     pub status: EntryStatus,
     pub entered_at: OffsetDateTime,
     /// Its rank key, once the draw is done (the buyer checks it against the revealed seed).
@@ -95,8 +98,11 @@ pub struct DrawView {
     /// The entry set's root, once entries closed (before the seed is revealed).
     pub entries_root: Option<EntriesRoot>,
     pub drawn_at: Option<OffsetDateTime>,
-    /// The largest winning rank key, once drawn.
+    /// The largest winning rank key, once drawn (a drop without sizes).
     pub cutoff: Option<RankKey>,
+    /// Each size's largest winning rank key, once drawn, in a drop sold in sizes (`None`:
+    /// nobody won that size).
+    pub size_cutoffs: Vec<(Sku, Option<RankKey>)>,
     pub counts: DrawCounts,
 }
 
@@ -165,6 +171,9 @@ impl EntryTrees {
 pub enum EntryError {
     #[error("drop not found")]
     DropNotFound,
+    /// The size named is not one of the drop's, or is missing or superfluous.
+    #[error(transparent)]
+    Size(#[from] SkuRejection),
     /// The entry window refused it (for `EntriesClosed`: and the buyer has no entry).
     #[error(transparent)]
     Refused(#[from] EntryRejection),
@@ -183,6 +192,7 @@ impl EntryError {
     fn label(&self) -> &'static str {
         match self {
             Self::DropNotFound => "drop_not_found",
+            Self::Size(_) => "invalid_size",
             Self::Refused(EntryRejection::NotADraw) => "not_a_draw",
             Self::Refused(EntryRejection::TooEarly { .. }) => "too_early",
             Self::Refused(EntryRejection::Paused) => "paused",
@@ -201,6 +211,7 @@ impl EntryError {
 /// that key first.
 fn award_order(
     drop: &LimitedDrop,
+    sku: Option<&Sku>,
     user: UserId,
     now: OffsetDateTime,
     default_window: PaymentWindow,
@@ -214,7 +225,7 @@ fn award_order(
         per_user_limit: drop.per_user_limit,
         price: drop.price,
         user_id: user,
-        sku: None,
+        sku: sku.cloned(),
         quantity: Quantity::ONE,
         key: IdempotencyKey::for_draw(drop.id),
         now,
@@ -268,11 +279,17 @@ impl GoodsApp {
 }
 
 impl Draws {
-    /// Enters `actor` in a draw drop: 202 for a new entry, the existing entry for a buyer who
-    /// entered before (also after entries closed).
+    /// Enters `actor` in a draw drop for the size `sku` names (as sent; `None` for a drop
+    /// without sizes): 202 for a new entry, the existing entry (with the size it named) for a
+    /// buyer who entered before (also after entries closed).
     #[tracing::instrument(skip_all, fields(drop.id = %id, user.id = %actor.user_id, outcome))]
-    pub async fn enter(&self, id: DropId, actor: Actor) -> Result<EntryView, EntryError> {
-        let result = self.enter_inner(id, actor).await;
+    pub async fn enter(
+        &self,
+        id: DropId,
+        actor: Actor,
+        sku: Option<&str>,
+    ) -> Result<EntryView, EntryError> {
+        let result = self.enter_inner(id, actor, sku).await;
         let outcome = match &result {
             Ok(view) if view.created => "entered",
             Ok(_) => "repeated",
@@ -283,8 +300,16 @@ impl Draws {
         result
     }
 
-    async fn enter_inner(&self, id: DropId, actor: Actor) -> Result<EntryView, EntryError> {
+    async fn enter_inner(
+        &self,
+        id: DropId,
+        actor: Actor,
+        sku: Option<&str>,
+    ) -> Result<EntryView, EntryError> {
         let drop = self.draw_drop(id).await?;
+        // The size: one of the drop's, or none for a drop without sizes (an input error, so
+        // before the entry window's answers, as for purchases).
+        let size = drop.sizes.choose(sku)?.sku.clone();
         let now = self.clock.now();
         match check_entry(&drop, now) {
             Ok(()) => {}
@@ -304,6 +329,7 @@ impl Draws {
             drop: drop.id,
             entry: NewEntry {
                 user_id: actor.user_id,
+                sku: size,
                 at: now,
             },
         };
@@ -315,6 +341,7 @@ impl Draws {
                 Ok(EntryView {
                     drop_id: drop.id,
                     user_id: actor.user_id,
+                    sku: entered.entry.sku.clone(),
                     status: EntryStatus::Entered,
                     entered_at: entered.entry.entered_at,
                     rank_key: None,
@@ -385,7 +412,11 @@ impl Draws {
         let tree = match self.entry_trees.get(drop) {
             Some(tree) => tree,
             None => {
-                let tree = Arc::new(EntriesTree::new(&self.draws.entrants(drop).await?));
+                let users: Vec<UserId> = (self.draws.entrants(drop).await?)
+                    .into_iter()
+                    .map(|e| e.user_id)
+                    .collect();
+                let tree = Arc::new(EntriesTree::new(&users));
                 self.entry_trees.put(drop, Arc::clone(&tree));
                 tree
             }
@@ -416,6 +447,12 @@ impl Draws {
             entries_root: draw.entries_root,
             drawn_at: draw.drawn_at,
             cutoff: draw.cutoff,
+            size_cutoffs: draw
+                .sizes
+                .iter()
+                .filter(|_| draw.drawn_at.is_some())
+                .map(|s| (s.sku.clone(), s.cutoff))
+                .collect(),
             counts: draw.counts,
         };
         self.views.put(drop.id, view.clone());
@@ -438,15 +475,23 @@ impl Draws {
         let draws = &self.draws;
         draws.close_entries(drop.id, now).await?;
         let entrants = draws.entrants(drop.id).await?;
-        let tree = Arc::new(EntriesTree::new(&entrants));
+        let users: Vec<UserId> = entrants.iter().map(|e| e.user_id).collect();
+        let tree = Arc::new(EntriesTree::new(&users));
         draws.publish_root(drop.id, &tree.root()).await?;
         self.entry_trees.put(drop.id, Arc::clone(&tree));
         // Only now, with the entry set fixed and published, is the seed opened.
         let seed = self.open_seed(&draw)?;
         draws.rank_entries(drop.id, &rank(&seed, &entrants)).await?;
         let awarded = self.award(drop, false).await?;
-        let cutoff = draws.last_awarded(drop.id).await?;
-        let finished = draws.finish_draw(drop.id, now, &seed, cutoff).await?;
+        // Each size's cutoff: its last winner's rank key (one for a drop without sizes).
+        let mut cutoffs = Vec::new();
+        for size in drop.sizes.iter() {
+            cutoffs.push(SizeCutoff {
+                sku: size.sku.clone(),
+                cutoff: draws.last_awarded(drop.id, size.sku.clone()).await?,
+            });
+        }
+        let finished = draws.finish_draw(drop.id, now, &seed, &cutoffs).await?;
         self.views.forget(drop.id);
         if finished {
             metrics::histogram!(telemetry::DRAW_DURATION).record(started.elapsed().as_secs_f64());
@@ -488,26 +533,52 @@ impl Draws {
         Ok(promoted)
     }
 
-    /// Awards waiting entries, lowest rank first, a batch at a time, while units are free; an
-    /// entry the ledger refuses is voided with the reason and the unit goes to the next. Each
-    /// batch's payment windows start when it is placed.
+    /// Awards each size's waiting entries, lowest rank first, a batch at a time, while the size
+    /// has units free (a drop without sizes is one size); an entry the ledger refuses is voided
+    /// with the reason and the unit goes to the next of its size. Each batch's payment windows
+    /// start when it is placed.
     async fn award(&self, drop: &LimitedDrop, promoted: bool) -> Result<u32, InfraError> {
+        let mut created = 0;
+        for size in drop.sizes.iter() {
+            created += self
+                .award_size(drop, size.sku.as_ref(), size.limited.get(), promoted)
+                .await?;
+        }
+        Ok(created)
+    }
+
+    async fn award_size(
+        &self,
+        drop: &LimitedDrop,
+        sku: Option<&Sku>,
+        limited: u32,
+        promoted: bool,
+    ) -> Result<u32, InfraError> {
         let by = if promoted { "promotion" } else { "draw" };
         let mut created = 0;
         loop {
             let now = self.clock.now();
-            let sold = self.drops.sold_quantity(drop.id).await?;
-            let batch = AWARD_BATCH.min(drop.limited_quantity.get().saturating_sub(sold));
+            let sold = match sku {
+                None => self.drops.sold_quantity(drop.id).await?,
+                Some(sku) => self
+                    .drops
+                    .sold_by_size(drop.id)
+                    .await?
+                    .get(&Some(sku.clone()))
+                    .copied()
+                    .unwrap_or(0),
+            };
+            let batch = AWARD_BATCH.min(limited.saturating_sub(sold));
             if batch == 0 {
                 return Ok(created);
             }
-            let users = self.draws.waiting(drop.id, batch).await?;
+            let users = self.draws.waiting(drop.id, sku.cloned(), batch).await?;
             if users.is_empty() {
                 return Ok(created);
             }
             let orders: Vec<PlaceOrder> = users
                 .iter()
-                .map(|&user| award_order(drop, user, now, self.payment_window))
+                .map(|&user| award_order(drop, sku, user, now, self.payment_window))
                 .collect();
             let placements = self.ledger.place_orders(&orders).await?;
             let mut awards: Vec<(UserId, OrderId)> = Vec::with_capacity(users.len());
@@ -521,7 +592,8 @@ impl Draws {
                         awards.push((*user, order.id));
                     }
                     Ok(Placed::Replayed(order)) => awards.push((*user, order.id)),
-                    // No free unit, or the drop closed: nobody further down gets one either.
+                    // No free unit in the size, or the drop closed: nobody further down the
+                    // size's ranks gets one either.
                     Err(PlaceOrderError::SoldOut { .. } | PlaceOrderError::Closed) => {
                         sold_out = true;
                     }
@@ -529,9 +601,15 @@ impl Draws {
                     Err(other) => refused.push((*user, other.reason())),
                 }
             }
-            self.draws.award(drop.id, &awards, promoted, now).await?;
+            self.draws
+                .award(drop.id, sku.cloned(), &awards, promoted, now)
+                .await?;
             for (user, reason) in refused {
-                if self.draws.void(drop.id, user, reason, now).await? {
+                if self
+                    .draws
+                    .void(drop.id, sku.cloned(), user, reason, now)
+                    .await?
+                {
                     metrics::counter!(telemetry::DRAW_VOIDED).increment(1);
                     tracing::warn!(drop.id = %drop.id, user.id = %user, reason, "draw entry voided; its unit goes to the next by rank");
                 }
@@ -627,7 +705,8 @@ fn view_of(
     EntryView {
         drop_id: drop.id,
         user_id: entry.user_id,
-        status: entry.status(drop, drawn, &draw.counts, now),
+        sku: entry.sku.clone(),
+        status: entry.status(drop, drawn, &draw.counts_of(entry.sku.as_ref()), now),
         entered_at: entry.entered_at,
         rank_key: entry.ranked.filter(|_| drawn).map(|(_, key)| key),
         inclusion_proof,
@@ -665,6 +744,7 @@ mod tests {
             drawn_at: None,
             cutoff: None,
             counts: DrawCounts::default(),
+            sizes: Vec::new(),
         }
     }
 
@@ -724,7 +804,7 @@ mod tests {
         let before_open = OPEN - time::Duration::minutes(1);
         let mut m = DrawMocks::new(draw_drop(2));
         m.draws.expect_enter().never();
-        let refused = m.service(before_open).enter(drop_id(), buyer()).await;
+        let refused = m.service(before_open).enter(drop_id(), buyer(), None).await;
         assert!(
             matches!(
                 refused,
@@ -736,7 +816,10 @@ mod tests {
         let mut m = DrawMocks::new(draw_drop(2));
         m.draws.expect_enter().never();
         m.draws.expect_entry().times(1).returning(|_, _| Ok(None));
-        let refused = m.service(ENTRIES_CLOSE).enter(drop_id(), buyer()).await;
+        let refused = m
+            .service(ENTRIES_CLOSE)
+            .enter(drop_id(), buyer(), None)
+            .await;
         assert!(
             matches!(
                 refused,
@@ -747,7 +830,7 @@ mod tests {
         // A first-come drop takes no entries.
         let mut m = DrawMocks::new(sample_drop(2, 1));
         m.draws.expect_enter().never();
-        let refused = m.service(OPEN).enter(drop_id(), buyer()).await;
+        let refused = m.service(OPEN).enter(drop_id(), buyer(), None).await;
         assert!(
             matches!(refused, Err(EntryError::Refused(EntryRejection::NotADraw))),
             "{refused:?}"
@@ -765,9 +848,11 @@ mod tests {
             .expect_close_entries()
             .times(1)
             .returning(|_, _| Ok(()));
-        m.draws
-            .expect_entrants()
-            .returning(|_| Ok(vec![user(1), user(2), user(3)]));
+        m.draws.expect_entrants().returning(|_| {
+            Ok([1, 2, 3]
+                .map(|id| goods_domain::Entrant::without_size(user(id)))
+                .to_vec())
+        });
         m.draws
             .expect_publish_root()
             .times(1)
@@ -787,7 +872,7 @@ mod tests {
         m.draws
             .expect_waiting()
             .times(2)
-            .returning(move |_, _| Ok(waiting.next().unwrap_or_default()));
+            .returning(move |_, _, _| Ok(waiting.next().unwrap_or_default()));
         m.ledger.expect_place_orders().times(2).returning(|batch| {
             Ok(batch
                 .iter()
@@ -805,15 +890,15 @@ mod tests {
         });
         m.draws
             .expect_award()
-            .withf(|_, awards, promoted, _| !promoted && awards.len() == 1)
+            .withf(|_, _, awards, promoted, _| !promoted && awards.len() == 1)
             .times(2)
-            .returning(|_, _, _, _| Ok(()));
+            .returning(|_, _, _, _, _| Ok(()));
         m.draws
             .expect_void()
-            .withf(|_, u, _, _| *u == user(2))
+            .withf(|_, _, u, _, _| *u == user(2))
             .times(1)
-            .returning(|_, _, _, _| Ok(true));
-        m.draws.expect_last_awarded().returning(|_| Ok(None));
+            .returning(|_, _, _, _, _| Ok(true));
+        m.draws.expect_last_awarded().returning(|_, _| Ok(None));
         m.draws
             .expect_finish_draw()
             .withf(move |_, at, revealed, _| *at == ENTRIES_CLOSE && *revealed == seed)

@@ -2,14 +2,17 @@
 
 use crate::{Draw, DropId, Entry};
 use crate::{DrawCommitment, DrawSeed, EntriesRoot, InfraError, OrderId, RankKey, UserId};
-use crate::{SealError, SealedSeed, draw::Ranked};
+use crate::{SealError, SealedSeed, Sku};
+use crate::{SizeCutoff, draw::Entrant, draw::Ranked};
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
 /// One buyer's entry, as asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewEntry {
     pub user_id: UserId,
+    /// The size it is for, one of the drop's (`None` in a drop without sizes).
+    pub sku: Option<Sku>,
     pub at: OffsetDateTime,
 }
 
@@ -53,8 +56,9 @@ pub trait DrawRepository: Send + Sync + 'static {
     /// call changes nothing.
     async fn close_entries(&self, drop: DropId, at: OffsetDateTime) -> Result<(), InfraError>;
 
-    /// Every entrant of `drop`, by user id ascending (the entry set, once entries are closed).
-    async fn entrants(&self, drop: DropId) -> Result<Vec<UserId>, InfraError>;
+    /// Every entrant of `drop` with the size it entered for, by user id ascending (the entry
+    /// set, once entries are closed).
+    async fn entrants(&self, drop: DropId) -> Result<Vec<Entrant>, InfraError>;
 
     /// Publishes the root of the closed entry set of `drop`, once: a root already published
     /// stays.
@@ -64,42 +68,55 @@ pub trait DrawRepository: Send + Sync + 'static {
     /// of the seed and the entry set).
     async fn rank_entries(&self, drop: DropId, ranked: &[Ranked]) -> Result<(), InfraError>;
 
-    /// Up to `limit` ranked entries of `drop` still waiting (no order, not voided), lowest
-    /// rank first.
-    async fn waiting(&self, drop: DropId, limit: u32) -> Result<Vec<UserId>, InfraError>;
+    /// Up to `limit` ranked entries of `drop` for size `sku` still waiting (no order, not
+    /// voided), lowest rank first.
+    async fn waiting(
+        &self,
+        drop: DropId,
+        sku: Option<Sku>,
+        limit: u32,
+    ) -> Result<Vec<UserId>, InfraError>;
 
-    /// Records the orders given to entries of `drop` at `at` (a promotion's when `promoted`)
-    /// and counts them; an entry keeps the first order it got.
+    /// Records the orders given to entries of `drop` for size `sku` at `at` (a promotion's
+    /// when `promoted`) and counts them, for the drop and the size; an entry keeps the first
+    /// order it got.
     async fn award(
         &self,
         drop: DropId,
+        sku: Option<Sku>,
         awards: &[(UserId, OrderId)],
         promoted: bool,
         at: OffsetDateTime,
     ) -> Result<(), InfraError>;
 
-    /// Voids `user`'s waiting entry in `drop` with the refusal's `reason` at `at` and counts
-    /// it: `false` when it was not waiting any more.
+    /// Voids `user`'s waiting entry in `drop` for size `sku` with the refusal's `reason` at
+    /// `at` and counts it, for the drop and the size: `false` when it was not waiting any more.
     async fn void(
         &self,
         drop: DropId,
+        sku: Option<Sku>,
         user: UserId,
         reason: &str,
         at: OffsetDateTime,
     ) -> Result<bool, InfraError>;
 
-    /// The rank key of the highest-ranked entry with an order: before any promotion, the
-    /// draw's last winner.
-    async fn last_awarded(&self, drop: DropId) -> Result<Option<RankKey>, InfraError>;
+    /// The rank key of the highest-ranked entry for size `sku` with an order: before any
+    /// promotion, the size's last winner.
+    async fn last_awarded(
+        &self,
+        drop: DropId,
+        sku: Option<Sku>,
+    ) -> Result<Option<RankKey>, InfraError>;
 
-    /// Marks the draw of `drop` done at `at` with `cutoff`, writing its `seed` in the clear
-    /// (the reveal): `false` when it was done already.
+    /// Marks the draw of `drop` done at `at` with each size's cutoff (one, `sku` `None`, for a
+    /// drop without sizes), writing its `seed` in the clear (the reveal): `false` when it was
+    /// done already.
     async fn finish_draw(
         &self,
         drop: DropId,
         at: OffsetDateTime,
         seed: &DrawSeed,
-        cutoff: Option<RankKey>,
+        cutoffs: &[SizeCutoff],
     ) -> Result<bool, InfraError>;
 }
 

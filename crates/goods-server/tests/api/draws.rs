@@ -78,12 +78,12 @@ async fn cancel(app: &TestApp, order: i64, user: i64) -> reqwest::Response {
     .unwrap()
 }
 
-async fn view(app: &TestApp, drop: i64) -> Value {
+pub(crate) async fn view(app: &TestApp, drop: i64) -> Value {
     body(app.get(&format!("/limited-drops/{drop}"), None).await).await
 }
 
 /// Moves the server's clock past the entries' close and waits for the healing pass to draw.
-async fn until_drawn(app: &TestApp, drop: i64) -> Value {
+pub(crate) async fn until_drawn(app: &TestApp, drop: i64) -> Value {
     app.clock.advance(time::Duration::minutes(11));
     for _ in 0..400 {
         let v = view(app, drop).await;
@@ -456,7 +456,7 @@ async fn every_unit_given_back_goes_to_the_next_waitlisted_entry_exactly_once() 
     assert_eq!(lost["status"], "LOST");
 }
 
-async fn until_status(app: &TestApp, drop: i64, user: i64, status: &str) -> Value {
+pub(crate) async fn until_status(app: &TestApp, drop: i64, user: i64, status: &str) -> Value {
     for _ in 0..400 {
         let entry = body(my_entry(app, drop, user).await).await;
         if entry["status"] == status {
@@ -997,7 +997,7 @@ async fn a_draws_decisions_are_events_in_commit_order() {
 }
 
 /// Every event of `drop`, oldest first (one page: a draw's test has few).
-async fn drop_events(app: &TestApp, drop: i64) -> Vec<Value> {
+pub(crate) async fn drop_events(app: &TestApp, drop: i64) -> Vec<Value> {
     body(
         app.get(
             &format!("/admin/events?dropId={drop}&limit=100"),

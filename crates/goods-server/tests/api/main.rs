@@ -28,6 +28,7 @@ mod products;
 mod purchase;
 mod rate;
 mod restart;
+mod sized_draws;
 mod sizes;
 
 /// A Redis gate of its own (a private `redis-server` it kills).

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 
 /// A product in `stocks` variants (sku, stock), as the seller; its id.
-async fn product_in_sizes(app: &TestApp, stocks: &[(&str, i64)]) -> i64 {
+pub(crate) async fn product_in_sizes(app: &TestApp, stocks: &[(&str, i64)]) -> i64 {
     let variants: Vec<Value> = stocks
         .iter()
         .map(|(sku, stock)| json!({"sku": sku, "label": format!("Size {sku}"), "stockQuantity": stock}))

@@ -5,10 +5,13 @@
 use super::{SqlStore, now, order, product, user};
 use futures::future::join_all;
 use goods_domain::draw::rank;
-use goods_domain::ports::{DropRepository, EnterError, NewEntry, PlaceOrder, Placed};
+use goods_domain::ports::{
+    DropRepository, EnterError, NewEntry, PlaceOrder, Placed, ProductRepository,
+};
 use goods_domain::{
     DrawCounts, DrawSecret, DrawSeed, DropInput, EntriesTree, IdempotencyKey, LimitedDrop,
-    NewLimitedDrop, SealedSeed, UserId,
+    NewLimitedDrop, NewProduct, SealedSeed, SizeCutoff, SizeDraw, SizeInput, Sku, UserId,
+    VariantInput,
 };
 use std::collections::HashSet;
 use time::Duration;
@@ -56,6 +59,7 @@ pub async fn draw_drop<S: SqlStore>(store: &S, limited: i64) -> LimitedDrop {
 fn entry(n: i64, at: time::OffsetDateTime) -> NewEntry {
     NewEntry {
         user_id: user(n),
+        sku: None,
         at,
     }
 }
@@ -156,8 +160,10 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
         ),
         "no entry once entries closed"
     );
-    let users = store.entrants(drop.id).await.unwrap();
+    let entrants = store.entrants(drop.id).await.unwrap();
+    let users: Vec<UserId> = entrants.iter().map(|e| e.user_id).collect();
     assert_eq!(users, (1..=50).map(user).collect::<Vec<UserId>>());
+    assert!(entrants.iter().all(|e| e.sku.is_none()), "no sizes");
     let root = EntriesTree::new(&users).root();
     store.publish_root(drop.id, &root).await.unwrap();
     let other = EntriesTree::new(&users[..3]).root();
@@ -167,7 +173,7 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
         Some(root),
         "the first root stays"
     );
-    let expected = rank(&seed(), &users);
+    let expected = rank(&seed(), &entrants);
     store.rank_entries(drop.id, &expected).await.unwrap();
     for r in &expected {
         let stored = store.entry(drop.id, r.user_id).await.unwrap().unwrap();
@@ -175,7 +181,7 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
     }
     // Ranking again (a leader that died mid-draw) writes the same.
     store.rank_entries(drop.id, &expected).await.unwrap();
-    let winners = store.waiting(drop.id, LIMITED).await.unwrap();
+    let winners = store.waiting(drop.id, None, LIMITED).await.unwrap();
     assert_eq!(
         winners,
         expected[..LIMITED as usize]
@@ -190,6 +196,7 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
         store
             .void(
                 drop.id,
+                None,
                 refused,
                 "PER_USER_LIMIT_EXCEEDED",
                 time::OffsetDateTime::now_utc()
@@ -201,6 +208,7 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
         !store
             .void(
                 drop.id,
+                None,
                 refused,
                 "PER_USER_LIMIT_EXCEEDED",
                 time::OffsetDateTime::now_utc()
@@ -219,7 +227,7 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
             other => panic!("a winner's order: {other:?}"),
         })
         .collect();
-    store.award(drop.id, &awards, false, t).await.unwrap();
+    store.award(drop.id, None, &awards, false, t).await.unwrap();
     // Awarding again, as a second leader would: the same orders replay, nothing changes.
     let replayed = store.place_orders(&orders).await.unwrap();
     assert!(
@@ -227,9 +235,9 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
             .iter()
             .all(|p| matches!(p, Ok(Placed::Replayed(_))))
     );
-    store.award(drop.id, &awards, false, t).await.unwrap();
+    store.award(drop.id, None, &awards, false, t).await.unwrap();
     // The unit of the voided entry goes to the next by rank.
-    let next = store.waiting(drop.id, 1).await.unwrap();
+    let next = store.waiting(drop.id, None, 1).await.unwrap();
     assert_eq!(next, [expected[LIMITED as usize].user_id]);
     let placed = store
         .place_orders(&[award(&drop, next[0].get())])
@@ -239,20 +247,21 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
         panic!("{placed:?}")
     };
     store
-        .award(drop.id, &[(next[0], order.id)], false, t)
+        .award(drop.id, None, &[(next[0], order.id)], false, t)
         .await
         .unwrap();
-    let cutoff = store.last_awarded(drop.id).await.unwrap();
+    let cutoff = store.last_awarded(drop.id, None).await.unwrap();
     assert_eq!(cutoff, Some(expected[LIMITED as usize].rank_key));
+    let cutoffs = [goods_domain::SizeCutoff { sku: None, cutoff }];
     assert!(
         store
-            .finish_draw(drop.id, t, &seed(), cutoff)
+            .finish_draw(drop.id, t, &seed(), &cutoffs)
             .await
             .unwrap()
     );
     assert!(
         !store
-            .finish_draw(drop.id, t, &seed(), cutoff)
+            .finish_draw(drop.id, t, &seed(), &cutoffs)
             .await
             .unwrap(),
         "once"
@@ -273,7 +282,7 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
     let void = store.entry(drop.id, refused).await.unwrap().unwrap();
     assert_eq!(void.void_reason.as_deref(), Some("PER_USER_LIMIT_EXCEEDED"));
     // The waitlist: entries past the winners, in rank order.
-    let waiting = store.waiting(drop.id, 100).await.unwrap();
+    let waiting = store.waiting(drop.id, None, 100).await.unwrap();
     assert_eq!(
         waiting,
         expected[LIMITED as usize + 1..]
@@ -314,7 +323,7 @@ pub async fn the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once<
         panic!("{placed:?}")
     };
     store
-        .award(drop.id, &[(promoted, order.id)], true, later)
+        .award(drop.id, None, &[(promoted, order.id)], true, later)
         .await
         .unwrap();
     let entry = store.entry(drop.id, promoted).await.unwrap().unwrap();
@@ -354,6 +363,219 @@ pub async fn entries_racing_the_close_commit_before_it_or_not_at_all<S: SqlStore
     }
     // The entry set read after the close is exactly the accepted entries, and the count
     // kept as they came agrees.
-    assert_eq!(entrants.into_iter().collect::<HashSet<_>>(), accepted);
+    assert_eq!(
+        entrants
+            .into_iter()
+            .map(|e| e.user_id)
+            .collect::<HashSet<_>>(),
+        accepted
+    );
     assert_eq!(counts(&store, &drop).await.entries as usize, accepted.len());
+}
+
+/// A draw drop in `sizes` (sku, units) of a fresh product with that stock per variant, taking
+/// entries from a second ago for an hour.
+pub async fn sized_draw_drop<S: SqlStore>(store: &S, sizes: &[(&str, i64)]) -> LimitedDrop {
+    let variants: Vec<VariantInput> = sizes
+        .iter()
+        .map(|(sku, units)| VariantInput {
+            sku: (*sku).to_owned(),
+            label: (*sku).to_owned(),
+            stock_quantity: *units,
+        })
+        .collect();
+    let product = ProductRepository::create(
+        store,
+        &NewProduct::from_input("Sneaker", None, Some(&variants)).unwrap(),
+    )
+    .await
+    .unwrap();
+    let at = now();
+    let new = NewLimitedDrop::parse(
+        &DropInput {
+            product_id: product.id.get(),
+            open_at: at - Duration::seconds(1),
+            close_at: at + Duration::hours(2),
+            limited_quantity: None,
+            variants: Some(
+                sizes
+                    .iter()
+                    .map(|(sku, units)| SizeInput {
+                        sku: (*sku).to_owned(),
+                        limited_quantity: *units,
+                    })
+                    .collect(),
+            ),
+            per_user_limit: 1,
+            price_minor: 0,
+            currency: "XXX".into(),
+            mode: "DRAW".into(),
+            entry_close_at: Some(at + Duration::hours(1)),
+            payment_window_seconds: None,
+        },
+        at,
+    )
+    .unwrap();
+    let draw = goods_domain::DrawToSeal::new(seed().commitment(), |_| Ok(sealed()));
+    DropRepository::create(store, &new, Some(draw), at, None)
+        .await
+        .unwrap()
+}
+
+fn sku(raw: &str) -> Sku {
+    Sku::parse("sku", raw).unwrap()
+}
+
+/// Each size's entries are ranked, waitlisted, awarded, voided and cut off on their own: 20
+/// buyers, odd ones for US-9 (3 units), even ones for US-10 (2 units); one US-10 winner's award
+/// is refused and its unit goes to the next US-10 entry, never to a US-9 one.
+pub async fn a_draw_in_sizes_ranks_awards_and_cuts_off_each_size_on_its_own<S: SqlStore>(store: S) {
+    let drop = sized_draw_drop(&store, &[("US-9", 3), ("US-10", 2)]).await;
+    let size_of = |n: i64| sku(if n % 2 == 1 { "US-9" } else { "US-10" });
+    let t = now();
+    let entries: Vec<NewEntry> = (1..=20)
+        .map(|n| NewEntry {
+            sku: Some(size_of(n)),
+            ..entry(n, t)
+        })
+        .collect();
+    for batch in entries.chunks(7) {
+        store.enter(drop.id, batch).await.unwrap();
+    }
+    assert_eq!(
+        store.entry(drop.id, user(4)).await.unwrap().unwrap().sku,
+        Some(sku("US-10"))
+    );
+    store.close_entries(drop.id, t).await.unwrap();
+    let entrants = store.entrants(drop.id).await.unwrap();
+    assert_eq!(entrants.len(), 20);
+    assert!(
+        entrants
+            .iter()
+            .all(|e| e.sku == Some(size_of(e.user_id.get())))
+    );
+    let ranked = rank(&seed(), &entrants);
+    store.rank_entries(drop.id, &ranked).await.unwrap();
+    let of_size = |size: &str| -> Vec<UserId> {
+        let mut r: Vec<_> = ranked.iter().filter(|r| r.sku == Some(sku(size))).collect();
+        r.sort_by_key(|r| r.rank);
+        r.iter().map(|r| r.user_id).collect()
+    };
+    let (nines, tens) = (of_size("US-9"), of_size("US-10"));
+    assert_eq!((nines.len(), tens.len()), (10, 10));
+    // Each size's waitlist holds its own entries only, lowest rank first.
+    assert_eq!(
+        store
+            .waiting(drop.id, Some(sku("US-9")), 100)
+            .await
+            .unwrap(),
+        nines
+    );
+    assert_eq!(
+        store.waiting(drop.id, Some(sku("US-10")), 2).await.unwrap(),
+        tens[..2]
+    );
+    assert!(
+        store.waiting(drop.id, None, 100).await.unwrap().is_empty(),
+        "no entry without a size"
+    );
+    let award_size = |buyer: UserId, size: &str| PlaceOrder {
+        sku: Some(sku(size)),
+        ..award(&drop, buyer.get())
+    };
+    let placed_ids = |placed: Vec<goods_domain::ports::Placement>, users: &[UserId]| {
+        users
+            .iter()
+            .zip(placed)
+            .map(|(u, p)| match p {
+                Ok(Placed::Created(o)) => (*u, o.id),
+                other => panic!("a winner's order: {other:?}"),
+            })
+            .collect::<Vec<_>>()
+    };
+    // US-9: its three best win.
+    let orders: Vec<PlaceOrder> = nines[..3].iter().map(|u| award_size(*u, "US-9")).collect();
+    let awards = placed_ids(store.place_orders(&orders).await.unwrap(), &nines[..3]);
+    store
+        .award(drop.id, Some(sku("US-9")), &awards, false, t)
+        .await
+        .unwrap();
+    // US-10: its best is refused and voided; the next two win.
+    assert!(
+        store
+            .void(
+                drop.id,
+                Some(sku("US-10")),
+                tens[0],
+                "PER_USER_LIMIT_EXCEEDED",
+                t
+            )
+            .await
+            .unwrap()
+    );
+    let winners = &tens[1..3];
+    let orders: Vec<PlaceOrder> = winners.iter().map(|u| award_size(*u, "US-10")).collect();
+    let awards = placed_ids(store.place_orders(&orders).await.unwrap(), winners);
+    store
+        .award(drop.id, Some(sku("US-10")), &awards, false, t)
+        .await
+        .unwrap();
+    let key_of = |u: UserId| ranked.iter().find(|r| r.user_id == u).unwrap().rank_key;
+    let mut cutoffs = Vec::new();
+    for size in ["US-9", "US-10"] {
+        cutoffs.push(SizeCutoff {
+            sku: Some(sku(size)),
+            cutoff: store.last_awarded(drop.id, Some(sku(size))).await.unwrap(),
+        });
+    }
+    assert_eq!(cutoffs[0].cutoff, Some(key_of(nines[2])));
+    assert_eq!(cutoffs[1].cutoff, Some(key_of(tens[2])));
+    assert!(
+        store
+            .finish_draw(drop.id, t, &seed(), &cutoffs)
+            .await
+            .unwrap()
+    );
+    let draw = store.draw(drop.id).await.unwrap().unwrap();
+    assert_eq!(draw.cutoff, None, "a drop in sizes has its sizes' cutoffs");
+    assert_eq!(
+        draw.sizes,
+        [
+            SizeDraw {
+                sku: sku("US-9"),
+                winners: 3,
+                voided: 0,
+                cutoff: Some(key_of(nines[2])),
+            },
+            SizeDraw {
+                sku: sku("US-10"),
+                winners: 2,
+                voided: 1,
+                cutoff: Some(key_of(tens[2])),
+            },
+        ]
+    );
+    assert_eq!(
+        draw.counts,
+        DrawCounts {
+            entries: 20,
+            winners: 5,
+            promoted: 0,
+            voided: 1
+        }
+    );
+    let sold = store.sold_by_size(drop.id).await.unwrap();
+    assert_eq!(
+        (sold.get(&Some(sku("US-9"))), sold.get(&Some(sku("US-10")))),
+        (Some(&3), Some(&2))
+    );
+    // The waitlists go on in each size: US-10's next is its fourth by rank.
+    assert_eq!(
+        store.waiting(drop.id, Some(sku("US-10")), 1).await.unwrap(),
+        [tens[3]]
+    );
+    assert_eq!(
+        store.waiting(drop.id, Some(sku("US-9")), 1).await.unwrap(),
+        [nines[3]]
+    );
 }
