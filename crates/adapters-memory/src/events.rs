@@ -17,12 +17,18 @@ impl EventPublisher for LogEventPublisher {
                 drop_id,
                 limited_quantity,
                 sold_quantity,
+                sizes,
             } => tracing::error!(
                 source = "oversell",
                 severity = "critical",
                 drop.id = %drop_id,
                 limited_quantity,
                 sold_quantity,
+                skus = %sizes
+                    .iter()
+                    .map(|size| size.sku.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
                 "LimitedDropOversold"
             ),
             DomainEvent::GateDegraded { reason } => {

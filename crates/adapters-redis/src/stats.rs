@@ -5,8 +5,8 @@ use crate::connection::RedisConnection;
 use crate::keys::DropKeys;
 use async_trait::async_trait;
 use fred::prelude::*;
-use goods_domain::ports::{OutcomeCounts, PurchaseOutcome, StatsRecorder};
-use goods_domain::{DropId, InfraError};
+use goods_domain::ports::{DropOutcomes, PurchaseOutcome, StatsRecorder};
+use goods_domain::{DropId, InfraError, Sku};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -28,7 +28,27 @@ fn field(outcome: PurchaseOutcome) -> &'static str {
 
 /// Counts not flushed yet. Counting takes a read lock and an atomic add (a write lock only the
 /// first time a drop and outcome are seen), so concurrent workers do not queue on every request.
-type Pending = RwLock<HashMap<(DropId, &'static str), AtomicI64>>;
+const OUTCOMES: [PurchaseOutcome; 6] = [
+    PurchaseOutcome::Success,
+    PurchaseOutcome::SoldOut,
+    PurchaseOutcome::TooEarly,
+    PurchaseOutcome::Closed,
+    PurchaseOutcome::PerUserLimit,
+    PurchaseOutcome::Throttled,
+];
+
+/// One counter: a drop's outcome, in all (`None`) or of one size. In the drop's hash its field
+/// is the outcome's name, or `name:sku` for a size (a sku has no `:`, so the two never meet).
+type Counter = (DropId, PurchaseOutcome, Option<Sku>);
+
+fn hash_field((_, outcome, sku): &Counter) -> String {
+    match sku {
+        None => field(*outcome).to_owned(),
+        Some(sku) => format!("{}:{}", field(*outcome), sku.as_str()),
+    }
+}
+
+type Pending = RwLock<HashMap<Counter, AtomicI64>>;
 
 #[derive(Clone)]
 pub struct RedisStats {
@@ -69,7 +89,7 @@ impl RedisStats {
         stats
     }
 
-    fn add(&self, key: (DropId, &'static str), n: i64) -> Result<(), InfraError> {
+    fn add(&self, key: Counter, n: i64) -> Result<(), InfraError> {
         let poisoned = || InfraError::msg("stats lock poisoned");
         if let Some(count) = self.pending.read().map_err(|_| poisoned())?.get(&key) {
             count.fetch_add(n, Ordering::Relaxed);
@@ -86,22 +106,22 @@ impl RedisStats {
 
     async fn flush(&self) -> Result<(), InfraError> {
         let _one_at_a_time = self.flushing.lock().await;
-        let batch: Vec<((DropId, &'static str), i64)> = self
+        let batch: Vec<(Counter, i64)> = self
             .pending
             .read()
             .map_err(|_| InfraError::msg("stats lock poisoned"))?
             .iter()
-            .map(|(k, count)| (*k, count.swap(0, Ordering::Relaxed)))
+            .map(|(k, count)| (k.clone(), count.swap(0, Ordering::Relaxed)))
             .filter(|(_, n)| *n != 0)
             .collect();
         if batch.is_empty() {
             return Ok(());
         }
         let pipeline = self.conn.pool.next().pipeline();
-        for ((drop, field), n) in &batch {
-            let key = DropKeys::new(&self.conn.drops, *drop).stats;
+        for (counter, n) in &batch {
+            let key = DropKeys::new(&self.conn.drops, counter.0).stats;
             let _: () = pipeline
-                .hincrby(&key, *field, *n)
+                .hincrby(&key, hash_field(counter), *n)
                 .await
                 .map_err(|e| InfraError::new("stats", e))?;
             let _: () = pipeline
@@ -122,11 +142,20 @@ impl RedisStats {
 
 #[async_trait]
 impl StatsRecorder for RedisStats {
-    fn record(&self, drop_id: DropId, outcome: PurchaseOutcome) -> Result<(), InfraError> {
-        self.add((drop_id, field(outcome)), 1)
+    fn record(
+        &self,
+        drop_id: DropId,
+        sku: Option<&Sku>,
+        outcome: PurchaseOutcome,
+    ) -> Result<(), InfraError> {
+        self.add((drop_id, outcome, None), 1)?;
+        match sku {
+            Some(sku) => self.add((drop_id, outcome, Some(sku.clone())), 1),
+            None => Ok(()),
+        }
     }
 
-    async fn counts(&self, drop_id: DropId) -> Result<OutcomeCounts, InfraError> {
+    async fn counts(&self, drop_id: DropId) -> Result<DropOutcomes, InfraError> {
         self.flush().await?;
         let raw: HashMap<String, u64> = self
             .conn
@@ -135,14 +164,23 @@ impl StatsRecorder for RedisStats {
             .hgetall(DropKeys::new(&self.conn.drops, drop_id).stats)
             .await
             .map_err(|e| InfraError::new("stats read", e))?;
-        let get = |outcome| raw.get(field(outcome)).copied().unwrap_or(0);
-        Ok(OutcomeCounts {
-            success: get(PurchaseOutcome::Success),
-            sold_out: get(PurchaseOutcome::SoldOut),
-            too_early: get(PurchaseOutcome::TooEarly),
-            closed: get(PurchaseOutcome::Closed),
-            per_user_limit: get(PurchaseOutcome::PerUserLimit),
-            throttled: get(PurchaseOutcome::Throttled),
-        })
+        let mut counts = DropOutcomes::default();
+        for (name, n) in raw {
+            let (outcome, sku) = match name.split_once(':') {
+                Some((outcome, sku)) => (outcome, Some(sku)),
+                None => (name.as_str(), None),
+            };
+            let Some(outcome) = OUTCOMES.into_iter().find(|o| field(*o) == outcome) else {
+                continue;
+            };
+            match sku.map(|sku| Sku::parse("sku", sku)) {
+                None => counts.all.add(outcome, n),
+                Some(Ok(sku)) => counts.sizes.entry(sku).or_default().add(outcome, n),
+                Some(Err(_)) => {
+                    tracing::warn!(field = %name, "stats field with a malformed sku ignored");
+                }
+            }
+        }
+        Ok(counts)
     }
 }

@@ -177,11 +177,25 @@ pub fn render(fact: &Fact) -> String {
             drop,
             limited,
             sold,
+            sizes,
         } => {
             let mut view = Map::new();
             view.insert("dropId".into(), json!(drop.get()));
             view.insert("limitedQuantity".into(), json!(limited));
             view.insert("soldQuantity".into(), json!(sold));
+            if !sizes.is_empty() {
+                let sizes: Vec<_> = sizes
+                    .iter()
+                    .map(|size| {
+                        json!({
+                            "sku": size.sku.as_str(),
+                            "limitedQuantity": size.limited,
+                            "soldQuantity": size.sold,
+                        })
+                    })
+                    .collect();
+                view.insert("variants".into(), json!(sizes));
+            }
             view.insert("severity".into(), json!("critical"));
             view.insert("source".into(), json!("oversell"));
             view

@@ -1,12 +1,22 @@
 //! How outbox events are stored: a kind and a JSON payload.
 
 use goods_domain::ports::{DomainEvent, DropOperation, FlagName};
-use goods_domain::{DropId, InfraError, UserId};
+use goods_domain::{DropId, InfraError, SizeSold, Sku, UserId};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
 struct Oversold {
     drop_id: i64,
+    limited_quantity: u32,
+    sold_quantity: u32,
+    /// A drop in sizes' oversold sizes (absent in alerts recorded before sizes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    sizes: Vec<OversoldSize>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct OversoldSize {
+    sku: String,
     limited_quantity: u32,
     sold_quantity: u32,
 }
@@ -40,12 +50,21 @@ pub fn encode_event(event: &DomainEvent) -> Result<(&'static str, String), Infra
             drop_id,
             limited_quantity,
             sold_quantity,
+            sizes,
         } => (
             "oversold",
             serde_json::to_string(&Oversold {
                 drop_id: drop_id.get(),
                 limited_quantity: *limited_quantity,
                 sold_quantity: *sold_quantity,
+                sizes: sizes
+                    .iter()
+                    .map(|size| OversoldSize {
+                        sku: size.sku.as_str().to_owned(),
+                        limited_quantity: size.limited,
+                        sold_quantity: size.sold,
+                    })
+                    .collect(),
             }),
         ),
         DomainEvent::GateDegraded { reason } => (
@@ -90,11 +109,24 @@ pub fn decode_event(kind: &str, payload: &str) -> Result<DomainEvent, InfraError
     match kind {
         "oversold" => {
             let o: Oversold = serde_json::from_str(payload).map_err(corrupt)?;
+            let sizes = o
+                .sizes
+                .into_iter()
+                .map(|size| {
+                    Ok(SizeSold {
+                        sku: Sku::parse("sku", &size.sku)
+                            .map_err(|e| InfraError::new("corrupt oversold event", e))?,
+                        limited: size.limited_quantity,
+                        sold: size.sold_quantity,
+                    })
+                })
+                .collect::<Result<_, InfraError>>()?;
             Ok(DomainEvent::Oversold {
                 drop_id: DropId::parse(o.drop_id)
                     .map_err(|e| InfraError::new("corrupt oversold event", e))?,
                 limited_quantity: o.limited_quantity,
                 sold_quantity: o.sold_quantity,
+                sizes,
             })
         }
         "gate_degraded" => {
@@ -135,6 +167,17 @@ mod tests {
                 drop_id,
                 limited_quantity: 10,
                 sold_quantity: 11,
+                sizes: vec![],
+            },
+            DomainEvent::Oversold {
+                drop_id,
+                limited_quantity: 10,
+                sold_quantity: 9,
+                sizes: vec![SizeSold {
+                    sku: Sku::parse("sku", "US-9").unwrap_or_else(|_| unreachable!()),
+                    limited: 3,
+                    sold: 4,
+                }],
             },
             DomainEvent::GateDegraded {
                 reason: "timeout".into(),

@@ -346,6 +346,8 @@ pub struct NumberRow {
 /// Units of a drop's orders in one state.
 #[derive(Debug, QueryableByName)]
 pub struct StatusUnitsRow {
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub sku: Option<String>,
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub status: String,
     #[diesel(sql_type = diesel::sql_types::BigInt)]

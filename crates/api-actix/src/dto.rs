@@ -671,8 +671,18 @@ pub struct StatsBody {
 #[serde(rename_all = "camelCase")]
 struct SizeStatsBody {
     sku: String,
+    success_count: u64,
+    sold_out_reject_count: u64,
+    too_early_reject_count: u64,
+    closed_reject_count: u64,
+    per_user_limit_reject_count: u64,
+    throttled_count: u64,
     sold_quantity: u32,
     remaining: u32,
+    pending_quantity: u32,
+    paid_quantity: u32,
+    cancelled_quantity: u32,
+    expired_quantity: u32,
 }
 
 impl From<DropStats> for StatsBody {
@@ -687,10 +697,10 @@ impl From<DropStats> for StatsBody {
             throttled_count: s.counts.throttled,
             sold_quantity: s.sold_quantity,
             remaining: s.remaining,
-            pending_quantity: s.units.pending,
-            paid_quantity: s.units.paid,
-            cancelled_quantity: s.units.cancelled,
-            expired_quantity: s.units.expired,
+            pending_quantity: s.units.all.pending,
+            paid_quantity: s.units.all.paid,
+            cancelled_quantity: s.units.all.cancelled,
+            expired_quantity: s.units.all.expired,
             entry_count: s.draw.map(|d| d.entries),
             winner_count: s.draw.map(|d| d.winners),
             promoted_count: s.draw.map(|d| d.promoted),
@@ -699,6 +709,16 @@ impl From<DropStats> for StatsBody {
                 .into_iter()
                 .map(|size| SizeStatsBody {
                     sku: size.sku.as_str().to_owned(),
+                    success_count: size.counts.success,
+                    sold_out_reject_count: size.counts.sold_out,
+                    too_early_reject_count: size.counts.too_early,
+                    closed_reject_count: size.counts.closed,
+                    per_user_limit_reject_count: size.counts.per_user_limit,
+                    throttled_count: size.counts.throttled,
+                    pending_quantity: size.units.pending,
+                    paid_quantity: size.units.paid,
+                    cancelled_quantity: size.units.cancelled,
+                    expired_quantity: size.units.expired,
                     sold_quantity: size.sold_quantity,
                     remaining: size.remaining,
                 })
@@ -732,6 +752,10 @@ struct SizeReconciliationBody {
     sku: String,
     limited_quantity: u32,
     sold_quantity: u32,
+    pending_quantity: u32,
+    paid_quantity: u32,
+    cancelled_quantity: u32,
+    expired_quantity: u32,
     gate_remaining: Option<u32>,
     drift: Option<i64>,
     oversold: bool,
@@ -743,10 +767,10 @@ impl From<Reconciliation> for ReconciliationBody {
             drop_id: r.drop_id.get(),
             limited_quantity: r.limited_quantity,
             sold_quantity: r.sold_quantity,
-            pending_quantity: r.units.pending,
-            paid_quantity: r.units.paid,
-            cancelled_quantity: r.units.cancelled,
-            expired_quantity: r.units.expired,
+            pending_quantity: r.units.all.pending,
+            paid_quantity: r.units.all.paid,
+            cancelled_quantity: r.units.all.cancelled,
+            expired_quantity: r.units.all.expired,
             gate_remaining: r.gate_remaining,
             drift: r.drift,
             oversold: r.oversold,
@@ -754,17 +778,28 @@ impl From<Reconciliation> for ReconciliationBody {
             variants: r
                 .sizes
                 .iter()
-                .map(|size| SizeReconciliationBody {
-                    sku: size
+                .map(|size| {
+                    let units = size
                         .sku
                         .as_ref()
-                        .map(|s| s.as_str().to_owned())
-                        .unwrap_or_default(),
-                    limited_quantity: size.limited,
-                    sold_quantity: size.sold,
-                    gate_remaining: size.gate_remaining,
-                    drift: size.drift(),
-                    oversold: size.oversold(),
+                        .map(|sku| r.units.of(sku))
+                        .unwrap_or_default();
+                    SizeReconciliationBody {
+                        sku: size
+                            .sku
+                            .as_ref()
+                            .map(|s| s.as_str().to_owned())
+                            .unwrap_or_default(),
+                        limited_quantity: size.limited,
+                        sold_quantity: size.sold,
+                        pending_quantity: units.pending,
+                        paid_quantity: units.paid,
+                        cancelled_quantity: units.cancelled,
+                        expired_quantity: units.expired,
+                        gate_remaining: size.gate_remaining,
+                        drift: size.drift(),
+                        oversold: size.oversold(),
+                    }
                 })
                 .collect(),
         }

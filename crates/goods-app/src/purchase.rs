@@ -201,7 +201,10 @@ impl Purchases {
         cmd: PurchaseCommand,
     ) -> Result<Purchased, PurchaseError> {
         let drop_id = cmd.drop_id;
-        let result = match self.purchase_inner(hooks, cmd).await {
+        // The size the purchase is of, once it is known to be one of the drop's: its outcome
+        // is counted in the size's stats too (never under a sku a client made up).
+        let mut size = None;
+        let result = match self.purchase_inner(hooks, cmd, &mut size).await {
             Ok(Purchased {
                 order,
                 replayed: true,
@@ -240,17 +243,19 @@ impl Purchases {
             Err(error) => error.outcome(),
         };
         if let Some(outcome) = outcome
-            && let Err(error) = self.stats.record(drop_id, outcome)
+            && let Err(error) = self.stats.record(drop_id, size.as_ref(), outcome)
         {
             tracing::warn!(error = %error, "purchase outcome not counted");
         }
         result
     }
 
+    /// The purchase; `chosen` gets the drop's size it is of, once checked.
     async fn purchase_inner(
         &self,
         hooks: &dyn PurchaseHooks,
         cmd: PurchaseCommand,
+        chosen: &mut Option<goods_domain::Sku>,
     ) -> Result<Purchased, PurchaseError> {
         if !self.access.flags.drops_on() {
             return Err(PurchaseError::DropNotFound);
@@ -263,6 +268,7 @@ impl Purchases {
         // The size: one of the drop's, or none for a drop without sizes (an input error, so
         // before the sale's own answers).
         let size = drop.sizes.choose(cmd.sku.as_deref())?;
+        chosen.clone_from(&size.sku);
         let cmd = Chosen {
             drop_id: cmd.drop_id,
             user_id: cmd.user_id,
@@ -994,6 +1000,9 @@ mod tests {
         };
         m.ledger.expect_place_orders().times(0);
         m.orders.expect_find_by_key().times(0);
+        // An input error: counted nowhere, neither in the drop's stats nor under the sku.
+        m.stats.checkpoint();
+        m.stats.expect_record().never();
         let mut gate = MockAdmissionGate::new();
         gate.expect_reserve().times(0);
         let cmd = PurchaseCommand {
@@ -1011,6 +1020,15 @@ mod tests {
     async fn a_sold_out_size_is_answered_with_its_sku_without_the_database() {
         let mut m = sized_mocks(OPEN);
         m.ledger.expect_place_orders().times(0);
+        // Counted once, in the drop's stats and in the size's.
+        m.stats.checkpoint();
+        m.stats
+            .expect_record()
+            .withf(|_, size, outcome| {
+                size.cloned() == sku("US-9") && *outcome == PurchaseOutcome::SoldOut
+            })
+            .times(1)
+            .returning(|_, _, _| Ok(()));
         let gate = gate_answering(ReserveOutcome::SoldOut { remaining: 0 });
         let err = buy(m, Some(gate), hooks(), sized(1)).await.unwrap_err();
         assert!(

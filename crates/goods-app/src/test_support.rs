@@ -205,7 +205,7 @@ impl Mocks {
         let mut clock = MockClock::new();
         clock.expect_now().return_const(now);
         let mut stats = MockStatsRecorder::new();
-        stats.expect_record().returning(|_, _| Ok(()));
+        stats.expect_record().returning(|_, _, _| Ok(()));
         Self {
             products: MockProductRepository::new(),
             drops,
@@ -213,7 +213,7 @@ impl Mocks {
                 let mut orders = MockOrderRepository::new();
                 orders
                     .expect_units_by_status()
-                    .returning(|_| Ok(goods_domain::ports::UnitsByStatus::default()));
+                    .returning(|_| Ok(goods_domain::ports::DropUnits::default()));
                 // No order is past its payment window unless a test says so.
                 orders.expect_overdue().returning(|_, _| Ok(Vec::new()));
                 orders

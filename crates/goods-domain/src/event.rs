@@ -7,11 +7,12 @@ use crate::{
     PaymentOutcome, RankKey, Sku, UserId,
 };
 
-/// A size's units before a purchase batch, for [`purchase_facts`].
+/// A size's units against its limit: before a purchase batch, for [`purchase_facts`]; an
+/// oversold size, in [`Fact::DropOversold`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SizeSold {
     pub sku: Sku,
-    /// Units in its live orders before the batch.
+    /// Units in its live orders (before the batch, for [`purchase_facts`]).
     pub sold: u32,
     /// Its `limitedQuantity`.
     pub limited: u32,
@@ -161,6 +162,8 @@ pub enum Fact {
         drop: DropId,
         limited: u32,
         sold: u32,
+        /// A drop in sizes: each oversold size (one may be while the drop's total is not).
+        sizes: Vec<SizeSold>,
     },
     /// Purchases of the drop fall back to the database: the gate does not answer (the design
     /// document's redis-degraded, `severity=warning`).

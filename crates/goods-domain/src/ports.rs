@@ -19,7 +19,8 @@ mod stats;
 
 pub use budget::{WriteBudget, WritePermit};
 pub use catalog::{
-    CreateDropError, DropRepository, OrderQuery, OrderRepository, ProductRepository, UnitsByStatus,
+    CreateDropError, DropRepository, DropUnits, OrderQuery, OrderRepository, ProductRepository,
+    UnitsByStatus,
 };
 pub use changes::ChangeNotifier;
 pub use clock::{Clock, SystemClock};
@@ -39,7 +40,7 @@ pub use ledger::{
 pub use outbox::{EventOutbox, OutboxEntry};
 pub use payments::{PaymentQuery, PaymentRepository};
 pub use rate::RateLimiter;
-pub use stats::{OutcomeCounts, PurchaseOutcome, StatsRecorder};
+pub use stats::{DropOutcomes, OutcomeCounts, PurchaseOutcome, StatsRecorder};
 
 /// Every port a source of truth (the SQL adapters) implements at once.
 pub trait SourceOfTruth:

@@ -444,6 +444,22 @@ pub fn any_oversold(sizes: &[SizeCount]) -> bool {
     sizes.iter().any(SizeCount::oversold)
 }
 
+/// The oversold sizes of a drop in sizes, each with its limit and its units sold, for the
+/// oversell's event and alert (empty for a drop without sizes, whose totals say it all).
+pub fn oversold_sizes(sizes: &[SizeCount]) -> Vec<crate::SizeSold> {
+    sizes
+        .iter()
+        .filter(|size| size.oversold())
+        .filter_map(|size| {
+            Some(crate::SizeSold {
+                sku: size.sku.clone()?,
+                sold: size.sold,
+                limited: size.limited,
+            })
+        })
+        .collect()
+}
+
 /// Units a drop still sells, in all: the sum of what each size still sells, so one oversold
 /// size never hides another's sold-out (the drop is `SOLD_OUT` when every size is).
 pub fn remaining_in_all(sizes: &[SizeCount]) -> u32 {
@@ -667,6 +683,29 @@ mod tests {
         assert_eq!(remaining_in_all(&sizes), 4);
         let fine = [count("S", 5, 5, None), count("M", 5, 1, None)];
         assert!(!any_oversold(&fine));
+    }
+
+    #[test]
+    fn the_oversell_names_each_oversold_size_with_its_limit_and_units() {
+        let sizes = [
+            count("S", 5, 6, None),
+            count("M", 5, 5, None),
+            count("L", 2, 4, None),
+        ];
+        let named: Vec<_> = oversold_sizes(&sizes)
+            .into_iter()
+            .map(|s| (s.sku.as_str().to_owned(), s.limited, s.sold))
+            .collect();
+        assert_eq!(named, [("S".to_owned(), 5, 6), ("L".to_owned(), 2, 4)]);
+        // A drop without sizes names none: its totals are the oversell.
+        let whole = [SizeCount {
+            sku: None,
+            limited: 5,
+            sold: 6,
+            gate_remaining: None,
+        }];
+        assert!(any_oversold(&whole));
+        assert!(oversold_sizes(&whole).is_empty());
     }
 
     #[test]

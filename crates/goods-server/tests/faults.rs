@@ -1204,7 +1204,6 @@ async fn a_gate_admitting_beyond_the_database_is_counted_as_an_oversell_and_resy
 /// `source=oversell`) and reconciliation reports it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_order_forged_past_the_limit_is_recorded_as_an_oversell_once() {
-    use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
     const LIMITED: i64 = 5;
     let database = test_support::mysql::fresh_database().await;
     let mut vars = shared_redis(&fresh_prefix()).to_vec();
@@ -1218,26 +1217,8 @@ async fn an_order_forged_past_the_limit_is_recorded_as_an_oversell_once() {
         || harness::process::metric_sum(&client.http, &server.base, "oversell_events_total");
     assert_eq!(counted().await, 0.0);
 
-    let mut conn = diesel_async::AsyncMysqlConnection::establish(&database)
-        .await
-        .unwrap();
-    conn.batch_execute(&format!(
-        "INSERT INTO orders (drop_id, product_id, user_id, quantity, status, idempotency_key, \
-         created_at, amount_minor, currency) \
-         SELECT drop_id, product_id, 999999, 1, 'PENDING', 'forged', created_at, amount_minor, \
-         currency FROM orders WHERE drop_id = {drop} LIMIT 1"
-    ))
-    .await
-    .unwrap();
-
-    let start = Instant::now();
-    while counted().await < 1.0 {
-        assert!(
-            start.elapsed() < HEAL_WITHIN,
-            "the oversell was not recorded"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut conn = forge_one_more_order(&database, drop, "").await;
+    until_counted_once(&counted).await;
     let recon = client.reconciliation(&server.base, drop).await;
     assert_eq!(
         (&recon["oversold"], &recon["soldQuantity"]),
@@ -1267,6 +1248,121 @@ async fn an_order_forged_past_the_limit_is_recorded_as_an_oversell_once() {
             &oversold[0]["data"]["source"]
         ),
         (&json!("critical"), &json!("oversell"))
+    );
+}
+
+/// A writer outside the service copies one of `drop`'s orders (the first matching `and`, an
+/// extra SQL condition) as buyer 999999's; the connection it wrote with.
+async fn forge_one_more_order(
+    database: &str,
+    drop: i64,
+    and: &str,
+) -> diesel_async::AsyncMysqlConnection {
+    use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
+    let mut conn = diesel_async::AsyncMysqlConnection::establish(database)
+        .await
+        .unwrap();
+    conn.batch_execute(&format!(
+        "INSERT INTO orders (drop_id, product_id, user_id, quantity, status, idempotency_key, \
+         created_at, amount_minor, currency, sku) \
+         SELECT drop_id, product_id, 999999, 1, 'PENDING', 'forged', created_at, amount_minor, \
+         currency, sku FROM orders WHERE drop_id = {drop} {and} LIMIT 1"
+    ))
+    .await
+    .unwrap();
+    conn
+}
+
+/// Waits (within the healing bound) until `counted` reaches 1.
+async fn until_counted_once<F: Future<Output = f64>>(counted: &impl Fn() -> F) {
+    let start = Instant::now();
+    while counted().await < 1.0 {
+        assert!(
+            start.elapsed() < HEAL_WITHIN,
+            "the oversell was not recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The same forgery in one size of a drop in sizes, while the drop's total stays within its
+/// limit: S sells its 3 and M 4 of its 5 (7 of 8), then a forged order takes a 4th S. Healing
+/// records the oversell once, naming S with its own limit and units, and reconciliation reports
+/// S oversold and M not, though 8 of 8 is no oversell of the total.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_order_forged_past_a_sizes_limit_is_an_oversell_naming_that_size() {
+    let database = test_support::mysql::fresh_database().await;
+    let mut vars = shared_redis(&fresh_prefix()).to_vec();
+    vars.push(("DATABASE_URL", database.clone()));
+    let server = Server::start(&env(&vars));
+    // Buyer u buys S when u is even, M when odd.
+    let client = Client::new().in_sizes(&["S", "M"]);
+    let drop = client
+        .open_sized_drop(&server.base, &[("S", 3), ("M", 5)])
+        .await;
+    let answers = wave(&client, &server.base, drop, 1..=8).await;
+    let sold = |sku: &str| {
+        answers
+            .iter()
+            .filter(|(user, a)| a.status == 202 && client.size_of(**user) == Some(sku))
+            .count()
+    };
+    assert_eq!((sold("S"), sold("M")), (3, 4), "{answers:?}");
+    let counted =
+        || harness::process::metric_sum(&client.http, &server.base, "oversell_events_total");
+    assert_eq!(counted().await, 0.0);
+
+    forge_one_more_order(&database, drop, "AND sku = 'S'").await;
+    until_counted_once(&counted).await;
+    let recon = client.reconciliation(&server.base, drop).await;
+    let sizes: Vec<_> = recon["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["sku"].clone(),
+                v["soldQuantity"].clone(),
+                v["oversold"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        (
+            &recon["oversold"],
+            &recon["soldQuantity"],
+            &recon["limitedQuantity"]
+        ),
+        (&json!(true), &json!(8), &json!(8)),
+        "{recon}"
+    );
+    assert_eq!(
+        sizes,
+        [
+            (json!("S"), json!(4), json!(true)),
+            (json!("M"), json!(4), json!(false))
+        ]
+    );
+    tokio::time::sleep(Duration::from_millis(4 * HEAL_MS)).await;
+    assert_eq!(counted().await, 1.0, "recorded once per drop");
+    let oversold: Vec<serde_json::Value> = client
+        .events(&server.base, drop)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "goods.drop.oversold")
+        .collect();
+    assert_eq!(oversold.len(), 1, "{oversold:?}");
+    assert_eq!(
+        (
+            &oversold[0]["data"]["limitedQuantity"],
+            &oversold[0]["data"]["soldQuantity"],
+            &oversold[0]["data"]["variants"]
+        ),
+        (
+            &json!(8),
+            &json!(8),
+            &json!([{"sku": "S", "limitedQuantity": 3, "soldQuantity": 4}])
+        )
     );
 }
 

@@ -304,7 +304,7 @@ async fn two_healing_passes_at_once_settle_everything_exactly_once() {
             .reconcile(drop, ADMIN)
             .await
             .unwrap();
-        recon.units.expired == 20 && recon.gate_remaining == Some(UNITS)
+        recon.units.all.expired == 20 && recon.gate_remaining == Some(UNITS)
     };
     let start = Instant::now();
     let mut rounds = 0;
@@ -324,7 +324,11 @@ async fn two_healing_passes_at_once_settle_everything_exactly_once() {
         .await
         .unwrap();
     assert_eq!(
-        (recon.units.pending, recon.units.paid, recon.units.expired),
+        (
+            recon.units.all.pending,
+            recon.units.all.paid,
+            recon.units.all.expired
+        ),
         (0, 0, 20),
         "each order expired once: {recon:?}"
     );

@@ -266,7 +266,7 @@ impl World {
             "stock + sold is constant"
         );
         assert_eq!(
-            recon.units.pending + recon.units.paid,
+            recon.units.all.pending + recon.units.all.paid,
             recon.sold_quantity,
             "sold = pending + paid: {recon:?}"
         );

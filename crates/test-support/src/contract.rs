@@ -137,7 +137,7 @@ async fn product<S: SqlStore>(store: &S, stock: i64) -> Product {
 }
 
 /// A first-come drop of `product`, open from a second before `at` for an hour.
-fn input_for(product: ProductId, per_user: i64, at: OffsetDateTime) -> DropInput {
+pub(crate) fn input_for(product: ProductId, per_user: i64, at: OffsetDateTime) -> DropInput {
     DropInput {
         product_id: product.get(),
         open_at: at - Duration::seconds(1),
@@ -390,13 +390,11 @@ pub async fn a_drop_in_sizes_is_stored_with_its_sizes_in_order<S: SqlStore>(stor
     );
 }
 
-/// A drop open now of `sizes` (sku, units) of a fresh product in `variants` (sku, stock).
-pub async fn sized_drop<S: SqlStore>(
+/// A fresh product in `variants` (sku, stock), each labelled with its sku.
+pub(crate) async fn product_in_sizes<S: SqlStore>(
     store: &S,
     variants: &[(&str, i64)],
-    sizes: &[(&str, i64)],
-    per_user: i64,
-) -> LimitedDrop {
+) -> goods_domain::Product {
     let variants: Vec<_> = variants
         .iter()
         .map(|(sku, stock)| goods_domain::VariantInput {
@@ -405,23 +403,39 @@ pub async fn sized_drop<S: SqlStore>(
             stock_quantity: *stock,
         })
         .collect();
-    let product = ProductRepository::create(
+    ProductRepository::create(
         store,
         &NewProduct::from_input("Sneaker", None, Some(&variants)).unwrap(),
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+/// A drop's `variants` input: `sizes` (sku, units).
+pub(crate) fn size_inputs(sizes: &[(&str, i64)]) -> Option<Vec<goods_domain::SizeInput>> {
+    Some(
+        sizes
+            .iter()
+            .map(|(sku, units)| goods_domain::SizeInput {
+                sku: (*sku).to_owned(),
+                limited_quantity: *units,
+            })
+            .collect(),
+    )
+}
+
+/// A drop open now of `sizes` (sku, units) of a fresh product in `variants` (sku, stock).
+pub async fn sized_drop<S: SqlStore>(
+    store: &S,
+    variants: &[(&str, i64)],
+    sizes: &[(&str, i64)],
+    per_user: i64,
+) -> LimitedDrop {
+    let product = product_in_sizes(store, variants).await;
     let at = now();
-    let sizes = sizes
-        .iter()
-        .map(|(sku, units)| goods_domain::SizeInput {
-            sku: (*sku).to_owned(),
-            limited_quantity: *units,
-        })
-        .collect();
     let new = NewLimitedDrop::parse(
         &DropInput {
-            variants: Some(sizes),
+            variants: size_inputs(sizes),
             ..input_for(product.id, per_user, at)
         },
         at,
@@ -580,6 +594,21 @@ pub async fn a_drop_in_sizes_sells_each_size_on_its_own_and_counts_a_buyer_acros
             (5, sku("US-10"), 1, true),
             (6, sku("US-9"), 2, true),
         ]
+    );
+    // Units by state, in all and each size's: US-9's cancelled 2 and pending 2, US-10's
+    // pending 3 and expired 1.
+    let units = store.units_by_status(drop.id).await.unwrap();
+    let state = |u: UnitsByStatus| (u.pending, u.paid, u.cancelled, u.expired);
+    assert_eq!(state(units.all), (5, 0, 2, 1));
+    let nine = goods_domain::Sku::parse("sku", "US-9").unwrap();
+    let ten = goods_domain::Sku::parse("sku", "US-10").unwrap();
+    assert_eq!(
+        (
+            state(units.of(&nine)),
+            state(units.of(&ten)),
+            units.sizes.len()
+        ),
+        ((2, 0, 2, 0), (3, 0, 0, 1), 2)
     );
     // Each size's sell-out is an event after the batch's orders, the drop's with its last size;
     // numbered 1, 2, 3, ... with no gap.
@@ -1037,11 +1066,13 @@ pub async fn an_event_is_recorded_once_and_relayed_until_marked<S: SqlStore>(sto
         drop_id: drop.id,
         limited_quantity: 5,
         sold_quantity: 6,
+        sizes: vec![],
     };
     let fact = goods_domain::Fact::DropOversold {
         drop: drop.id,
         limited: 5,
         sold: 6,
+        sizes: vec![],
     };
     let key = format!("oversell:{}", drop.id);
     let tries = (0..8).map(|_| {
@@ -1114,11 +1145,13 @@ pub async fn an_oversell_whose_event_fails_is_recorded_whole_on_the_next_try<S: 
         drop_id: drop.id,
         limited_quantity: 5,
         sold_quantity: 6,
+        sizes: vec![],
     };
     let fact = [goods_domain::Fact::DropOversold {
         drop: drop.id,
         limited: 5,
         sold: 6,
+        sizes: vec![],
     }];
     let key = format!("oversell:{}", drop.id);
     arm().await;
@@ -1908,7 +1941,7 @@ pub async fn payment_events_pay_a_pending_order_once_and_every_other_outcome_is_
         O::OrderNotFound
     );
     assert_eq!(
-        store.units_by_status(drop.id).await.unwrap(),
+        store.units_by_status(drop.id).await.unwrap().all,
         UnitsByStatus {
             paid: 2,
             cancelled: 1,
@@ -2046,7 +2079,7 @@ pub async fn an_overdue_order_expires_once_and_its_units_go_back<S: SqlStore>(st
         None => panic!("a payment after the deadline expires the order: {lost:?}"),
     }
     assert_eq!(
-        store.units_by_status(drop.id).await.unwrap(),
+        store.units_by_status(drop.id).await.unwrap().all,
         UnitsByStatus {
             pending: 1,
             expired: 3,
@@ -2134,7 +2167,7 @@ async fn payment_round<S: SqlStore>(store: &S, round: usize) -> bool {
         }
     }
     assert_eq!(paid + expired, 1, "one payment or one expiry, never both");
-    let units = store.units_by_status(drop.id).await.unwrap();
+    let units = store.units_by_status(drop.id).await.unwrap().all;
     if paid == 1 {
         assert_eq!(
             refunds, 0,

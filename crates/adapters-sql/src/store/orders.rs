@@ -5,9 +5,9 @@ use super::queries::ORDER_COLUMNS;
 use crate::rows::{NumberRow, OrderRow, StatusUnitsRow, to_db};
 use crate::{Backend, Bind, Sql};
 use async_trait::async_trait;
-use goods_domain::ports::{OrderQuery, OrderRepository, UnitsByStatus};
+use goods_domain::ports::{DropUnits, OrderQuery, OrderRepository};
 use goods_domain::{
-    DropId, Expiry, GoodsOrder, IdempotencyKey, InfraError, OrderId, OrderStatus, UserId,
+    DropId, Expiry, GoodsOrder, IdempotencyKey, InfraError, OrderId, OrderStatus, Sku, UserId,
 };
 
 fn select_orders() -> Sql {
@@ -98,23 +98,28 @@ impl<B: Backend> OrderRepository for SqlStore<B> {
             .collect()
     }
 
-    async fn units_by_status(&self, drop: DropId) -> Result<UnitsByStatus, InfraError> {
+    async fn units_by_status(&self, drop: DropId) -> Result<DropUnits, InfraError> {
         let rows: Vec<StatusUnitsRow> = self
             .read(
                 "units by status",
                 Sql::new(
-                    "SELECT status, CAST(COALESCE(SUM(quantity), 0) AS SIGNED) AS units \
+                    "SELECT sku, status, CAST(COALESCE(SUM(quantity), 0) AS SIGNED) AS units \
                      FROM orders WHERE drop_id = ",
                 )
                 .bind(Bind::BigInt(drop.get()))
-                .sql(" GROUP BY status"),
+                .sql(" GROUP BY sku, status"),
             )
             .await?;
-        let mut units = UnitsByStatus::default();
+        let mut units = DropUnits::default();
         for row in rows {
             let status = OrderStatus::parse(&row.status)
                 .ok_or_else(|| InfraError::msg(format!("corrupt order status {}", row.status)))?;
-            units.add(status, u32::try_from(row.units).unwrap_or(u32::MAX));
+            let sku = row
+                .sku
+                .map(|s| Sku::parse("sku", &s))
+                .transpose()
+                .map_err(|e| InfraError::new("corrupt order sku", e))?;
+            units.add(sku, status, u32::try_from(row.units).unwrap_or(u32::MAX));
         }
         Ok(units)
     }

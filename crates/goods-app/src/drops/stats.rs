@@ -2,7 +2,7 @@
 
 use super::Drops;
 use crate::{Actor, DropReadError};
-use goods_domain::ports::{OutcomeCounts, UnitsByStatus, units_in_all};
+use goods_domain::ports::{DropUnits, OutcomeCounts, UnitsByStatus, units_in_all};
 use goods_domain::{DropId, Sku};
 
 /// A drop's counters and its sold and remaining units.
@@ -12,11 +12,12 @@ pub struct DropStats {
     pub counts: OutcomeCounts,
     pub sold_quantity: u32,
     pub remaining: u32,
-    /// Units of the drop's orders by state (database).
-    pub units: UnitsByStatus,
+    /// Units of the drop's orders by state (database), in all and each size's.
+    pub units: DropUnits,
     /// A draw drop's entries, winners and promotions.
     pub draw: Option<goods_domain::DrawCounts>,
-    /// A drop in sizes: each size's sold and remaining units (empty without sizes).
+    /// A drop in sizes: each size's outcome counters, sold and remaining units (empty
+    /// without sizes).
     pub sizes: Vec<SizeStats>,
 }
 
@@ -24,6 +25,10 @@ pub struct DropStats {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SizeStats {
     pub sku: Sku,
+    /// Outcomes of purchases of this size.
+    pub counts: OutcomeCounts,
+    /// Units of its orders by state (database).
+    pub units: UnitsByStatus,
     pub sold_quantity: u32,
     pub remaining: u32,
 }
@@ -44,8 +49,11 @@ impl Drops {
             .sizes
             .iter()
             .filter_map(|size| {
+                let sku = size.sku.clone()?;
                 Some(SizeStats {
-                    sku: size.sku.clone()?,
+                    counts: counts.of(&sku),
+                    units: units.of(&sku),
+                    sku,
                     sold_quantity: sold.get(&size.sku).copied().unwrap_or(0),
                     remaining: remaining.get(&size.sku).copied().unwrap_or(0),
                 })
@@ -64,7 +72,7 @@ impl Drops {
         Ok(DropStats {
             draw,
             drop_id: id,
-            counts,
+            counts: counts.all,
             sold_quantity: units_in_all(&sold),
             remaining: units_in_all(&remaining),
             units,
@@ -83,21 +91,27 @@ mod tests {
     async fn stats_add_the_databases_units_to_the_counters_and_units_left() {
         let mut m = DropMocks::new();
         m.stats.expect_counts().returning(|_| {
-            Ok(OutcomeCounts {
-                success: 7,
-                sold_out: 40,
-                ..OutcomeCounts::default()
+            Ok(goods_domain::ports::DropOutcomes {
+                all: OutcomeCounts {
+                    success: 7,
+                    sold_out: 40,
+                    ..OutcomeCounts::default()
+                },
+                sizes: Default::default(),
             })
         });
         m.drops
             .expect_sold_by_size()
             .returning(|_| Ok(goods_domain::ports::whole_units(9)));
         m.orders.expect_units_by_status().returning(|_| {
-            Ok(UnitsByStatus {
-                pending: 4,
-                paid: 5,
-                cancelled: 1,
-                expired: 0,
+            Ok(DropUnits {
+                all: UnitsByStatus {
+                    pending: 4,
+                    paid: 5,
+                    cancelled: 1,
+                    expired: 0,
+                },
+                sizes: Default::default(),
             })
         });
         m.core.checkpoint();
@@ -116,7 +130,7 @@ mod tests {
             ),
             (7, 40, 9, 91)
         );
-        assert_eq!(stats.units.pending + stats.units.paid, 9);
+        assert_eq!(stats.units.all.pending + stats.units.all.paid, 9);
         assert_eq!(stats.draw, None);
     }
 

@@ -59,12 +59,13 @@ impl GoodsApp {
         let now = self.ports.clock.now();
         let sold = self.ports.drops.sold_by_size(drop.id).await?;
         // Size by size: an oversold size is an oversell even when the drop's total is not.
-        if any_oversold(&drop.sizes.counts(&sold, None)) {
+        let counts = drop.sizes.counts(&sold, None);
+        if any_oversold(&counts) {
             crate::operations::reconcile::raise_oversell(
                 &*self.ports.outbox,
                 self.ports.clock.now(),
                 drop,
-                units_in_all(&sold),
+                &counts,
             )
             .await;
         }
@@ -391,6 +392,7 @@ mod tests {
                             drop: drop_id(),
                             limited: 100,
                             sold: 101,
+                            sizes: vec![],
                         }]
             })
             .times(2)
@@ -400,6 +402,7 @@ mod tests {
             drop_id: drop_id(),
             limited_quantity: 100,
             sold_quantity: 101,
+            sizes: vec![],
         };
         let mut pending = vec![vec![], vec![OutboxEntry { id: 7, event }]];
         m.outbox

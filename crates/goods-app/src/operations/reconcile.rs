@@ -9,7 +9,7 @@ use goods_domain::ports::{
     Clock, DomainEvent, DropRepository, EventOutbox, OrderRepository, ProductRepository,
     units_in_all,
 };
-use goods_domain::variant::any_oversold;
+use goods_domain::variant::{any_oversold, oversold_sizes};
 use goods_domain::{DropId, LimitedDrop, SizeCount};
 use std::sync::Arc;
 use time::OffsetDateTime;
@@ -21,8 +21,8 @@ pub struct Reconciliation {
     pub limited_quantity: u32,
     /// Units in orders PENDING or PAID (database; cancelled and expired units went back).
     pub sold_quantity: u32,
-    /// Units of the drop's orders by state (database).
-    pub units: goods_domain::ports::UnitsByStatus,
+    /// Units of the drop's orders by state (database), in all and each size's.
+    pub units: goods_domain::ports::DropUnits,
     /// The gate's counter; `None` when there is no gate, it is unreachable or holds nothing.
     pub gate_remaining: Option<u32>,
     /// [`SizeCount::drift`]: `limited - sold - gateRemaining`.
@@ -82,7 +82,7 @@ impl Reconciler {
         let units = self.orders.units_by_status(drop.id).await?;
         let gate = self.gate.remaining(&drop).await;
         let now = self.clock.now();
-        let counts = drop.sizes.counts(&sold_by_size, gate.as_ref());
+        let by_size = drop.sizes.counts(&sold_by_size, gate.as_ref());
         let sold = units_in_all(&sold_by_size);
         let gate_remaining = gate.as_ref().map(units_in_all);
         let report = Reconciliation {
@@ -91,16 +91,16 @@ impl Reconciler {
             sold_quantity: sold,
             units,
             gate_remaining,
-            drift: drift_in_all(&counts),
-            oversold: any_oversold(&counts),
+            drift: drift_in_all(&by_size),
+            oversold: any_oversold(&by_size),
             checked_at: now,
             sizes: match drop.sizes.is_sized() {
-                true => counts,
+                true => by_size.clone(),
                 false => Vec::new(),
             },
         };
         if report.oversold {
-            raise_oversell(&*self.outbox, now, &drop, sold).await;
+            raise_oversell(&*self.outbox, now, &drop, &by_size).await;
         }
         Ok(report)
     }
@@ -113,24 +113,34 @@ pub(crate) fn drift_in_all(counts: &[SizeCount]) -> Option<i64> {
 }
 
 /// Records the oversell alert once per drop in the outbox, and its `goods.drop.oversold`
-/// event in the log in the same transaction; logs it the first time. Not recorded (the
-/// store failed): the next pass finds the oversell again and records both.
+/// event in the log in the same transaction, both naming the oversold sizes of a drop in
+/// sizes; logs it the first time. Not recorded (the store failed): the next pass finds the
+/// oversell again and records both.
 pub(crate) async fn raise_oversell(
     outbox: &dyn EventOutbox,
     now: OffsetDateTime,
     drop: &LimitedDrop,
-    sold: u32,
+    counts: &[SizeCount],
 ) {
     let limited = drop.limited_quantity.get();
+    let sold = counts.iter().map(|size| size.sold).sum::<u32>();
+    let sizes = oversold_sizes(counts);
+    let skus = sizes
+        .iter()
+        .map(|size| size.sku.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
     let event = DomainEvent::Oversold {
         drop_id: drop.id,
         limited_quantity: limited,
         sold_quantity: sold,
+        sizes: sizes.clone(),
     };
     let fact = goods_domain::Fact::DropOversold {
         drop: drop.id,
         limited,
         sold,
+        sizes,
     };
     let key = format!("oversell:{}", drop.id);
     match outbox.record_once(&key, &event, &[fact], now).await {
@@ -142,13 +152,14 @@ pub(crate) async fn raise_oversell(
                 drop.id = %drop.id,
                 sold,
                 limited,
+                skus,
                 "drop oversold"
             );
         }
         Ok(false) => {}
         Err(error) => {
             // Not recorded: say it now, and the next pass tries to record it again.
-            tracing::error!(source = "oversell", severity = "critical", drop.id = %drop.id, sold, limited, error = %error, "drop oversold; alert not recorded");
+            tracing::error!(source = "oversell", severity = "critical", drop.id = %drop.id, sold, limited, skus, error = %error, "drop oversold; alert not recorded");
         }
     }
 }
@@ -252,8 +263,19 @@ mod tests {
                 (sku("US-10"), 10),
             ]))
         });
+        // The alert and the event name the oversold size, with its own limit and units.
+        let us9 = vec![goods_domain::SizeSold {
+            sku: sku("US-9").unwrap(),
+            limited: 50,
+            sold: 51,
+        }];
+        let named = us9.clone();
         m.outbox
             .expect_record_once()
+            .withf(move |_, event, facts, _| {
+                matches!(event, DomainEvent::Oversold { limited_quantity: 100, sold_quantity: 61, sizes, .. } if *sizes == named)
+                    && matches!(facts, [goods_domain::Fact::DropOversold { limited: 100, sold: 61, sizes, .. }] if *sizes == us9)
+            })
             .times(1)
             .returning(|_, _, _, _| Ok(true));
         let mut gate = MockAdmissionGate::new();

@@ -96,8 +96,8 @@ pub trait OrderRepository: Send + Sync + 'static {
     /// Up to `limit` PENDING orders past their payment window at `expiry`.
     async fn overdue(&self, expiry: Expiry, limit: u32) -> Result<Vec<OrderId>, InfraError>;
 
-    /// Units of a drop's orders by status.
-    async fn units_by_status(&self, drop: DropId) -> Result<UnitsByStatus, InfraError>;
+    /// Units of a drop's orders by status, in all and each size's.
+    async fn units_by_status(&self, drop: DropId) -> Result<DropUnits, InfraError>;
 }
 
 /// Which of a buyer's orders to list.
@@ -140,5 +140,28 @@ impl UnitsByStatus {
     /// Units sold: PENDING or PAID.
     pub fn sold(self) -> u32 {
         self.pending.saturating_add(self.paid)
+    }
+}
+
+/// Units of a drop's orders in each state: in all, and each size's for a drop in sizes (a
+/// size without orders has no entry).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DropUnits {
+    pub all: UnitsByStatus,
+    pub sizes: std::collections::BTreeMap<crate::Sku, UnitsByStatus>,
+}
+
+impl DropUnits {
+    /// Counts `units` of orders of `sku` (`None`: a drop without sizes) in `status`.
+    pub fn add(&mut self, sku: Option<crate::Sku>, status: OrderStatus, units: u32) {
+        self.all.add(status, units);
+        if let Some(sku) = sku {
+            self.sizes.entry(sku).or_default().add(status, units);
+        }
+    }
+
+    /// A size's units (none for a size without orders).
+    pub fn of(&self, sku: &crate::Sku) -> UnitsByStatus {
+        self.sizes.get(sku).copied().unwrap_or_default()
     }
 }

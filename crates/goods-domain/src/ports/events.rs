@@ -13,6 +13,8 @@ pub enum DomainEvent {
         limited_quantity: u32,
         /// Units the database says are sold.
         sold_quantity: u32,
+        /// A drop in sizes: each oversold size with its limit and units sold.
+        sizes: Vec<crate::SizeSold>,
     },
     /// The admission gate cannot be reached; purchases fall back to the database
     /// (`severity=warning`).

@@ -198,13 +198,16 @@ async fn each_size_of_a_draw_goes_to_its_own_best_ranked_entries_and_waitlist() 
         (&json!(6), &json!(6)),
         "{stats}"
     );
+    // The draw's orders are its awards, not purchases: no size counts a purchase outcome.
+    let size = |sku: &str, units: u32| {
+        json!({"sku": sku, "successCount": 0, "soldOutRejectCount": 0, "tooEarlyRejectCount": 0,
+               "closedRejectCount": 0, "perUserLimitRejectCount": 0, "throttledCount": 0,
+               "soldQuantity": units, "remaining": 0, "pendingQuantity": units,
+               "paidQuantity": 0, "cancelledQuantity": 0, "expiredQuantity": 0})
+    };
     assert_eq!(
         stats["variants"],
-        json!([
-            {"sku": "US-9", "soldQuantity": 3, "remaining": 0},
-            {"sku": "US-10", "soldQuantity": 2, "remaining": 0},
-            {"sku": "US-11", "soldQuantity": 1, "remaining": 0},
-        ])
+        json!([size("US-9", 3), size("US-10", 2), size("US-11", 1)])
     );
 
     // US-10's first winner cancels: its unit goes to US-10's first waitlisted entry.

@@ -122,6 +122,8 @@ async fn racing_buyers_sell_each_size_exactly_and_none_passes_the_limit_across_s
         .collect();
     let mut sold: HashMap<&str, usize> = HashMap::new();
     let mut held: HashMap<i64, usize> = HashMap::new();
+    let mut sold_out: HashMap<&str, usize> = HashMap::new();
+    let mut limited: HashMap<&str, usize> = HashMap::new();
     for (user, sku, status, body) in &results {
         match (status.as_u16(), body["code"].as_str()) {
             (202, _) => {
@@ -129,8 +131,11 @@ async fn racing_buyers_sell_each_size_exactly_and_none_passes_the_limit_across_s
                 *sold.entry(sku).or_default() += 1;
                 *held.entry(*user).or_default() += 1;
             }
-            (409, Some("SOLD_OUT")) => assert_eq!(body["sku"], *sku, "{body}"),
-            (403, Some("PER_USER_LIMIT_EXCEEDED")) => {}
+            (409, Some("SOLD_OUT")) => {
+                assert_eq!(body["sku"], *sku, "{body}");
+                *sold_out.entry(sku).or_default() += 1;
+            }
+            (403, Some("PER_USER_LIMIT_EXCEEDED")) => *limited.entry(sku).or_default() += 1,
             _ => panic!("buyer {user}, {sku}: {status} {body}"),
         }
     }
@@ -170,13 +175,40 @@ async fn racing_buyers_sell_each_size_exactly_and_none_passes_the_limit_across_s
     let stats = app
         .seller_json(&format!("/limited-drops/{drop}/stats"))
         .await;
+    // Each size's counters are its own answers, exactly: its 202s, its SOLD_OUTs and its
+    // refusals for the limit across sizes; the drop's are their sums.
+    let size_stats = |sku: &str, units: usize| {
+        json!({
+            "sku": sku,
+            "successCount": sold[sku],
+            "soldOutRejectCount": sold_out.get(sku).copied().unwrap_or(0),
+            "tooEarlyRejectCount": 0,
+            "closedRejectCount": 0,
+            "perUserLimitRejectCount": limited.get(sku).copied().unwrap_or(0),
+            "throttledCount": 0,
+            "soldQuantity": units,
+            "remaining": 0,
+            "pendingQuantity": units,
+            "paidQuantity": 0,
+            "cancelledQuantity": 0,
+            "expiredQuantity": 0,
+        })
+    };
     assert_eq!(
         stats["variants"],
-        json!([
-            {"sku": "S", "soldQuantity": 10, "remaining": 0},
-            {"sku": "M", "soldQuantity": 20, "remaining": 0},
-            {"sku": "L", "soldQuantity": 5, "remaining": 0},
-        ])
+        json!([size_stats("S", 10), size_stats("M", 20), size_stats("L", 5)])
+    );
+    assert_eq!(
+        (
+            stats["successCount"].clone(),
+            stats["soldOutRejectCount"].clone(),
+            stats["perUserLimitRejectCount"].clone()
+        ),
+        (
+            json!(35),
+            json!(sold_out.values().sum::<usize>()),
+            json!(limited.values().sum::<usize>())
+        )
     );
     let sizes: Vec<_> = recon["variants"]
         .as_array()
@@ -344,6 +376,41 @@ async fn a_sold_out_size_answers_for_itself_and_a_cancel_gives_back_to_its_own_s
         "SOLD_OUT",
     )
     .await;
+    // Each size's units by state, in the stats and the reconciliation alike: US-9's cancelled
+    // unit and its new one, US-10's two.
+    for path in ["stats", "reconciliation"] {
+        let read = app
+            .seller_json(&format!("/limited-drops/{drop}/{path}"))
+            .await;
+        let units: Vec<_> = read["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["sku"].clone(),
+                    v["pendingQuantity"].clone(),
+                    v["cancelledQuantity"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            units,
+            [
+                (json!("US-9"), json!(1), json!(1)),
+                (json!("US-10"), json!(2), json!(0))
+            ],
+            "{path}: {read}"
+        );
+        assert_eq!(
+            (
+                read["pendingQuantity"].clone(),
+                read["cancelledQuantity"].clone()
+            ),
+            (json!(3), json!(1)),
+            "{path}: {read}"
+        );
+    }
 }
 
 /// A size that is not one of the drop's: 422 naming `sku` (missing or unknown) for a drop in

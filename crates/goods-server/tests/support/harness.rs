@@ -597,8 +597,9 @@ pub async fn assert_each_size_sold_out_exactly(
     let expected: Vec<Value> = sizes
         .iter()
         .map(|(sku, n)| {
-            json!({"sku": sku, "limitedQuantity": n, "soldQuantity": n, "gateRemaining": 0,
-                   "drift": 0, "oversold": false})
+            json!({"sku": sku, "limitedQuantity": n, "soldQuantity": n, "pendingQuantity": n,
+                   "paidQuantity": 0, "cancelledQuantity": 0, "expiredQuantity": 0,
+                   "gateRemaining": 0, "drift": 0, "oversold": false})
         })
         .collect();
     assert_eq!(recon["variants"], json!(expected), "{recon}");

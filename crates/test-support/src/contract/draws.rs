@@ -2,16 +2,13 @@
 //! come, closed before the entry set is read, ranked by goods-domain's rule, awarded once and
 //! counted, a refused entry voided, the seed kept sealed until the reveal.
 
-use super::{SqlStore, now, order, product, user};
+use super::{SqlStore, input_for, now, order, product, product_in_sizes, size_inputs, user};
 use futures::future::join_all;
 use goods_domain::draw::rank;
-use goods_domain::ports::{
-    DropRepository, EnterError, NewEntry, PlaceOrder, Placed, ProductRepository,
-};
+use goods_domain::ports::{DropRepository, EnterError, NewEntry, PlaceOrder, Placed};
 use goods_domain::{
     DrawCounts, DrawSecret, DrawSeed, DropInput, EntriesTree, IdempotencyKey, LimitedDrop,
-    NewLimitedDrop, NewProduct, SealedSeed, SizeCutoff, SizeDraw, SizeInput, Sku, UserId,
-    VariantInput,
+    NewLimitedDrop, SealedSeed, SizeCutoff, SizeDraw, Sku, UserId,
 };
 use std::collections::HashSet;
 use time::Duration;
@@ -32,24 +29,32 @@ fn sealed() -> SealedSeed {
 /// A draw drop of `limited` units taking entries from a second ago for an hour.
 pub async fn draw_drop<S: SqlStore>(store: &S, limited: i64) -> LimitedDrop {
     let p = product(store, limited).await;
-    let at = now();
-    let new = NewLimitedDrop::parse(
-        &DropInput {
-            product_id: p.id.get(),
-            open_at: at - Duration::seconds(1),
-            close_at: at + Duration::hours(2),
+    create_draw(
+        store,
+        DropInput {
             limited_quantity: Some(limited),
-            variants: None,
-            per_user_limit: 1,
-            price_minor: 0,
-            currency: "XXX".into(),
-            mode: "DRAW".into(),
-            entry_close_at: Some(at + Duration::hours(1)),
-            payment_window_seconds: None,
+            ..draw_input(p.id)
         },
-        at,
     )
-    .unwrap();
+    .await
+}
+
+/// A draw drop of `product` (its units still to set), one unit per buyer, taking entries
+/// from a second ago for an hour and open for two.
+fn draw_input(product: goods_domain::ProductId) -> DropInput {
+    let at = now();
+    DropInput {
+        close_at: at + Duration::hours(2),
+        mode: "DRAW".into(),
+        entry_close_at: Some(at + Duration::hours(1)),
+        ..input_for(product, 1, at)
+    }
+}
+
+/// Creates the draw drop `input` with the contract's sealed seed.
+async fn create_draw<S: SqlStore>(store: &S, input: DropInput) -> LimitedDrop {
+    let at = now();
+    let new = NewLimitedDrop::parse(&input, at).unwrap();
     let draw = goods_domain::DrawToSeal::new(seed().commitment(), |_| Ok(sealed()));
     DropRepository::create(store, &new, Some(draw), at, None)
         .await
@@ -376,50 +381,15 @@ pub async fn entries_racing_the_close_commit_before_it_or_not_at_all<S: SqlStore
 /// A draw drop in `sizes` (sku, units) of a fresh product with that stock per variant, taking
 /// entries from a second ago for an hour.
 pub async fn sized_draw_drop<S: SqlStore>(store: &S, sizes: &[(&str, i64)]) -> LimitedDrop {
-    let variants: Vec<VariantInput> = sizes
-        .iter()
-        .map(|(sku, units)| VariantInput {
-            sku: (*sku).to_owned(),
-            label: (*sku).to_owned(),
-            stock_quantity: *units,
-        })
-        .collect();
-    let product = ProductRepository::create(
+    let product = product_in_sizes(store, sizes).await;
+    create_draw(
         store,
-        &NewProduct::from_input("Sneaker", None, Some(&variants)).unwrap(),
+        DropInput {
+            variants: size_inputs(sizes),
+            ..draw_input(product.id)
+        },
     )
     .await
-    .unwrap();
-    let at = now();
-    let new = NewLimitedDrop::parse(
-        &DropInput {
-            product_id: product.id.get(),
-            open_at: at - Duration::seconds(1),
-            close_at: at + Duration::hours(2),
-            limited_quantity: None,
-            variants: Some(
-                sizes
-                    .iter()
-                    .map(|(sku, units)| SizeInput {
-                        sku: (*sku).to_owned(),
-                        limited_quantity: *units,
-                    })
-                    .collect(),
-            ),
-            per_user_limit: 1,
-            price_minor: 0,
-            currency: "XXX".into(),
-            mode: "DRAW".into(),
-            entry_close_at: Some(at + Duration::hours(1)),
-            payment_window_seconds: None,
-        },
-        at,
-    )
-    .unwrap();
-    let draw = goods_domain::DrawToSeal::new(seed().commitment(), |_| Ok(sealed()));
-    DropRepository::create(store, &new, Some(draw), at, None)
-        .await
-        .unwrap()
 }
 
 fn sku(raw: &str) -> Sku {
