@@ -6,6 +6,7 @@ use goods_app::{
     DrawView, DropStats, DropView, EntryView, EventPage, OrderPage, PaymentPage, Reconciliation,
     SizeView,
 };
+use goods_domain::ports::{OutcomeCounts, UnitsByStatus};
 use goods_domain::{
     Currency, EntryStatus, GoodsOrder, Money, OrderId, PaymentEvent, PaymentEventId,
     PaymentEventKind, PaymentRecord, PaymentReference, PaymentWindow, Product, UserId,
@@ -640,29 +641,93 @@ impl OrderPageBody {
     }
 }
 
+/// The outcome counters of a drop or of one of its sizes.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StatsBody {
-    drop_id: i64,
+struct OutcomeCountsBody {
     success_count: u64,
     sold_out_reject_count: u64,
     too_early_reject_count: u64,
     closed_reject_count: u64,
     per_user_limit_reject_count: u64,
     throttled_count: u64,
-    sold_quantity: u32,
-    remaining: u32,
+}
+
+impl From<OutcomeCounts> for OutcomeCountsBody {
+    fn from(c: OutcomeCounts) -> Self {
+        Self {
+            success_count: c.success,
+            sold_out_reject_count: c.sold_out,
+            too_early_reject_count: c.too_early,
+            closed_reject_count: c.closed,
+            per_user_limit_reject_count: c.per_user_limit,
+            throttled_count: c.throttled,
+        }
+    }
+}
+
+/// The units of a drop's (or one size's) orders in each state.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct UnitsBody {
     pending_quantity: u32,
     paid_quantity: u32,
     cancelled_quantity: u32,
     expired_quantity: u32,
+}
+
+impl From<UnitsByStatus> for UnitsBody {
+    fn from(u: UnitsByStatus) -> Self {
+        Self {
+            pending_quantity: u.pending,
+            paid_quantity: u.paid,
+            cancelled_quantity: u.cancelled,
+            expired_quantity: u.expired,
+        }
+    }
+}
+
+/// What a drop's (or one size's) stats count: outcomes and units.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FiguresBody {
+    #[serde(flatten)]
+    counts: OutcomeCountsBody,
+    sold_quantity: u32,
+    remaining: u32,
+    #[serde(flatten)]
+    units: UnitsBody,
+}
+
+impl FiguresBody {
+    fn new(
+        counts: OutcomeCounts,
+        sold_quantity: u32,
+        remaining: u32,
+        units: UnitsByStatus,
+    ) -> Self {
+        Self {
+            counts: counts.into(),
+            sold_quantity,
+            remaining,
+            units: units.into(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatsBody {
+    drop_id: i64,
+    #[serde(flatten)]
+    figures: FiguresBody,
     #[serde(skip_serializing_if = "Option::is_none")]
     entry_count: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     winner_count: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     promoted_count: Option<u32>,
-    /// A drop in sizes: each size's units (absent without sizes).
+    /// A drop in sizes: each size's figures (absent without sizes).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     variants: Vec<SizeStatsBody>,
 }
@@ -671,36 +736,15 @@ pub struct StatsBody {
 #[serde(rename_all = "camelCase")]
 struct SizeStatsBody {
     sku: String,
-    success_count: u64,
-    sold_out_reject_count: u64,
-    too_early_reject_count: u64,
-    closed_reject_count: u64,
-    per_user_limit_reject_count: u64,
-    throttled_count: u64,
-    sold_quantity: u32,
-    remaining: u32,
-    pending_quantity: u32,
-    paid_quantity: u32,
-    cancelled_quantity: u32,
-    expired_quantity: u32,
+    #[serde(flatten)]
+    figures: FiguresBody,
 }
 
 impl From<DropStats> for StatsBody {
     fn from(s: DropStats) -> Self {
         Self {
             drop_id: s.drop_id.get(),
-            success_count: s.counts.success,
-            sold_out_reject_count: s.counts.sold_out,
-            too_early_reject_count: s.counts.too_early,
-            closed_reject_count: s.counts.closed,
-            per_user_limit_reject_count: s.counts.per_user_limit,
-            throttled_count: s.counts.throttled,
-            sold_quantity: s.sold_quantity,
-            remaining: s.remaining,
-            pending_quantity: s.units.all.pending,
-            paid_quantity: s.units.all.paid,
-            cancelled_quantity: s.units.all.cancelled,
-            expired_quantity: s.units.all.expired,
+            figures: FiguresBody::new(s.counts, s.sold_quantity, s.remaining, s.units.all),
             entry_count: s.draw.map(|d| d.entries),
             winner_count: s.draw.map(|d| d.winners),
             promoted_count: s.draw.map(|d| d.promoted),
@@ -709,37 +753,37 @@ impl From<DropStats> for StatsBody {
                 .into_iter()
                 .map(|size| SizeStatsBody {
                     sku: size.sku.as_str().to_owned(),
-                    success_count: size.counts.success,
-                    sold_out_reject_count: size.counts.sold_out,
-                    too_early_reject_count: size.counts.too_early,
-                    closed_reject_count: size.counts.closed,
-                    per_user_limit_reject_count: size.counts.per_user_limit,
-                    throttled_count: size.counts.throttled,
-                    pending_quantity: size.units.pending,
-                    paid_quantity: size.units.paid,
-                    cancelled_quantity: size.units.cancelled,
-                    expired_quantity: size.units.expired,
-                    sold_quantity: size.sold_quantity,
-                    remaining: size.remaining,
+                    figures: FiguresBody::new(
+                        size.counts,
+                        size.sold_quantity,
+                        size.remaining,
+                        size.units,
+                    ),
                 })
                 .collect(),
         }
     }
 }
 
+/// The comparison of a drop's (or one size's) sold units with the gate's count.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ComparisonBody {
+    limited_quantity: u32,
+    sold_quantity: u32,
+    #[serde(flatten)]
+    units: UnitsBody,
+    gate_remaining: Option<u32>,
+    drift: Option<i64>,
+    oversold: bool,
+}
+
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReconciliationBody {
     drop_id: i64,
-    limited_quantity: u32,
-    sold_quantity: u32,
-    pending_quantity: u32,
-    paid_quantity: u32,
-    cancelled_quantity: u32,
-    expired_quantity: u32,
-    gate_remaining: Option<u32>,
-    drift: Option<i64>,
-    oversold: bool,
+    #[serde(flatten)]
+    comparison: ComparisonBody,
     checked_at: Option<String>,
     /// A drop in sizes: each size's comparison (absent without sizes).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -750,56 +794,39 @@ pub struct ReconciliationBody {
 #[serde(rename_all = "camelCase")]
 struct SizeReconciliationBody {
     sku: String,
-    limited_quantity: u32,
-    sold_quantity: u32,
-    pending_quantity: u32,
-    paid_quantity: u32,
-    cancelled_quantity: u32,
-    expired_quantity: u32,
-    gate_remaining: Option<u32>,
-    drift: Option<i64>,
-    oversold: bool,
+    #[serde(flatten)]
+    comparison: ComparisonBody,
 }
 
 impl From<Reconciliation> for ReconciliationBody {
     fn from(r: Reconciliation) -> Self {
         Self {
             drop_id: r.drop_id.get(),
-            limited_quantity: r.limited_quantity,
-            sold_quantity: r.sold_quantity,
-            pending_quantity: r.units.all.pending,
-            paid_quantity: r.units.all.paid,
-            cancelled_quantity: r.units.all.cancelled,
-            expired_quantity: r.units.all.expired,
-            gate_remaining: r.gate_remaining,
-            drift: r.drift,
-            oversold: r.oversold,
+            comparison: ComparisonBody {
+                limited_quantity: r.limited_quantity,
+                sold_quantity: r.sold_quantity,
+                units: r.units.all.into(),
+                gate_remaining: r.gate_remaining,
+                drift: r.drift,
+                oversold: r.oversold,
+            },
             checked_at: rfc3339(r.checked_at),
             variants: r
                 .sizes
                 .iter()
-                .map(|size| {
-                    let units = size
-                        .sku
-                        .as_ref()
-                        .map(|sku| r.units.of(sku))
-                        .unwrap_or_default();
-                    SizeReconciliationBody {
-                        sku: size
-                            .sku
-                            .as_ref()
-                            .map(|s| s.as_str().to_owned())
-                            .unwrap_or_default(),
-                        limited_quantity: size.limited,
-                        sold_quantity: size.sold,
-                        pending_quantity: units.pending,
-                        paid_quantity: units.paid,
-                        cancelled_quantity: units.cancelled,
-                        expired_quantity: units.expired,
-                        gate_remaining: size.gate_remaining,
-                        drift: size.drift(),
-                        oversold: size.oversold(),
-                    }
+                .filter_map(|size| {
+                    let sku = size.sku.as_ref()?;
+                    Some(SizeReconciliationBody {
+                        sku: sku.as_str().to_owned(),
+                        comparison: ComparisonBody {
+                            limited_quantity: size.limited,
+                            sold_quantity: size.sold,
+                            units: r.units.of(sku).into(),
+                            gate_remaining: size.gate_remaining,
+                            drift: size.drift(),
+                            oversold: size.oversold(),
+                        },
+                    })
                 })
                 .collect(),
         }

@@ -25,6 +25,7 @@ pub mod clock;
 pub mod contract;
 pub mod galera;
 pub mod gate_contract;
+pub mod json;
 pub mod mariadb;
 pub mod mysql;
 pub mod nats;

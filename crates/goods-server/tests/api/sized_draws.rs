@@ -4,7 +4,7 @@
 
 use crate::draws::{until_drawn, until_status, view};
 use crate::helpers::{TestApp, at, body, problem};
-use crate::sizes::product_in_sizes;
+use crate::sizes::{drop_variants, product_in_sizes};
 use futures::future::join_all;
 use goods_domain::ports::Clock as _;
 use goods_domain::{DrawCommitment, DrawSeed, UserId};
@@ -25,16 +25,12 @@ fn size_of(user: i64) -> &'static str {
 async fn sized_draw(app: &TestApp) -> i64 {
     let product = product_in_sizes(app, &SIZES).await;
     let open = app.clock.now() - time::Duration::seconds(1);
-    let sizes: Vec<Value> = SIZES
-        .iter()
-        .map(|(sku, units)| json!({"sku": sku, "limitedQuantity": units}))
-        .collect();
     let res = app
         .post_drop(&json!({
             "productId": product,
             "openAt": at(open),
             "closeAt": at(open + time::Duration::minutes(70)),
-            "variants": sizes,
+            "variants": drop_variants(&SIZES),
             "mode": "DRAW",
             "entryCloseAt": at(open + time::Duration::minutes(10)),
         }))
