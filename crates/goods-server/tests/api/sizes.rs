@@ -257,14 +257,15 @@ async fn racing_buyers_sell_each_size_exactly_and_none_passes_the_limit_across_s
 }
 
 /// A sold-out size answers 409 with its sku while another sells; the same key for another
-/// size is a reuse; a cancel gives the unit back to its own size, which sells again.
+/// size is a reuse; a cancel or an expiry gives the unit back to its own size, which sells again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sold_out_size_answers_for_itself_and_a_cancel_gives_back_to_its_own_size() {
+async fn a_sold_out_size_answers_for_itself_and_a_cancel_or_expiry_gives_back_to_its_own_size() {
     let app = TestApp::spawn().await;
     let product = product_in_sizes(&app, &[("US-9", 5), ("US-10", 5)]).await;
     let drop = drop_in_sizes(&app, product, &[("US-9", 1), ("US-10", 2)], 3).await;
     let other = buy(&app, drop, 2, "b", &of_size("US-10")).await;
     assert_eq!(other.status(), StatusCode::ACCEPTED);
+    let other_order = body(other).await;
     let view = body(app.get(&format!("/limited-drops/{drop}"), None).await).await;
     assert_eq!(
         pick(&view["variants"], &["sku", "remaining", "status"]),
@@ -374,6 +375,53 @@ async fn a_sold_out_size_answers_for_itself_and_a_cancel_gives_back_to_its_own_s
             "{path}: {read}"
         );
     }
+    // An expiry gives back to its own size too: buyer 2's US-10 order, unpaid past the payment
+    // window, expires when read (the healing pass is off here), and its unit sells again as
+    // US-10 and only as US-10.
+    app.clock.advance(time::Duration::seconds(600));
+    let expired = body(
+        app.get(
+            &format!("/orders/{}", other_order["orderId"].as_i64().unwrap()),
+            Some((2, "buyer")),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (expired["status"].clone(), expired["sku"].clone()),
+        (json!("EXPIRED"), json!("US-10"))
+    );
+    let refused = problem(
+        buy(&app, drop, 5, "a", &of_size("US-9")).await,
+        409,
+        "SOLD_OUT",
+    )
+    .await;
+    assert_eq!(refused["sku"], "US-9");
+    let resold = buy(&app, drop, 5, "b", &of_size("US-10")).await;
+    assert_eq!(
+        resold.status(),
+        StatusCode::ACCEPTED,
+        "US-10's unit came back"
+    );
+    let refused = problem(
+        buy(&app, drop, 6, "a", &of_size("US-10")).await,
+        409,
+        "SOLD_OUT",
+    )
+    .await;
+    assert_eq!(refused["sku"], "US-10");
+    let stats = app
+        .seller_json(&format!("/limited-drops/{drop}/stats"))
+        .await;
+    assert_eq!(
+        pick(
+            &stats["variants"],
+            &["sku", "soldQuantity", "remaining", "expiredQuantity"]
+        ),
+        json!([["US-9", 1, 0, 0], ["US-10", 2, 0, 1]]),
+        "{stats}"
+    );
 }
 
 /// A size that is not one of the drop's: 422 naming `sku` (missing or unknown) for a drop in
