@@ -16,6 +16,7 @@ pub mod product;
 pub mod quantity;
 pub mod rate;
 pub mod variant;
+pub mod webhook;
 
 pub use draw::{
     Draw, DrawCommitment, DrawCounts, DrawSecret, DrawSeed, DrawToSeal, Entrant, EntriesRoot,
