@@ -21,6 +21,8 @@ pub enum Bind {
     Timestamp(PrimitiveDateTime),
     /// A timestamp or NULL.
     OptTimestamp(Option<PrimitiveDateTime>),
+    /// A text or NULL.
+    OptText(Option<String>),
     Bool(bool),
 }
 
@@ -113,6 +115,7 @@ where
     bool: ToSql<Bool, DB>,
     PrimitiveDateTime: ToSql<Timestamp, DB>,
     Option<PrimitiveDateTime>: ToSql<Nullable<Timestamp>, DB>,
+    Option<String>: ToSql<Nullable<Text>, DB>,
 {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         if !self.cached {
@@ -128,6 +131,7 @@ where
                 Part::Bind(Bind::OptTimestamp(v)) => {
                     out.push_bind_param::<Nullable<Timestamp>, _>(v)?;
                 }
+                Part::Bind(Bind::OptText(v)) => out.push_bind_param::<Nullable<Text>, _>(v)?,
                 Part::Bind(Bind::Bool(v)) => out.push_bind_param::<Bool, _>(v)?,
             }
         }

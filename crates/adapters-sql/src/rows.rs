@@ -584,3 +584,34 @@ pub struct IdentityRow {
     #[diesel(sql_type = diesel::sql_types::Text)]
     pub identity: String,
 }
+
+/// A row of `webhook_endpoints` (every column).
+#[derive(Debug, QueryableByName)]
+pub struct EndpointRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub id: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub seller_id: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub url: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub types: String,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub description: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    pub enabled: bool,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub secret_sealed: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub secret_key_id: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub previous_sealed: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    pub previous_key_id: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamp>)]
+    pub previous_until: Option<PrimitiveDateTime>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamp>)]
+    pub failing_since: Option<PrimitiveDateTime>,
+    #[diesel(sql_type = diesel::sql_types::Timestamp)]
+    pub created_at: PrimitiveDateTime,
+}

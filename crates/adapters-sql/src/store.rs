@@ -17,6 +17,7 @@ mod outbox;
 mod payments;
 mod products;
 mod queries;
+mod webhooks;
 
 use crate::{Backend, Exec, Sql, TxError, bounded, db_failure, retry_when};
 use diesel::result::Error as DbError;

@@ -45,6 +45,11 @@ positive_id!(ProductId, "productId");
 positive_id!(DropId, "dropId");
 positive_id!(OrderId, "orderId");
 positive_id!(
+    /// Identifies a seller's webhook endpoint.
+    EndpointId,
+    "endpointId"
+);
+positive_id!(
     /// Identifies a user (buyer or seller).
     UserId,
     "userId"

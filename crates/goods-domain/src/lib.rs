@@ -29,7 +29,7 @@ pub use drop::{
 };
 pub use error::{InfraError, ValidationError};
 pub use event::{EventType, Fact, SizeSold};
-pub use ids::{DropId, IdempotencyKey, OrderId, ProductId, UserId};
+pub use ids::{DropId, EndpointId, IdempotencyKey, OrderId, ProductId, UserId};
 pub use money::{Currency, MAX_AMOUNT_MINOR, MAX_PRICE_MINOR, Money, Price};
 pub use order::{
     CancelOrderError, CancelTransition, Expiry, GoodsOrder, OrderStatus, Payment, PaymentReference,

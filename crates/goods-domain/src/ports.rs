@@ -16,6 +16,7 @@ mod outbox;
 mod payments;
 mod rate;
 mod stats;
+mod webhooks;
 
 pub use budget::{WriteBudget, WritePermit};
 pub use catalog::{
@@ -41,6 +42,10 @@ pub use outbox::{EventOutbox, OutboxEntry};
 pub use payments::{PaymentQuery, PaymentRepository};
 pub use rate::RateLimiter;
 pub use stats::{DropOutcomes, OutcomeCounts, PurchaseOutcome, StatsRecorder};
+pub use webhooks::{
+    CreateEndpointError, Endpoint, EndpointChange, NewEndpoint, SealedSecret, SecretToSeal,
+    WebhookStore,
+};
 
 /// Every port a source of truth (the SQL adapters) implements at once.
 pub trait SourceOfTruth:
@@ -54,6 +59,7 @@ pub trait SourceOfTruth:
     + FlagStore
     + LeaseStore
     + DrawRepository
+    + WebhookStore
 {
 }
 
@@ -68,6 +74,7 @@ impl<T> SourceOfTruth for T where
         + FlagStore
         + LeaseStore
         + DrawRepository
+        + WebhookStore
 {
 }
 
@@ -101,3 +108,5 @@ pub use payments::MockPaymentRepository;
 pub use rate::MockRateLimiter;
 #[cfg(feature = "mock")]
 pub use stats::MockStatsRecorder;
+#[cfg(feature = "mock")]
+pub use webhooks::MockWebhookStore;

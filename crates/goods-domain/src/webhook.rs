@@ -277,6 +277,28 @@ fn of_a_drop(t: EventType) -> bool {
     !matches!(t, EventType::GateDegraded | EventType::GateRecovered)
 }
 
+/// The longest description of an endpoint, in characters.
+pub const MAX_DESCRIPTION_LEN: usize = 256;
+
+/// A seller's note on an endpoint (`description`): 1 to [`MAX_DESCRIPTION_LEN`] characters once
+/// trimmed, without control or bidirectional formatting characters (a name's rules).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointDescription(String);
+
+impl EndpointDescription {
+    pub fn parse(raw: &str) -> Result<Self, ValidationError> {
+        let trimmed = raw.trim();
+        match crate::name::name_problem(trimmed, MAX_DESCRIPTION_LEN) {
+            Some(problem) => Err(ValidationError::new("description", problem)),
+            None => Ok(Self(trimmed.to_owned())),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// The secret an endpoint's deliveries are signed with: 32 random bytes, shown to the seller
 /// once as `whsec_` and their base64. Its `Debug` shows nothing of it.
 #[derive(Clone, PartialEq, Eq)]
@@ -701,6 +723,29 @@ mod tests {
             after
         ));
         assert!(due_to_disable(Some(since), since + after, after));
+    }
+
+    #[test]
+    fn a_description_follows_a_names_rules_up_to_256_characters() {
+        assert_eq!(
+            EndpointDescription::parse("  Warehouse  ")
+                .unwrap()
+                .as_str(),
+            "Warehouse"
+        );
+        assert!(EndpointDescription::parse(&"d".repeat(256)).is_ok());
+        for (raw, why) in [
+            ("   ", "must be 1 to 256 characters".to_owned()),
+            (&*"d".repeat(257), "must be 1 to 256 characters".to_owned()),
+            (
+                "a\u{202E}b",
+                "must not contain control or bidirectional formatting characters (U+202E)"
+                    .to_owned(),
+            ),
+        ] {
+            let refused = EndpointDescription::parse(raw).unwrap_err();
+            assert_eq!((refused.field, refused.message), ("description", why));
+        }
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! turns the list into one `#[tokio::test]` per case for a backend.
 
 mod draws;
+mod webhooks;
 
 pub use draws::*;
+pub use webhooks::*;
 
 use futures::future::join_all;
 use goods_domain::ports::{
@@ -72,7 +74,10 @@ macro_rules! sql_contract_tests {
             racing_entries_of_one_buyer_create_one_entry,
             the_draw_closes_the_entries_ranks_them_by_the_rule_and_awards_once,
             entries_racing_the_close_commit_before_it_or_not_at_all,
-            a_draw_in_sizes_ranks_awards_and_cuts_off_each_size_on_its_own
+            a_draw_in_sizes_ranks_awards_and_cuts_off_each_size_on_its_own,
+            webhook_endpoints_are_kept_for_their_seller_alone,
+            an_endpoint_whose_secret_cannot_be_sealed_is_not_created,
+            racing_creations_of_endpoints_stay_within_the_sellers_quota
         );
     };
     (@cases $make:expr; $($case:ident),*) => {

@@ -1,0 +1,156 @@
+//! Sellers' webhook endpoints, stored in the source of truth with their secrets sealed.
+
+use crate::webhook::{EndpointDescription, EndpointUrl, EventTypes};
+use crate::{EndpointId, InfraError, SealError, UserId};
+use async_trait::async_trait;
+use std::fmt;
+use time::OffsetDateTime;
+
+/// An endpoint's secret as the database keeps it: sealed under the service's seal key, bound
+/// to the endpoint's id (moved to another endpoint, it does not open).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SealedSecret {
+    /// Names the key that sealed it, so secrets sealed before a key rotation stay readable.
+    pub key_id: String,
+    /// Nonce and ciphertext with its tag.
+    pub sealed: Vec<u8>,
+}
+
+impl fmt::Debug for SealedSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "SealedSecret({}, {} bytes)",
+            self.key_id,
+            self.sealed.len()
+        )
+    }
+}
+
+/// A new endpoint's secret, sealed once the store has numbered the endpoint (the seal binds
+/// its id), in the creating transaction.
+#[derive(Clone)]
+pub struct SecretToSeal {
+    seal: std::sync::Arc<dyn Fn(EndpointId) -> Result<SealedSecret, SealError> + Send + Sync>,
+}
+
+impl SecretToSeal {
+    pub fn new(
+        seal: impl Fn(EndpointId) -> Result<SealedSecret, SealError> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            seal: std::sync::Arc::new(seal),
+        }
+    }
+
+    /// The secret sealed for `endpoint`.
+    pub fn seal(&self, endpoint: EndpointId) -> Result<SealedSecret, SealError> {
+        (self.seal)(endpoint)
+    }
+}
+
+impl fmt::Debug for SecretToSeal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretToSeal(..)")
+    }
+}
+
+/// An endpoint to create: the seller's checked fields and its secret.
+#[derive(Debug, Clone)]
+pub struct NewEndpoint {
+    pub seller: UserId,
+    pub url: EndpointUrl,
+    pub types: EventTypes,
+    pub description: Option<EndpointDescription>,
+    pub secret: SecretToSeal,
+}
+
+/// A stored endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub id: EndpointId,
+    pub seller: UserId,
+    /// As checked at creation or at its last change (normalized).
+    pub url: String,
+    pub types: EventTypes,
+    pub description: Option<String>,
+    pub enabled: bool,
+    pub created_at: OffsetDateTime,
+    pub secret: SealedSecret,
+    /// The secret before the last rotation, which signs beside the new one until
+    /// `previous_until`.
+    pub previous_secret: Option<(SealedSecret, OffsetDateTime)>,
+    /// The first failure after the last success, while every delivery since has failed.
+    pub failing_since: Option<OffsetDateTime>,
+}
+
+/// What a PATCH changes: each field given, and only those.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndpointChange {
+    pub url: Option<EndpointUrl>,
+    pub types: Option<EventTypes>,
+    /// `Some(None)`: the description is removed.
+    pub description: Option<Option<EndpointDescription>>,
+    pub enabled: Option<bool>,
+}
+
+/// Why an endpoint was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateEndpointError {
+    /// The seller has `limit` endpoints already (`WEBHOOK_MAX_ENDPOINTS`).
+    #[error("the seller has {limit} webhook endpoints already")]
+    QuotaExceeded { limit: u32 },
+    /// No seal key: secrets cannot be kept.
+    #[error("webhook secrets cannot be sealed: no seal key")]
+    NotConfigured,
+    #[error(transparent)]
+    Infra(#[from] InfraError),
+}
+
+/// Sellers' endpoints. Every read and change names the seller: another seller's endpoint is
+/// not found, as a missing one.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait WebhookStore: Send + Sync + 'static {
+    /// Creates `endpoint` (enabled) at `now` unless its seller has `max_per_seller` already,
+    /// counted under a lock of the seller's endpoints so that racing creations cannot pass it
+    /// together.
+    async fn create_endpoint(
+        &self,
+        endpoint: &NewEndpoint,
+        now: OffsetDateTime,
+        max_per_seller: u32,
+    ) -> Result<Endpoint, CreateEndpointError>;
+
+    /// `seller`'s endpoints, oldest first.
+    async fn endpoints_of(&self, seller: UserId) -> Result<Vec<Endpoint>, InfraError>;
+
+    /// `seller`'s endpoint `id`.
+    async fn endpoint_of(
+        &self,
+        seller: UserId,
+        id: EndpointId,
+    ) -> Result<Option<Endpoint>, InfraError>;
+
+    /// Applies `change` to `seller`'s endpoint `id`: the endpoint as it is now, `None` when
+    /// the seller has no such endpoint. Enabling it again clears its failing time.
+    async fn update_endpoint(
+        &self,
+        seller: UserId,
+        id: EndpointId,
+        change: &EndpointChange,
+    ) -> Result<Option<Endpoint>, InfraError>;
+
+    /// Makes `secret` the endpoint's, keeping the one it replaces to sign beside it until
+    /// `previous_until`: `false` when the seller has no such endpoint.
+    async fn rotate_secret(
+        &self,
+        seller: UserId,
+        id: EndpointId,
+        secret: &SealedSecret,
+        previous_until: OffsetDateTime,
+    ) -> Result<bool, InfraError>;
+
+    /// Deletes `seller`'s endpoint `id`: `false` when there was none.
+    async fn delete_endpoint(&self, seller: UserId, id: EndpointId) -> Result<bool, InfraError>;
+}

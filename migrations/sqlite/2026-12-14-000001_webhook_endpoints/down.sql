@@ -1,0 +1,3 @@
+-- Not reversed: the tables hold the sellers' endpoints and their sealed secrets. Roll the code
+-- back and leave it; the previous release ignores it (docs/migrations.md).
+SELECT 1;
