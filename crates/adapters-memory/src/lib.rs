@@ -4,11 +4,13 @@
 mod events;
 mod gate;
 mod rate;
+mod resolver;
 mod seeds;
 mod stats;
 
 pub use events::LogEventPublisher;
 pub use gate::MemoryGate;
 pub use rate::MemoryRateLimiter;
+pub use resolver::SystemResolver;
 pub use seeds::{SealKey, SealingVault, parse_key as parse_seal_key};
 pub use stats::MemoryStats;

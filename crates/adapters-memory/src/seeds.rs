@@ -6,8 +6,11 @@
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce};
-use goods_domain::ports::SeedVault;
-use goods_domain::{DrawCommitment, DrawSeed, DropId, InfraError, SealError, SealedSeed};
+use goods_domain::ports::{SealedSecret, SecretVault, SeedVault};
+use goods_domain::webhook::WebhookSecret;
+use goods_domain::{
+    DrawCommitment, DrawSeed, DropId, EndpointId, InfraError, SealError, SealedSeed,
+};
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -277,9 +280,107 @@ impl SeedVault for SealingVault {
     }
 }
 
+/// The associated data of a webhook secret's seal: the endpoint's id.
+fn bound_to_endpoint(endpoint: EndpointId) -> Vec<u8> {
+    let mut aad = b"goods webhook secret v1\0".to_vec();
+    aad.extend(endpoint.get().to_be_bytes());
+    aad
+}
+
+/// Endpoints' secrets, sealed under the same keys as draw seeds (`DRAW_SEAL_KEY`, or the
+/// embedded mode's key file), bound to their endpoint.
+impl SecretVault for SealingVault {
+    fn secret(&self) -> Result<WebhookSecret, InfraError> {
+        random::<32>().map(WebhookSecret::from_bytes)
+    }
+
+    fn seal_secret(
+        &self,
+        endpoint: EndpointId,
+        secret: &WebhookSecret,
+    ) -> Result<SealedSecret, SealError> {
+        let key = self.sealing_key()?;
+        let nonce = random::<NONCE_LEN>()?;
+        let ciphertext = key
+            .cipher
+            .encrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: secret.bytes(),
+                    aad: &bound_to_endpoint(endpoint),
+                },
+            )
+            .map_err(|_| InfraError::msg("sealing a webhook secret failed"))?;
+        let mut sealed = nonce.to_vec();
+        sealed.extend(ciphertext);
+        Ok(SealedSecret {
+            key_id: key.id.clone(),
+            sealed,
+        })
+    }
+
+    fn open_secret(
+        &self,
+        endpoint: EndpointId,
+        sealed: &SealedSecret,
+    ) -> Result<WebhookSecret, InfraError> {
+        let key = self.key(&sealed.key_id)?;
+        if sealed.sealed.len() != FIRST_LAYOUT_LEN {
+            return Err(InfraError::msg(
+                "a sealed webhook secret has no known layout",
+            ));
+        }
+        let (nonce, ciphertext) = sealed.sealed.split_at(NONCE_LEN);
+        let bytes = key
+            .cipher
+            .decrypt(
+                Nonce::from_slice(nonce),
+                Payload {
+                    msg: ciphertext,
+                    aad: &bound_to_endpoint(endpoint),
+                },
+            )
+            .map_err(|_| {
+                InfraError::msg("a sealed webhook secret does not open for its endpoint")
+            })?;
+        let bytes: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| InfraError::msg("a sealed webhook secret is not 32 bytes"))?;
+        Ok(WebhookSecret::from_bytes(bytes))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_webhook_secret_opens_for_its_endpoint_alone_and_with_its_key() {
+        let secret = vault(1).secret().unwrap();
+        assert_ne!(secret, vault(1).secret().unwrap(), "fresh each time");
+        let endpoint = EndpointId::parse(5).unwrap();
+        let sealed = vault(1).seal_secret(endpoint, &secret).unwrap();
+        assert!(
+            !sealed.sealed.windows(32).any(|w| w == secret.bytes()),
+            "not in the clear"
+        );
+        assert_eq!(vault(1).open_secret(endpoint, &sealed).unwrap(), secret);
+        assert!(
+            vault(1)
+                .open_secret(EndpointId::parse(6).unwrap(), &sealed)
+                .is_err()
+        );
+        assert!(vault(2).open_secret(endpoint, &sealed).is_err());
+        let rotated = SealingVault::with_keys(
+            SealKey::from_bytes(&[2; 32]),
+            vec![SealKey::from_bytes(&[1; 32])],
+        );
+        assert_eq!(rotated.open_secret(endpoint, &sealed).unwrap(), secret);
+        assert!(matches!(
+            SealingVault::unconfigured().seal_secret(endpoint, &secret),
+            Err(SealError::NotConfigured)
+        ));
+    }
 
     fn vault(n: u8) -> SealingVault {
         SealingVault::with_keys(SealKey::from_bytes(&[n; 32]), Vec::new())

@@ -16,6 +16,7 @@ mod products;
 mod purchase;
 mod rate_limits;
 pub mod telemetry;
+mod webhooks;
 
 pub use actor::{Actor, Role};
 pub use drops::Drops;
@@ -42,6 +43,7 @@ pub use orders::view::GetOrderError;
 pub use products::{CreateProductError, GetProductError, Products};
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
 pub use rate_limits::{RateLimited, RateLimits};
+pub use webhooks::{EndpointInput, EndpointPatch, WebhookError, WebhookSettings, Webhooks};
 
 use goods_domain::ports::{
     AdmissionGate, ChangeNotifier, Clock, DrawRepository, DropRepository, EventOutbox,

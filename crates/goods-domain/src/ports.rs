@@ -43,8 +43,8 @@ pub use payments::{PaymentQuery, PaymentRepository};
 pub use rate::RateLimiter;
 pub use stats::{DropOutcomes, OutcomeCounts, PurchaseOutcome, StatsRecorder};
 pub use webhooks::{
-    CreateEndpointError, Endpoint, EndpointChange, NewEndpoint, SealedSecret, SecretToSeal,
-    WebhookStore,
+    AddressResolver, CreateEndpointError, Endpoint, EndpointChange, NewEndpoint, SealedSecret,
+    SecretToSeal, SecretVault, WebhookStore,
 };
 
 /// Every port a source of truth (the SQL adapters) implements at once.
@@ -109,4 +109,4 @@ pub use rate::MockRateLimiter;
 #[cfg(feature = "mock")]
 pub use stats::MockStatsRecorder;
 #[cfg(feature = "mock")]
-pub use webhooks::MockWebhookStore;
+pub use webhooks::{MockAddressResolver, MockSecretVault, MockWebhookStore};

@@ -154,3 +154,35 @@ pub trait WebhookStore: Send + Sync + 'static {
     /// Deletes `seller`'s endpoint `id`: `false` when there was none.
     async fn delete_endpoint(&self, seller: UserId, id: EndpointId) -> Result<bool, InfraError>;
 }
+
+/// Where endpoints' secrets come from and how they are kept: drawn from the operating system's
+/// CSPRNG, sealed under the service's seal key for one endpoint, opened only to sign.
+#[cfg_attr(feature = "mock", mockall::automock)]
+pub trait SecretVault: Send + Sync + 'static {
+    /// A fresh secret; an error rather than a weak one.
+    fn secret(&self) -> Result<crate::webhook::WebhookSecret, InfraError>;
+
+    /// `secret` sealed with the current key, bound to `endpoint`.
+    fn seal_secret(
+        &self,
+        endpoint: EndpointId,
+        secret: &crate::webhook::WebhookSecret,
+    ) -> Result<SealedSecret, SealError>;
+
+    /// The secret in `sealed`, checked against `endpoint`: one sealed for another endpoint
+    /// does not open.
+    fn open_secret(
+        &self,
+        endpoint: EndpointId,
+        sealed: &SealedSecret,
+    ) -> Result<crate::webhook::WebhookSecret, InfraError>;
+}
+
+/// The addresses a host name stands for now (the system's resolver); a literal address is
+/// itself.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait AddressResolver: Send + Sync + 'static {
+    /// Every address of `host`, to connect to on `port`; an error when it has none.
+    async fn resolve(&self, host: &str, port: u16) -> Result<Vec<std::net::IpAddr>, InfraError>;
+}

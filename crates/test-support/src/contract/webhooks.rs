@@ -65,7 +65,10 @@ pub async fn webhook_endpoints_are_kept_for_their_seller_alone<S: SqlStore>(stor
         store.endpoints_of(user(7)).await.unwrap(),
         [created.clone(), second.clone()]
     );
-    assert_eq!(store.endpoints_of(user(8)).await.unwrap(), vec![theirs.clone()]);
+    assert_eq!(
+        store.endpoints_of(user(8)).await.unwrap(),
+        vec![theirs.clone()]
+    );
     assert_eq!(store.endpoint_of(user(8), created.id).await.unwrap(), None);
     let change = EndpointChange {
         enabled: Some(false),
