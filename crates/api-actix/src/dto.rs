@@ -6,7 +6,8 @@ use goods_app::{
     DrawView, DropStats, DropView, EntryView, EventPage, OrderPage, PaymentPage, Reconciliation,
     SizeView,
 };
-use goods_domain::ports::{OutcomeCounts, UnitsByStatus};
+use goods_domain::ports::{Endpoint, OutcomeCounts, UnitsByStatus};
+use goods_domain::webhook::WebhookSecret;
 use goods_domain::{
     Currency, EntryStatus, GoodsOrder, Money, OrderId, PaymentEvent, PaymentEventId,
     PaymentEventKind, PaymentRecord, PaymentReference, PaymentWindow, Product, UserId,
@@ -829,6 +830,128 @@ impl From<Reconciliation> for ReconciliationBody {
                     })
                 })
                 .collect(),
+        }
+    }
+}
+
+/// A field that may be absent (`None`), `null` (`Some(None)`) or a value.
+fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// `POST /webhook-endpoints`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateEndpoint {
+    pub url: String,
+    /// `None`: every type of a drop's events.
+    #[serde(default, deserialize_with = "present")]
+    pub types: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub description: Option<String>,
+}
+
+impl From<CreateEndpoint> for goods_app::EndpointInput {
+    fn from(body: CreateEndpoint) -> Self {
+        Self {
+            url: body.url,
+            types: body.types,
+            description: body.description,
+        }
+    }
+}
+
+/// `PATCH /webhook-endpoints/{endpointId}`: each field given, and only those; a `null`
+/// description removes it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PatchEndpoint {
+    #[serde(default, deserialize_with = "present")]
+    pub url: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    pub types: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub enabled: Option<bool>,
+}
+
+impl From<PatchEndpoint> for goods_app::EndpointPatch {
+    fn from(body: PatchEndpoint) -> Self {
+        Self {
+            url: body.url,
+            types: body.types,
+            description: body.description,
+            enabled: body.enabled,
+        }
+    }
+}
+
+/// A webhook endpoint as its seller reads it: never its secret, but once at its creation.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointBody {
+    endpoint_id: i64,
+    url: String,
+    types: Vec<&'static str>,
+    description: Option<String>,
+    enabled: bool,
+    created_at: Option<String>,
+    /// Only in the answer to its creation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
+}
+
+impl From<Endpoint> for EndpointBody {
+    fn from(e: Endpoint) -> Self {
+        Self {
+            endpoint_id: e.id.get(),
+            url: e.url,
+            types: e.types.iter().collect(),
+            description: e.description,
+            enabled: e.enabled,
+            created_at: rfc3339(e.created_at),
+            secret: None,
+        }
+    }
+}
+
+impl EndpointBody {
+    /// The answer to its creation: with the secret, this once.
+    pub fn created(endpoint: Endpoint, secret: &WebhookSecret) -> Self {
+        Self {
+            secret: Some(secret.reveal()),
+            ..Self::from(endpoint)
+        }
+    }
+}
+
+/// `GET /webhook-endpoints`.
+#[derive(Debug, Serialize)]
+pub struct EndpointListBody {
+    items: Vec<EndpointBody>,
+}
+
+impl From<Vec<Endpoint>> for EndpointListBody {
+    fn from(endpoints: Vec<Endpoint>) -> Self {
+        Self {
+            items: endpoints.into_iter().map(EndpointBody::from).collect(),
+        }
+    }
+}
+
+/// The answer to a rotation: the new secret, this once.
+#[derive(Debug, Serialize)]
+pub struct SecretBody {
+    secret: String,
+}
+
+impl From<&WebhookSecret> for SecretBody {
+    fn from(secret: &WebhookSecret) -> Self {
+        Self {
+            secret: secret.reveal(),
         }
     }
 }

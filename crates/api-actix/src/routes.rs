@@ -7,6 +7,7 @@ pub mod ops;
 mod orders;
 mod payments;
 mod products;
+mod webhooks;
 
 use crate::problem::Problem;
 use actix_web::http::StatusCode;
@@ -23,6 +24,8 @@ enum Verb {
     Get,
     Post,
     Put,
+    Patch,
+    Delete,
 }
 
 impl Verb {
@@ -31,6 +34,8 @@ impl Verb {
             Self::Get => "GET",
             Self::Post => "POST",
             Self::Put => "PUT",
+            Self::Patch => "PATCH",
+            Self::Delete => "DELETE",
         }
     }
 
@@ -39,11 +44,13 @@ impl Verb {
             Self::Get => web::get(),
             Self::Post => web::post(),
             Self::Put => web::put(),
+            Self::Patch => web::patch(),
+            Self::Delete => web::delete(),
         }
     }
 }
 
-use Verb::{Get, Post, Put};
+use Verb::{Delete, Get, Patch, Post, Put};
 
 /// The methods a resource allows, for the `Allow` header of its 405.
 #[derive(Debug, Clone, Copy)]
@@ -57,11 +64,23 @@ where
     Args: actix_web::FromRequest + 'static,
     F::Output: actix_web::Responder + 'static,
 {
+    resource(path, verb.name()).route(verb.route().to(handler))
+}
+
+/// The resource at `path`, labelled by it, answering a method it does not `allow` (their
+/// names, comma-separated) with a 405; its routes are added by the caller.
+fn resource(path: &'static str, allow: &'static str) -> actix_web::Resource {
     web::resource(path)
-        .app_data(Allow(verb.name()))
+        .app_data(Allow(allow))
         .app_data(RouteLabel(path))
-        .route(verb.route().to(handler))
         .default_service(web::to(method_not_allowed))
+}
+
+/// `cfg` with one resource answering several methods: `"path", "GET, POST", Verb => handler, …`.
+macro_rules! resource {
+    ($cfg:expr, $path:literal, $allow:literal, $($verb:ident => $handler:path),+ $(,)?) => {
+        $cfg.service(resource($path, $allow)$(.route($verb.route().to($handler)))+)
+    };
 }
 
 /// `cfg` with one [`route`] a line: `Verb "path" => handler,`.
@@ -98,8 +117,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         Get "/health/ready" => ops::ready,
         Get "/admin/flags" => admin::flags,
         Put "/admin/flags/{name}" => admin::set_flag,
-    )
-    .default_service(web::to(not_found));
+        Post "/webhook-endpoints/{endpointId}/rotate-secret" => webhooks::rotate,
+    );
+    resource!(cfg, "/webhook-endpoints", "GET, POST",
+        Get => webhooks::list,
+        Post => webhooks::create,
+    );
+    resource!(cfg, "/webhook-endpoints/{endpointId}", "GET, PATCH, DELETE",
+        Get => webhooks::get,
+        Patch => webhooks::update,
+        Delete => webhooks::delete,
+    );
+    cfg.default_service(web::to(not_found));
 }
 
 /// The ops listener's routes: the probes and `/metrics`, for the scraper and the orchestrator

@@ -150,6 +150,8 @@ pub struct GoodsApp {
     rate_limits: Option<rate_limits::Limiter>,
     /// Drops a seller may have not yet closed (`SELLER_MAX_ACTIVE_DROPS`); `None`: no quota.
     seller_quota: Option<u32>,
+    /// Sellers' webhook endpoints; `None`: not offered here.
+    webhooks: Option<Webhooks>,
 }
 
 impl GoodsApp {
@@ -205,6 +207,7 @@ impl GoodsApp {
             tasks,
             rate_limits: None,
             seller_quota: None,
+            webhooks: None,
         }
     }
 
@@ -214,6 +217,18 @@ impl GoodsApp {
     pub fn with_event_retention(mut self, retention: Retention) -> Self {
         self.event_retention = Some(retention);
         self
+    }
+
+    /// Offers sellers' webhook endpoints (`/webhook-endpoints`).
+    #[must_use]
+    pub fn with_webhooks(mut self, webhooks: Webhooks) -> Self {
+        self.webhooks = Some(webhooks);
+        self
+    }
+
+    /// Sellers' webhook endpoints, when offered.
+    pub fn webhooks(&self) -> Option<&Webhooks> {
+        self.webhooks.as_ref()
     }
 
     /// Sets how many drops a seller may have not yet closed (`SELLER_MAX_ACTIVE_DROPS`); one more

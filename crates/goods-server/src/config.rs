@@ -10,6 +10,7 @@ mod observability;
 mod purchases;
 mod redis;
 mod secret;
+mod webhooks;
 
 pub use auth::{Auth, payment_secret};
 pub use database::{Database, DatabaseConfig, MysqlTls, TlsMode};
@@ -50,6 +51,8 @@ pub struct Config {
     /// The flags a database that never had them starts with (`FLAGS_AT_FIRST_START`): `off`
     /// ships the release dark until an admin turns `limited-drop.enabled` on.
     pub flags_at_first_start: bool,
+    /// Sellers' webhooks (`WEBHOOK_*`).
+    pub webhooks: webhooks::Webhooks,
 }
 
 #[derive(Debug, Clone)]
@@ -239,6 +242,7 @@ impl Config {
             background: Background::read(&get)?,
             observability: Observability::read(&get)?,
             events: EventsConfig::read(&get)?,
+            webhooks: webhooks::Webhooks::read(&get)?,
             flags_at_first_start: match get("FLAGS_AT_FIRST_START").as_deref() {
                 None | Some("on") => true,
                 Some("off") => false,

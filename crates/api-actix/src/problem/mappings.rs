@@ -360,3 +360,31 @@ impl From<CancelOrderError> for Problem {
         }
     }
 }
+
+impl From<goods_app::WebhookError> for Problem {
+    fn from(error: goods_app::WebhookError) -> Self {
+        use goods_app::WebhookError;
+        match error {
+            WebhookError::Invalid(errors) => Self::validation(&errors),
+            WebhookError::NotFound => {
+                Self::not_found("ENDPOINT_NOT_FOUND", "no such webhook endpoint")
+            }
+            WebhookError::QuotaExceeded { limit } => Self::new(
+                StatusCode::CONFLICT,
+                "QUOTA_EXCEEDED",
+                "Quota exceeded",
+                format!(
+                    "the seller has {limit} webhook endpoints, the most allowed; delete one first"
+                ),
+            )
+            .with("limit", json!(limit)),
+            WebhookError::NotConfigured => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "WEBHOOKS_NOT_CONFIGURED",
+                "Webhooks not configured",
+                "no seal key for webhook secrets is configured (DRAW_SEAL_KEY)",
+            ),
+            WebhookError::Infra(e) => e.into(),
+        }
+    }
+}

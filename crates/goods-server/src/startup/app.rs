@@ -19,13 +19,21 @@ pub(super) fn app(
     clock: Arc<dyn Clock>,
 ) -> GoodsApp {
     let (db, purchases) = (&config.database, &config.purchases);
+    let vault = Arc::new(config.draw_seal.vault());
+    let webhooks = goods_app::Webhooks::new(
+        sql.store.clone(),
+        vault.clone(),
+        Arc::new(adapters_memory::SystemResolver),
+        Arc::clone(&clock),
+        config.webhooks.settings,
+    );
     let mut ports = Ports::from_store(
         &sql.store,
         gate.gate,
         clock,
         Arc::new(LogEventPublisher),
         gate.stats,
-        Arc::new(config.draw_seal.vault()),
+        vault,
     );
     if let Some(budget) = gate.budget {
         // A permit outlives the longest a purchase transaction may take.
@@ -48,6 +56,7 @@ pub(super) fn app(
         published_only: config.events.broker.is_some(),
     })
     .with_seller_quota(config.abuse.seller_max_active_drops)
+    .with_webhooks(webhooks)
     .with_rate_limits(goods_app::RateLimits::new(
         config.abuse.per_buyer,
         config.abuse.per_ip,

@@ -30,6 +30,7 @@ mod rate;
 mod restart;
 mod sized_draws;
 mod sizes;
+mod webhooks;
 
 /// A Redis gate of its own (a private `redis-server` it kills).
 mod needs_redis {

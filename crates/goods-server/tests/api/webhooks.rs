@@ -1,0 +1,351 @@
+//! `/webhook-endpoints`: a seller's endpoints over HTTP, with their secret shown once.
+
+use crate::helpers::{SELLER, TestApp, body, problem};
+use base64::Engine as _;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// Another seller.
+const OTHER: i64 = SELLER + 1;
+
+/// A lab's settings: endpoints on loopback allowed (nothing listens at the test's URLs: no
+/// delivery is made by these tests).
+const LAB: [(&str, &str); 2] = [
+    ("WEBHOOK_ALLOW_PRIVATE", "true"),
+    ("WEBHOOK_ALLOW_HTTP", "true"),
+];
+
+async fn call(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    user: (i64, &str),
+    json: Option<Value>,
+) -> reqwest::Response {
+    let req = app.request(method, path, Some(user));
+    let req = match json {
+        Some(json) => req.json(&json),
+        None => req,
+    };
+    req.send().await.unwrap()
+}
+
+async fn create(app: &TestApp, seller: i64, json: Value) -> reqwest::Response {
+    call(
+        app,
+        Method::POST,
+        "/webhook-endpoints",
+        (seller, "seller"),
+        Some(json),
+    )
+    .await
+}
+
+/// `whsec_` and the base64 of 32 bytes.
+fn secret_bytes(secret: &Value) -> Vec<u8> {
+    let text = secret.as_str().unwrap();
+    let encoded = text.strip_prefix("whsec_").unwrap();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .unwrap();
+    assert_eq!(bytes.len(), 32, "{text}");
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seller_creates_reads_changes_rotates_and_deletes_an_endpoint() {
+    let app = TestApp::spawn_with(&LAB).await;
+    let res = create(
+        &app,
+        SELLER,
+        json!({"url": "http://127.0.0.1:9/hooks", "types": ["goods.order.placed"], "description": "Warehouse"}),
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let location = res.headers()["location"].to_str().unwrap().to_owned();
+    let created = body(res).await;
+    let id = created["endpointId"].as_i64().unwrap();
+    assert_eq!(location, format!("/webhook-endpoints/{id}"));
+    let first_secret = secret_bytes(&created["secret"]);
+    let path = format!("/webhook-endpoints/{id}");
+    let view = json!({
+        "endpointId": id,
+        "url": "http://127.0.0.1:9/hooks",
+        "types": ["goods.order.placed"],
+        "description": "Warehouse",
+        "enabled": true,
+        "createdAt": created["createdAt"],
+    });
+    let mut shown = created.clone();
+    shown.as_object_mut().unwrap().remove("secret");
+    assert_eq!(shown, view);
+    // The secret is shown once: never in a read or a list.
+    let read = body(call(&app, Method::GET, &path, (SELLER, "seller"), None).await).await;
+    assert_eq!(read, view);
+    let list = body(
+        call(
+            &app,
+            Method::GET,
+            "/webhook-endpoints",
+            (SELLER, "seller"),
+            None,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(list, json!({"items": [view]}));
+
+    // Another seller finds nothing of it, and a buyer may not ask.
+    for (method, suffix, json) in [
+        (Method::GET, "", None),
+        (Method::PATCH, "", Some(json!({"enabled": false}))),
+        (Method::DELETE, "", None),
+        (Method::POST, "/rotate-secret", None),
+    ] {
+        let res = call(
+            &app,
+            method.clone(),
+            &format!("{path}{suffix}"),
+            (OTHER, "seller"),
+            json,
+        )
+        .await;
+        problem(res, 404, "ENDPOINT_NOT_FOUND").await;
+    }
+    let theirs = body(
+        call(
+            &app,
+            Method::GET,
+            "/webhook-endpoints",
+            (OTHER, "seller"),
+            None,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(theirs, json!({"items": []}));
+    problem(
+        call(&app, Method::GET, "/webhook-endpoints", (5, "buyer"), None).await,
+        403,
+        "FORBIDDEN",
+    )
+    .await;
+
+    // A change writes the fields it names; a null description removes it.
+    let changed = body(
+        call(
+            &app,
+            Method::PATCH,
+            &path,
+            (SELLER, "seller"),
+            Some(json!({"enabled": false, "description": null})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (
+            &changed["enabled"],
+            &changed["description"],
+            &changed["types"]
+        ),
+        (&json!(false), &Value::Null, &json!(["goods.order.placed"]))
+    );
+    let changed = body(
+        call(
+            &app,
+            Method::PATCH,
+            &path,
+            (SELLER, "seller"),
+            Some(json!({"types": ["goods.order.paid", "goods.drop.sold_out"]})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        changed["types"],
+        json!(["goods.drop.sold_out", "goods.order.paid"])
+    );
+    assert_eq!(changed["enabled"], false);
+
+    // A rotation shows a new secret, once.
+    let res = call(
+        &app,
+        Method::POST,
+        &format!("{path}/rotate-secret"),
+        (SELLER, "seller"),
+        None,
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let rotated = body(res).await;
+    assert_eq!(rotated.as_object().unwrap().len(), 1, "{rotated}");
+    assert_ne!(secret_bytes(&rotated["secret"]), first_secret);
+
+    let res = call(&app, Method::DELETE, &path, (SELLER, "seller"), None).await;
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    problem(
+        call(&app, Method::GET, &path, (SELLER, "seller"), None).await,
+        404,
+        "ENDPOINT_NOT_FOUND",
+    )
+    .await;
+    problem(
+        call(
+            &app,
+            Method::GET,
+            "/webhook-endpoints/x",
+            (SELLER, "seller"),
+            None,
+        )
+        .await,
+        404,
+        "ENDPOINT_NOT_FOUND",
+    )
+    .await;
+}
+
+/// With the defaults, an endpoint must be https:// on a public address: each other URL is a
+/// 422 naming the field, and nothing is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_outside_the_rules_is_refused_and_nothing_is_created() {
+    let app = TestApp::spawn().await;
+    let long = format!("https://shop.example/{}", "a".repeat(2030));
+    for (json, field, detail) in [
+        (
+            json!({"url": "http://93.184.215.14/h"}),
+            "url",
+            "url: must be https://",
+        ),
+        (
+            json!({"url": "https://127.0.0.1/h"}),
+            "url",
+            "url: reaches a loopback address: 127.0.0.1",
+        ),
+        (
+            json!({"url": "https://localhost/h"}),
+            "url",
+            "url: reaches a loopback address: 127.0.0.1",
+        ),
+        (
+            json!({"url": "https://169.254.169.254/latest"}),
+            "url",
+            "url: reaches the instance metadata address: 169.254.169.254",
+        ),
+        (
+            json!({"url": "https://[::1]/h"}),
+            "url",
+            "url: reaches a loopback address: ::1",
+        ),
+        (
+            json!({"url": "https://me:pw@93.184.215.14/h"}),
+            "url",
+            "url: must not carry a user or a password",
+        ),
+        (
+            json!({"url": long}),
+            "url",
+            "url: must be at most 2048 characters",
+        ),
+        (
+            json!({"url": "https://93.184.215.14/h", "types": ["goods.order.shipped"]}),
+            "types",
+            "types: \"goods.order.shipped\" is not an event type",
+        ),
+        (
+            json!({"url": "https://93.184.215.14/h", "types": []}),
+            "types",
+            "types: must name at least one event type (leave it out for every type)",
+        ),
+        (
+            json!({"url": "https://93.184.215.14/h", "description": ""}),
+            "description",
+            "description: must be 1 to 256 characters",
+        ),
+    ] {
+        let refused = problem(
+            create(&app, SELLER, json.clone()).await,
+            422,
+            "VALIDATION_FAILED",
+        )
+        .await;
+        assert_eq!(refused["errors"][0]["field"], field, "{json}: {refused}");
+        let said = format!(
+            "{}: {}",
+            refused["errors"][0]["field"].as_str().unwrap(),
+            refused["errors"][0]["message"].as_str().unwrap()
+        );
+        // localhost may resolve to ::1 first on some systems: either loopback is the same refusal.
+        if json["url"] == "https://localhost/h" {
+            assert!(
+                said.starts_with("url: reaches a loopback address"),
+                "{said}"
+            );
+        } else {
+            assert_eq!(said, detail, "{json}");
+        }
+    }
+    for malformed in [
+        json!({}),
+        json!({"url": 5}),
+        json!({"url": "https://93.184.215.14/h", "secret": "mine"}),
+        json!({"url": "https://93.184.215.14/h", "types": null}),
+    ] {
+        problem(
+            create(&app, SELLER, malformed).await,
+            400,
+            "MALFORMED_REQUEST",
+        )
+        .await;
+    }
+    let list = body(
+        call(
+            &app,
+            Method::GET,
+            "/webhook-endpoints",
+            (SELLER, "seller"),
+            None,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(list, json!({"items": []}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seller_past_the_endpoint_quota_is_refused_and_a_deletion_frees_a_place() {
+    let mut vars = LAB.to_vec();
+    vars.push(("WEBHOOK_MAX_ENDPOINTS", "2"));
+    let app = TestApp::spawn_with(&vars).await;
+    let url = json!({"url": "https://127.0.0.1/h"});
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let res = create(&app, SELLER, url.clone()).await;
+        assert_eq!(res.status(), StatusCode::CREATED);
+        ids.push(body(res).await["endpointId"].as_i64().unwrap());
+    }
+    let refused = problem(
+        create(&app, SELLER, url.clone()).await,
+        409,
+        "QUOTA_EXCEEDED",
+    )
+    .await;
+    assert_eq!(refused["limit"], 2);
+    assert_eq!(
+        create(&app, OTHER, url.clone()).await.status(),
+        StatusCode::CREATED
+    );
+    let res = call(
+        &app,
+        Method::DELETE,
+        &format!("/webhook-endpoints/{}", ids[0]),
+        (SELLER, "seller"),
+        None,
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        create(&app, SELLER, url).await.status(),
+        StatusCode::CREATED
+    );
+}
