@@ -182,6 +182,16 @@ async fn a_seller_creates_reads_changes_rotates_and_deletes_an_endpoint() {
     assert_eq!(rotated.as_object().unwrap().len(), 1, "{rotated}");
     assert_ne!(secret_bytes(&rotated["secret"]), first_secret);
 
+    // A method the resource does not answer is a 405 naming every one it does.
+    for (path, allow) in [
+        ("/webhook-endpoints".to_owned(), "GET, POST"),
+        (path.clone(), "GET, PATCH, DELETE"),
+    ] {
+        let res = call(&app, Method::PUT, &path, (SELLER, "seller"), None).await;
+        assert_eq!(res.headers()["allow"], allow);
+        problem(res, 405, "METHOD_NOT_ALLOWED").await;
+    }
+
     let res = call(&app, Method::DELETE, &path, (SELLER, "seller"), None).await;
     assert_eq!(res.status(), StatusCode::NO_CONTENT);
     problem(
