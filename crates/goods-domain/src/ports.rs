@@ -33,7 +33,7 @@ pub use gate::{
     AdmissionGate, GateSeed, HeldOrder, Reservation, ReserveOutcome, StaleReservation,
     from_unix_ms, units_in_all, unix_ms, whole_units,
 };
-pub use lease::{BACKGROUND, DRAWS, EVENTS, LeaseStore};
+pub use lease::{BACKGROUND, DRAWS, EVENTS, LeaseStore, WEBHOOKS};
 pub use ledger::{
     AppliedPayment, CancelOrderError, Cancelled, PaymentEventError, PlaceOrder, PlaceOrderError,
     Placed, Placement, PurchaseLedger, StaleResolution, max_orders_per_buyer,
@@ -43,8 +43,8 @@ pub use payments::{PaymentQuery, PaymentRepository};
 pub use rate::RateLimiter;
 pub use stats::{DropOutcomes, OutcomeCounts, PurchaseOutcome, StatsRecorder};
 pub use webhooks::{
-    AddressResolver, CreateEndpointError, Endpoint, EndpointChange, NewEndpoint, SealedSecret,
-    SecretToSeal, SecretVault, WebhookStore,
+    AddressResolver, Attempt, CreateEndpointError, Delivery, DueDelivery, Endpoint, EndpointChange,
+    FanOut, NewEndpoint, SealedSecret, SecretToSeal, SecretVault, WebhookStore,
 };
 
 /// Every port a source of truth (the SQL adapters) implements at once.

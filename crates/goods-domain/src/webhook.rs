@@ -435,6 +435,21 @@ impl AttemptOutcome {
     }
 }
 
+/// Whether an endpoint of `endpoint_seller`, taking `types` since `created_at`, is to receive
+/// an event of `event_type` that happened at `occurred_at` in a drop of `drop_seller`: the
+/// seller's own drops only (a drop whose product has no owner is no seller's), the types it
+/// takes, and what happened once it existed (an endpoint gets no history).
+pub fn delivers(
+    endpoint_seller: crate::UserId,
+    types: &EventTypes,
+    created_at: time::OffsetDateTime,
+    drop_seller: Option<crate::UserId>,
+    event_type: &str,
+    occurred_at: time::OffsetDateTime,
+) -> bool {
+    drop_seller == Some(endpoint_seller) && types.takes(event_type) && occurred_at >= created_at
+}
+
 /// Whether an endpoint whose deliveries have all failed since `failing_since` (its first failure
 /// after its last success) is due to be disabled at `now`, after `disable_after`
 /// (`WEBHOOK_DISABLE_AFTER_S`).
@@ -746,6 +761,47 @@ mod tests {
             let refused = EndpointDescription::parse(raw).unwrap_err();
             assert_eq!((refused.field, refused.message), ("description", why));
         }
+    }
+
+    #[test]
+    fn an_endpoint_receives_its_sellers_events_of_its_types_from_its_creation_on() {
+        let at = time::macros::datetime!(2026-12-01 12:00 UTC);
+        let seller = crate::UserId::parse(7).unwrap();
+        let other = crate::UserId::parse(8).unwrap();
+        let types = EventTypes::parse(&["goods.order.placed"]).unwrap();
+        let placed = "goods.order.placed";
+        assert!(delivers(seller, &types, at, Some(seller), placed, at));
+        assert!(delivers(
+            seller,
+            &types,
+            at,
+            Some(seller),
+            placed,
+            at + Duration::hours(1)
+        ));
+        assert!(
+            !delivers(seller, &types, at, Some(other), placed, at),
+            "another seller's drop"
+        );
+        assert!(
+            !delivers(seller, &types, at, None, placed, at),
+            "a drop of no seller"
+        );
+        assert!(
+            !delivers(seller, &types, at, Some(seller), "goods.order.paid", at),
+            "a type it does not take"
+        );
+        assert!(
+            !delivers(
+                seller,
+                &types,
+                at,
+                Some(seller),
+                placed,
+                at - Duration::milliseconds(1)
+            ),
+            "before it existed"
+        );
     }
 
     #[test]

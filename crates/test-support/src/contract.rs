@@ -77,7 +77,9 @@ macro_rules! sql_contract_tests {
             a_draw_in_sizes_ranks_awards_and_cuts_off_each_size_on_its_own,
             webhook_endpoints_are_kept_for_their_seller_alone,
             an_endpoint_whose_secret_cannot_be_sealed_is_not_created,
-            racing_creations_of_endpoints_stay_within_the_sellers_quota
+            racing_creations_of_endpoints_stay_within_the_sellers_quota,
+            events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_recorded,
+            racing_fan_outs_make_each_delivery_once
         );
     };
     (@cases $make:expr; $($case:ident),*) => {

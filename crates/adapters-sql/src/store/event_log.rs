@@ -249,7 +249,7 @@ struct KindRow {
 }
 
 #[derive(Debug, QueryableByName)]
-struct EventRow {
+pub(super) struct EventRow {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     id: i64,
     #[diesel(sql_type = diesel::sql_types::Text)]
@@ -269,7 +269,7 @@ struct EventRow {
 }
 
 impl EventRow {
-    fn into_domain(self) -> Result<LoggedEvent, InfraError> {
+    pub(super) fn into_domain(self) -> Result<LoggedEvent, InfraError> {
         let corrupt = |what: &str| InfraError::msg(format!("corrupt event {}: {what}", self.id));
         Ok(LoggedEvent {
             cursor: self.id,
@@ -495,7 +495,7 @@ impl<B: Backend> SqlStore<B> {
     }
 }
 
-const SELECT_EVENTS: &str = "SELECT id, event_id, drop_id, dropseq, type AS kind, subject, \
+pub(super) const SELECT_EVENTS: &str = "SELECT id, event_id, drop_id, dropseq, type AS kind, subject, \
     occurred_at, data FROM events";
 
 #[derive(Debug, QueryableByName)]

@@ -1,16 +1,20 @@
 //! Sellers' webhook endpoints: created under the seller's quota row, read and changed only by
 //! their seller, secrets kept sealed (hex of the sealed bytes, and the key's id).
 
+use super::event_log::{EventRow, SELECT_EVENTS};
 use super::queries::last_insert_id;
 use super::{SqlStore, duplicate_key};
 use crate::rows::{EndpointRow, NumberRow, from_db, to_db};
 use crate::{Backend, Bind, Exec, Sql, TxError};
 use async_trait::async_trait;
+use diesel::QueryableByName;
 use goods_domain::ports::{
-    CreateEndpointError, Endpoint, EndpointChange, NewEndpoint, SealedSecret, WebhookStore,
+    Attempt, CreateEndpointError, Delivery, DueDelivery, Endpoint, EndpointChange, FanOut,
+    NewEndpoint, SealedSecret, WebhookStore,
 };
-use goods_domain::webhook::EventTypes;
+use goods_domain::webhook::{AttemptOutcome, DeliveryStatus, EventTypes, delivers};
 use goods_domain::{EndpointId, InfraError, SealError, UserId};
+use std::collections::HashMap;
 use time::OffsetDateTime;
 
 const ENDPOINT_COLUMNS: &str = "id, seller_id, url, types, description, enabled, secret_sealed, \
@@ -302,6 +306,12 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
                         )
                         .await?;
                     if deleted == 1 {
+                        // Its pending deliveries are dropped with it.
+                        c.run(
+                            Sql::new("DELETE FROM webhook_deliveries WHERE endpoint_id = ")
+                                .bind(Bind::BigInt(id)),
+                        )
+                        .await?;
                         c.run(
                             Sql::new(
                                 "UPDATE webhook_sellers SET endpoints = endpoints - 1 \
@@ -316,5 +326,358 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
             },
         )
         .await
+    }
+
+    async fn fan_out(&self, limit: u32, now: OffsetDateTime) -> Result<FanOut, InfraError> {
+        // Events still in their decision's batch row are moved into `events` first.
+        self.expand_batches().await?;
+        self.write_tx::<_, std::convert::Infallible, InfraError, _>(
+            "fan webhook deliveries out",
+            |e| matches!(e, TxError::Db(db) if duplicate_key(db)),
+            move |c, _| Box::pin(async move { fan_out_in::<B>(c, limit, now).await }),
+        )
+        .await
+    }
+
+    async fn due_deliveries(
+        &self,
+        now: OffsetDateTime,
+        limit: u32,
+    ) -> Result<Vec<DueDelivery>, InfraError> {
+        let rows: Vec<DueRow> = self
+            .read(
+                "due webhook deliveries",
+                Sql::new(
+                    "SELECT d.id, d.endpoint_id, d.event_id, d.body, d.attempts \
+                     FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id \
+                     WHERE d.status = 'PENDING' AND e.enabled = ",
+                )
+                .bind(Bind::Bool(true))
+                .sql(" AND d.next_attempt_at <= ")
+                .bind(Bind::Timestamp(to_db(now)))
+                .sql(" ORDER BY d.next_attempt_at, d.id LIMIT ")
+                .bind(Bind::BigInt(i64::from(limit))),
+            )
+            .await?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let endpoints: Vec<EndpointRow> = self
+            .read(
+                "endpoints of due webhook deliveries",
+                Sql::for_rows(rows.len())
+                    .sql(&format!(
+                        "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id IN ("
+                    ))
+                    .list(&rows, |q, row| q.bind(Bind::BigInt(row.endpoint_id)))
+                    .sql(")"),
+            )
+            .await?;
+        let endpoints: HashMap<i64, Endpoint> = endpoints
+            .into_iter()
+            .map(|row| row.into_domain().map(|e| (e.id.get(), e)))
+            .collect::<Result<_, _>>()?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                // An endpoint deleted in between has no deliveries left to make.
+                Some(DueDelivery {
+                    id: row.id,
+                    endpoint: endpoints.get(&row.endpoint_id)?.clone(),
+                    event_id: row.event_id,
+                    body: row.body,
+                    attempts: u32::try_from(row.attempts).unwrap_or(0),
+                })
+            })
+            .collect())
+    }
+
+    async fn record_attempt(
+        &self,
+        id: i64,
+        attempt: &Attempt,
+        now: OffsetDateTime,
+    ) -> Result<(), InfraError> {
+        let now_db = to_db(now);
+        let delivered = attempt.outcome.delivered();
+        let status = if delivered {
+            DeliveryStatus::Delivered
+        } else if attempt.next_attempt_at.is_some() {
+            DeliveryStatus::Pending
+        } else {
+            DeliveryStatus::Failed
+        };
+        let (code, error) = match &attempt.outcome {
+            AttemptOutcome::Answered(code) => (Some(i32::from(*code)), None),
+            AttemptOutcome::NoAnswer(why) => {
+                (None, Some(why.chars().take(255).collect::<String>()))
+            }
+        };
+        let next = if delivered {
+            None
+        } else {
+            attempt.next_attempt_at.map(to_db)
+        };
+        self.write_tx::<_, std::convert::Infallible, InfraError, _>(
+            "record a webhook attempt",
+            |_| false,
+            move |c, _| {
+                let error = error.clone();
+                Box::pin(async move {
+                    let mut q = Sql::new("UPDATE webhook_deliveries SET attempts = attempts + 1, status = ")
+                        .bind(Bind::Text(status.as_str().to_owned()))
+                        .sql(", next_attempt_at = ")
+                        .bind(Bind::OptTimestamp(next))
+                        .sql(", last_error = ")
+                        .bind(Bind::OptText(error))
+                        .sql(", last_status_code = ");
+                    q = match code {
+                        Some(code) => q.bind(Bind::Integer(code)),
+                        None => q.sql("NULL"),
+                    };
+                    if delivered {
+                        q = q.sql(", delivered_at = ").bind(Bind::Timestamp(now_db));
+                    }
+                    let recorded = c
+                        .run(
+                            q.sql(" WHERE status = 'PENDING' AND id = ")
+                                .bind(Bind::BigInt(id)),
+                        )
+                        .await?;
+                    if recorded == 0 {
+                        // Recorded already (a lease that passed on), or its endpoint deleted.
+                        return Ok(());
+                    }
+                    let failing = if delivered {
+                        Sql::new("UPDATE webhook_endpoints SET failing_since = NULL")
+                    } else {
+                        Sql::new("UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, ")
+                            .bind(Bind::Timestamp(now_db))
+                            .sql(")")
+                    };
+                    c.run(
+                        failing
+                            .sql(" WHERE id = (SELECT endpoint_id FROM webhook_deliveries WHERE id = ")
+                            .bind(Bind::BigInt(id))
+                            .sql(")"),
+                    )
+                    .await?;
+                    Ok(())
+                })
+            },
+        )
+        .await
+    }
+
+    async fn deliveries_of(
+        &self,
+        seller: UserId,
+        endpoint: EndpointId,
+        status: Option<DeliveryStatus>,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Option<Vec<(i64, Delivery)>>, InfraError> {
+        if self.endpoint_of(seller, endpoint).await?.is_none() {
+            return Ok(None);
+        }
+        let mut q = Sql::new(
+            "SELECT id, event_id, event_type, status, attempts, last_status_code, last_error, \
+             next_attempt_at, delivered_at FROM webhook_deliveries WHERE endpoint_id = ",
+        )
+        .bind(Bind::BigInt(endpoint.get()));
+        if let Some(status) = status {
+            q = q
+                .sql(" AND status = ")
+                .bind(Bind::Text(status.as_str().to_owned()));
+        }
+        if let Some(before) = before {
+            q = q.sql(" AND id < ").bind(Bind::BigInt(before));
+        }
+        let rows: Vec<DeliveryRow> = self
+            .read(
+                "read webhook deliveries",
+                q.sql(" ORDER BY id DESC LIMIT ")
+                    .bind(Bind::BigInt(i64::from(limit))),
+            )
+            .await?;
+        rows.into_iter()
+            .map(DeliveryRow::into_domain)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+}
+
+/// [`WebhookStore::fan_out`] in its transaction.
+async fn fan_out_in<B: Backend>(
+    c: &mut B::Conn,
+    limit: u32,
+    now: OffsetDateTime,
+) -> Result<FanOut, TxError<std::convert::Infallible>> {
+    let events: Vec<EventRow> = c
+        .rows(
+            Sql::new(&format!(
+                "{SELECT_EVENTS} WHERE webhooks_at IS NULL ORDER BY id LIMIT "
+            ))
+            .bind(Bind::BigInt(i64::from(limit))),
+        )
+        .await?;
+    if events.is_empty() {
+        return Ok(FanOut::default());
+    }
+    let events = events
+        .into_iter()
+        .map(EventRow::into_domain)
+        .collect::<Result<Vec<_>, _>>()?;
+    let owners: Vec<OwnerRow> = c
+        .rows(
+            Sql::for_rows(events.len())
+                .sql(
+                    "SELECT d.id AS drop_id, p.owner_id FROM limited_drops d \
+                     JOIN products p ON p.id = d.product_id WHERE d.id IN (",
+                )
+                .list(&events, |q, e| q.bind(Bind::BigInt(e.drop.get())))
+                .sql(")"),
+        )
+        .await?;
+    let owners: HashMap<i64, UserId> = owners
+        .into_iter()
+        .filter_map(|row| Some((row.drop_id, UserId::parse(row.owner_id?).ok()?)))
+        .collect();
+    let mut endpoints: Vec<Endpoint> = Vec::new();
+    if !owners.is_empty() {
+        let rows: Vec<EndpointRow> = c
+            .rows(
+                Sql::for_rows(owners.len())
+                    .sql(&format!(
+                        "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE seller_id IN ("
+                    ))
+                    .list(owners.values(), |q, seller| {
+                        q.bind(Bind::BigInt(seller.get()))
+                    })
+                    .sql(")"),
+            )
+            .await?;
+        endpoints = self::endpoints(rows)?;
+    }
+    let now_db = to_db(now);
+    let mut made = 0;
+    for event in &events {
+        let owner = owners.get(&event.drop.get()).copied();
+        let takers: Vec<&Endpoint> = endpoints
+            .iter()
+            .filter(|e| {
+                delivers(
+                    e.seller,
+                    &e.types,
+                    e.created_at,
+                    owner,
+                    event.kind.as_str(),
+                    event.time,
+                )
+            })
+            .collect();
+        if takers.is_empty() {
+            continue;
+        }
+        let body = event.to_cloud_event();
+        let insert = Sql::for_rows(takers.len())
+            .sql(
+                "INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, body, status, \
+                 attempts, next_attempt_at, created_at) VALUES ",
+            )
+            .list(&takers, |q, e| {
+                q.sql("(")
+                    .bind(Bind::BigInt(e.id.get()))
+                    .sql(", ")
+                    .bind(Bind::Text(event.id.clone()))
+                    .sql(", ")
+                    .bind(Bind::Text(event.kind.as_str().to_owned()))
+                    .sql(", ")
+                    .bind(Bind::Text(body.clone()))
+                    .sql(", 'PENDING', 0, ")
+                    .bind(Bind::Timestamp(now_db))
+                    .sql(", ")
+                    .bind(Bind::Timestamp(now_db))
+                    .sql(")")
+            });
+        made += c.run(insert).await?;
+    }
+    c.run(
+        Sql::for_rows(events.len())
+            .sql("UPDATE events SET webhooks_at = ")
+            .bind(Bind::Timestamp(now_db))
+            .sql(" WHERE webhooks_at IS NULL AND id IN (")
+            .list(&events, |q, e| q.bind(Bind::BigInt(e.cursor)))
+            .sql(")"),
+    )
+    .await?;
+    Ok(FanOut {
+        events: events.len(),
+        deliveries: made,
+    })
+}
+
+#[derive(Debug, QueryableByName)]
+struct OwnerRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    drop_id: i64,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+    owner_id: Option<i64>,
+}
+
+#[derive(Debug, QueryableByName)]
+struct DueRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    id: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    endpoint_id: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    event_id: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    body: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    attempts: i32,
+}
+
+#[derive(Debug, QueryableByName)]
+struct DeliveryRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    id: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    event_id: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    event_type: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    status: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    attempts: i32,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Integer>)]
+    last_status_code: Option<i32>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    last_error: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamp>)]
+    next_attempt_at: Option<time::PrimitiveDateTime>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamp>)]
+    delivered_at: Option<time::PrimitiveDateTime>,
+}
+
+impl DeliveryRow {
+    fn into_domain(self) -> Result<(i64, Delivery), InfraError> {
+        let status = DeliveryStatus::parse(&self.status).ok_or_else(|| {
+            InfraError::msg(format!("corrupt webhook delivery {}: status", self.id))
+        })?;
+        Ok((
+            self.id,
+            Delivery {
+                event_id: self.event_id,
+                event_type: self.event_type,
+                status,
+                attempts: u32::try_from(self.attempts).unwrap_or(0),
+                last_status_code: self.last_status_code.and_then(|c| u16::try_from(c).ok()),
+                last_error: self.last_error,
+                next_attempt_at: self.next_attempt_at.map(from_db),
+                delivered_at: self.delivered_at.map(from_db),
+            },
+        ))
     }
 }

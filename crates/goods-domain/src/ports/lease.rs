@@ -15,6 +15,10 @@ pub const DRAWS: &str = "draws";
 /// a drop's events reach the broker in order.
 pub const EVENTS: &str = "events";
 
+/// The lease of sellers' webhooks: one instance at a time fans events out to endpoints and
+/// delivers them, so an endpoint gets one request at a time.
+pub const WEBHOOKS: &str = "webhooks";
+
 /// Named leases with one holder at a time, timed by the store's own clock, so instances whose
 /// clocks disagree still never hold one together.
 #[cfg_attr(feature = "mock", mockall::automock)]

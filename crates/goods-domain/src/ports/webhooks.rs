@@ -94,6 +94,49 @@ pub struct EndpointChange {
     pub enabled: Option<bool>,
 }
 
+/// What one fan-out round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FanOut {
+    /// Events marked as fanned out.
+    pub events: usize,
+    /// Deliveries made of them.
+    pub deliveries: usize,
+}
+
+/// A delivery due now: the request to make, and whom to sign it for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueDelivery {
+    pub id: i64,
+    pub endpoint: Endpoint,
+    /// The `webhook-id`: the event's id.
+    pub event_id: String,
+    /// The CloudEvent JSON, byte for byte as `/admin/events` serves it.
+    pub body: String,
+    /// Attempts made before this one.
+    pub attempts: u32,
+}
+
+/// What an attempt came to, as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub outcome: crate::webhook::AttemptOutcome,
+    /// When to try again after a failure; `None`: the retries are spent, the delivery FAILED.
+    pub next_attempt_at: Option<OffsetDateTime>,
+}
+
+/// A delivery as its seller reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub event_id: String,
+    pub event_type: String,
+    pub status: crate::webhook::DeliveryStatus,
+    pub attempts: u32,
+    pub last_status_code: Option<u16>,
+    pub last_error: Option<String>,
+    pub next_attempt_at: Option<OffsetDateTime>,
+    pub delivered_at: Option<OffsetDateTime>,
+}
+
 /// Why an endpoint was not created.
 #[derive(Debug, thiserror::Error)]
 pub enum CreateEndpointError {
@@ -153,6 +196,41 @@ pub trait WebhookStore: Send + Sync + 'static {
 
     /// Deletes `seller`'s endpoint `id`: `false` when there was none.
     async fn delete_endpoint(&self, seller: UserId, id: EndpointId) -> Result<bool, InfraError>;
+
+    /// Makes the deliveries of up to `limit` events not fanned out yet, oldest first, at
+    /// `now`: one for each endpoint that [`delivers`](crate::webhook::delivers) the event,
+    /// PENDING and due at once; the events are marked in the same transaction, so each event
+    /// is fanned out once and each delivery made once.
+    async fn fan_out(&self, limit: u32, now: OffsetDateTime) -> Result<FanOut, InfraError>;
+
+    /// Up to `limit` PENDING deliveries due at `now` to enabled endpoints, oldest first.
+    async fn due_deliveries(
+        &self,
+        now: OffsetDateTime,
+        limit: u32,
+    ) -> Result<Vec<DueDelivery>, InfraError>;
+
+    /// Records `attempt` of delivery `id` at `now`: DELIVERED on a 2xx, PENDING until
+    /// `next_attempt_at`, else FAILED. The endpoint's failing time starts at its first failure
+    /// after a success and ends at its next success.
+    async fn record_attempt(
+        &self,
+        id: i64,
+        attempt: &Attempt,
+        now: OffsetDateTime,
+    ) -> Result<(), InfraError>;
+
+    /// `seller`'s endpoint `endpoint`'s deliveries, newest first, `status` alone when given,
+    /// up to `limit` before the delivery numbered `before`: `None` when the seller has no such
+    /// endpoint.
+    async fn deliveries_of(
+        &self,
+        seller: UserId,
+        endpoint: EndpointId,
+        status: Option<crate::webhook::DeliveryStatus>,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Option<Vec<(i64, Delivery)>>, InfraError>;
 }
 
 /// Where endpoints' secrets come from and how they are kept: drawn from the operating system's

@@ -5,10 +5,13 @@
 use super::{SqlStore, now, user};
 use futures::future::join_all;
 use goods_domain::ports::{
-    CreateEndpointError, Endpoint, EndpointChange, NewEndpoint, SealedSecret, SecretToSeal,
+    Attempt, CreateEndpointError, Delivery, DropRepository, Endpoint, EndpointChange, EventQuery,
+    FanOut, NewEndpoint, ProductRepository, SealedSecret, SecretToSeal,
 };
-use goods_domain::webhook::{EndpointDescription, EndpointUrl, EventTypes, Reach};
-use goods_domain::{EndpointId, SealError};
+use goods_domain::webhook::{
+    AttemptOutcome, DeliveryStatus, EndpointDescription, EndpointUrl, EventTypes, Reach,
+};
+use goods_domain::{EndpointId, LimitedDrop, NewProduct, SealError};
 use time::Duration;
 
 /// What the store keeps of a secret: opaque bytes naming the endpoint they were sealed for, so
@@ -234,4 +237,274 @@ pub async fn racing_creations_of_endpoints_stay_within_the_sellers_quota<S: SqlS
         .await
         .unwrap();
     assert_eq!(store.endpoints_of(user(31)).await.unwrap().len(), 3);
+}
+
+/// A drop of a fresh product of `seller`'s, created at `at` (its `goods.drop.created` event).
+async fn sellers_drop<S: SqlStore>(
+    store: &S,
+    seller: i64,
+    at: time::OffsetDateTime,
+) -> LimitedDrop {
+    let product = NewProduct::parse("Sneaker", 5)
+        .unwrap()
+        .owned_by(user(seller));
+    let product = ProductRepository::create(store, &product).await.unwrap();
+    DropRepository::create(
+        store,
+        &super::new_drop(product.id, 5, 1, at),
+        None,
+        at,
+        None,
+    )
+    .await
+    .unwrap()
+}
+
+async fn endpoint_at<S: SqlStore>(
+    store: &S,
+    seller: i64,
+    types: EventTypes,
+    at: time::OffsetDateTime,
+) -> Endpoint {
+    let mut new = new_endpoint(seller, "https://shop.example/h");
+    new.types = types;
+    store.create_endpoint(&new, at, 10).await.unwrap()
+}
+
+/// Each event reaches the endpoints that take it, once: its seller's, of its type, created
+/// before it; another seller's endpoint gets nothing of it. The body is the CloudEvent the log
+/// serves. An attempt's outcome moves the delivery: a failure keeps it PENDING until its next
+/// attempt and starts the endpoint's failing time, a 2xx delivers it and ends that time, a
+/// failure with no retry left fails it.
+pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_recorded<
+    S: SqlStore,
+>(
+    store: S,
+) {
+    let at = now();
+    let all = endpoint_at(&store, 7, EventTypes::all(), at - Duration::minutes(1)).await;
+    let placed_only = endpoint_at(
+        &store,
+        7,
+        EventTypes::parse(&["goods.order.placed"]).unwrap(),
+        at - Duration::minutes(1),
+    )
+    .await;
+    let later = endpoint_at(&store, 7, EventTypes::all(), at + Duration::seconds(1)).await;
+    let theirs = endpoint_at(&store, 8, EventTypes::all(), at - Duration::minutes(1)).await;
+    let mine = sellers_drop(&store, 7, at).await;
+    let other = sellers_drop(&store, 8, at).await;
+    let logged = store
+        .events(&EventQuery {
+            after: None,
+            kind: None,
+            drop: None,
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    assert_eq!(logged.len(), 2, "{logged:?}");
+
+    let first = store.fan_out(100, at).await.unwrap();
+    assert_eq!(
+        first,
+        FanOut {
+            events: 2,
+            deliveries: 2
+        }
+    );
+    assert_eq!(
+        store.fan_out(100, at).await.unwrap(),
+        FanOut::default(),
+        "once"
+    );
+
+    let due = store.due_deliveries(at, 10).await.unwrap();
+    let made: Vec<(EndpointId, &str)> = due
+        .iter()
+        .map(|d| (d.endpoint.id, d.body.as_str()))
+        .collect();
+    let body_of = |drop: &LimitedDrop| {
+        logged
+            .iter()
+            .find(|e| e.drop == drop.id)
+            .unwrap()
+            .to_cloud_event()
+    };
+    let (mine_body, other_body) = (body_of(&mine), body_of(&other));
+    assert_eq!(
+        made,
+        [
+            (all.id, mine_body.as_str()),
+            (theirs.id, other_body.as_str())
+        ]
+    );
+    assert!(due.iter().all(|d| d.attempts == 0));
+    for nothing in [placed_only.id, later.id] {
+        assert_eq!(
+            store
+                .deliveries_of(user(7), nothing, None, None, 10)
+                .await
+                .unwrap(),
+            Some(vec![])
+        );
+    }
+    assert_eq!(
+        store
+            .deliveries_of(user(8), all.id, None, None, 10)
+            .await
+            .unwrap(),
+        None,
+        "another seller's endpoint"
+    );
+
+    // A failure: PENDING until its next attempt, and the endpoint failing since now.
+    let mine_delivery = due[0].id;
+    let retry_at = at + Duration::seconds(5);
+    store
+        .record_attempt(
+            mine_delivery,
+            &Attempt {
+                outcome: AttemptOutcome::Answered(500),
+                next_attempt_at: Some(retry_at),
+            },
+            at,
+        )
+        .await
+        .unwrap();
+    let due_now: Vec<i64> = store
+        .due_deliveries(at, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| d.id)
+        .collect();
+    assert_eq!(due_now, [due[1].id]);
+    // Due again at its time, after the one due since before it, with its attempt counted.
+    let again: Vec<(i64, u32)> = store
+        .due_deliveries(retry_at, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| (d.id, d.attempts))
+        .collect();
+    assert_eq!(again, [(due[1].id, 0), (mine_delivery, 1)]);
+    let failing = store.endpoint_of(user(7), all.id).await.unwrap().unwrap();
+    assert_eq!(failing.failing_since, Some(at));
+
+    // Delivered: done, and the endpoint's failures are over.
+    store
+        .record_attempt(
+            mine_delivery,
+            &Attempt {
+                outcome: AttemptOutcome::Answered(204),
+                next_attempt_at: Some(retry_at + Duration::minutes(5)),
+            },
+            retry_at,
+        )
+        .await
+        .unwrap();
+    let listed = store
+        .deliveries_of(user(7), all.id, None, None, 10)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        listed.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(),
+        [Delivery {
+            event_id: logged
+                .iter()
+                .find(|e| e.drop == mine.id)
+                .unwrap()
+                .id
+                .clone(),
+            event_type: "goods.drop.created".into(),
+            status: DeliveryStatus::Delivered,
+            attempts: 2,
+            last_status_code: Some(204),
+            last_error: None,
+            next_attempt_at: None,
+            delivered_at: Some(retry_at),
+        }]
+    );
+    let healthy = store.endpoint_of(user(7), all.id).await.unwrap().unwrap();
+    assert_eq!(healthy.failing_since, None);
+
+    // No retry left: FAILED, and never due again.
+    store
+        .record_attempt(
+            due[1].id,
+            &Attempt {
+                outcome: AttemptOutcome::NoAnswer("connection refused".into()),
+                next_attempt_at: None,
+            },
+            at,
+        )
+        .await
+        .unwrap();
+    let failed = store
+        .deliveries_of(user(8), theirs.id, Some(DeliveryStatus::Failed), None, 10)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(
+        (
+            failed[0].1.attempts,
+            failed[0].1.last_error.as_deref(),
+            failed[0].1.last_status_code
+        ),
+        (1, Some("connection refused"), None)
+    );
+    assert!(
+        store
+            .due_deliveries(at + Duration::days(30), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Deleting an endpoint drops its deliveries.
+    assert!(store.delete_endpoint(user(8), theirs.id).await.unwrap());
+    assert_eq!(
+        store
+            .deliveries_of(user(8), theirs.id, None, None, 10)
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+/// Four fan-outs racing over 24 events of one seller's drops make each delivery once: 24 for
+/// an endpoint taking every type, none twice.
+pub async fn racing_fan_outs_make_each_delivery_once<S: SqlStore>(store: S) {
+    let at = now();
+    let endpoint = endpoint_at(&store, 7, EventTypes::all(), at - Duration::minutes(1)).await;
+    for _ in 0..24 {
+        sellers_drop(&store, 7, at).await;
+    }
+    let racers = (0..4)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut made = 0;
+                loop {
+                    let round = store.fan_out(5, at).await.unwrap();
+                    if round.events == 0 {
+                        return made;
+                    }
+                    made += round.deliveries;
+                }
+            })
+        })
+        .collect::<Vec<_>>();
+    let made: usize = join_all(racers).await.into_iter().map(Result::unwrap).sum();
+    assert_eq!(made, 24);
+    let listed = store
+        .deliveries_of(user(7), endpoint.id, None, None, 100)
+        .await
+        .unwrap()
+        .unwrap();
+    let events: std::collections::HashSet<&str> =
+        listed.iter().map(|(_, d)| d.event_id.as_str()).collect();
+    assert_eq!((listed.len(), events.len()), (24, 24));
 }
