@@ -43,7 +43,9 @@ pub use orders::view::GetOrderError;
 pub use products::{CreateProductError, GetProductError, Products};
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
 pub use rate_limits::{RateLimited, RateLimits};
-pub use webhooks::{EndpointInput, EndpointPatch, WebhookError, WebhookSettings, Webhooks};
+pub use webhooks::{
+    Deliverer, EndpointInput, EndpointPatch, RoundReport, WebhookError, WebhookSettings, Webhooks,
+};
 
 use goods_domain::ports::{
     AdmissionGate, ChangeNotifier, Clock, DrawRepository, DropRepository, EventOutbox,

@@ -38,6 +38,7 @@ pub const EVENTS_OLDEST_AGE: &str = "events_outbox_oldest_age_seconds";
 pub const EVENTS_PUBLISHED: &str = "events_published_total";
 pub const EVENTS_PUBLISH_FAILURES: &str = "events_publish_failures_total";
 pub const EVENTS_IMPOSTORS: &str = "events_impostors_total";
+pub const WEBHOOK_DELIVERIES: &str = "webhook_deliveries_total";
 
 thread_local! {
     static DECISIONS: std::cell::RefCell<Vec<(&'static str, metrics::Histogram)>> =
@@ -135,6 +136,10 @@ pub fn describe() {
     describe_counter!(
         EVENTS_IMPOSTORS,
         "Events the broker called repeats while it held another message under their id (not delivered; tried again)."
+    );
+    describe_counter!(
+        WEBHOOK_DELIVERIES,
+        "Webhook delivery attempts, by outcome: delivered (a 2xx), retried (failed, tried again later), failed (no retry left)."
     );
     describe_counter!(DRAW_ENTRIES, "Draw entries answered, by outcome.");
     describe_counter!(

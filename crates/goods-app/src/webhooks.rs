@@ -3,6 +3,10 @@
 //! rules, and a host name is resolved and every address it stands for checked, at creation and
 //! at each change of the URL (and again at every delivery).
 
+mod delivery;
+
+pub use delivery::{Deliverer, RoundReport};
+
 use goods_domain::ports::{
     AddressResolver, Clock, CreateEndpointError, Endpoint, EndpointChange, NewEndpoint,
     SecretToSeal, SecretVault, WebhookStore,

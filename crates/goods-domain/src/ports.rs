@@ -44,7 +44,8 @@ pub use rate::RateLimiter;
 pub use stats::{DropOutcomes, OutcomeCounts, PurchaseOutcome, StatsRecorder};
 pub use webhooks::{
     AddressResolver, Attempt, CreateEndpointError, Delivery, DueDelivery, Endpoint, EndpointChange,
-    FanOut, NewEndpoint, SealedSecret, SecretToSeal, SecretVault, WebhookStore,
+    FanOut, NewEndpoint, SealedSecret, SecretToSeal, SecretVault, WebhookRequest, WebhookSender,
+    WebhookStore,
 };
 
 /// Every port a source of truth (the SQL adapters) implements at once.
@@ -109,4 +110,4 @@ pub use rate::MockRateLimiter;
 #[cfg(feature = "mock")]
 pub use stats::MockStatsRecorder;
 #[cfg(feature = "mock")]
-pub use webhooks::{MockAddressResolver, MockSecretVault, MockWebhookStore};
+pub use webhooks::{MockAddressResolver, MockSecretVault, MockWebhookSender, MockWebhookStore};

@@ -264,3 +264,29 @@ pub trait AddressResolver: Send + Sync + 'static {
     /// Every address of `host`, to connect to on `port`; an error when it has none.
     async fn resolve(&self, host: &str, port: u16) -> Result<Vec<std::net::IpAddr>, InfraError>;
 }
+
+/// One webhook request, signed, to the address that was checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookRequest {
+    /// The endpoint's URL (its host names the TLS server and the `Host` header).
+    pub url: String,
+    /// Where to connect: an address of the URL's host that passed the check, and its port.
+    pub address: std::net::SocketAddr,
+    /// `webhook-id`.
+    pub id: String,
+    /// `webhook-timestamp`: unix seconds of this attempt.
+    pub timestamp: i64,
+    /// `webhook-signature`.
+    pub signature: String,
+    /// The CloudEvent JSON.
+    pub body: String,
+}
+
+/// Sends webhook requests: a POST of the body as `application/json` with the three headers,
+/// connected to the given address, redirects not followed, waiting at most the configured
+/// time, reading at most 1 KiB of the answer.
+#[cfg_attr(feature = "mock", mockall::automock)]
+#[async_trait]
+pub trait WebhookSender: Send + Sync + 'static {
+    async fn send(&self, request: &WebhookRequest) -> crate::webhook::AttemptOutcome;
+}

@@ -1,0 +1,457 @@
+//! Delivering sellers' webhooks: each round fans new events out to the endpoints that take them
+//! and attempts the deliveries that are due, each endpoint's one after another and endpoints
+//! side by side (at most `WEBHOOK_CONCURRENCY` requests at once). Before each request the
+//! endpoint's host is resolved and every address checked again (a name that now points into the
+//! private network is refused), and the request is made to the checked address. One instance of
+//! the fleet runs rounds at a time (the `webhooks` lease, the binary's loop).
+
+use crate::telemetry;
+use goods_domain::InfraError;
+use goods_domain::ports::{
+    AddressResolver, Attempt, Clock, DueDelivery, FanOut, SecretVault, WebhookRequest,
+    WebhookSender, WebhookStore,
+};
+use goods_domain::webhook::{
+    AttemptOutcome, EndpointUrl, Reach, check_address, retry_after, signature_header,
+};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// Events fanned out per round.
+pub const FAN_OUT_BATCH: u32 = 500;
+/// Deliveries attempted per round.
+pub const DUE_BATCH: u32 = 256;
+
+/// What one round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoundReport {
+    pub fanned_out: FanOut,
+    /// Attempts answered with a 2xx.
+    pub delivered: usize,
+    /// Attempts that failed and will be made again.
+    pub retried: usize,
+    /// Attempts that failed with no retry left: their deliveries FAILED.
+    pub failed: usize,
+}
+
+/// The ports and settings of the delivery rounds.
+#[derive(Clone)]
+pub struct Deliverer {
+    store: Arc<dyn WebhookStore>,
+    vault: Arc<dyn SecretVault>,
+    resolver: Arc<dyn AddressResolver>,
+    sender: Arc<dyn WebhookSender>,
+    clock: Arc<dyn Clock>,
+    reach: Reach,
+    concurrency: usize,
+    /// A number in `[0, 1)` for each retry's jitter.
+    jitter: Arc<dyn Fn() -> f64 + Send + Sync>,
+}
+
+/// How an attempt ended, for the round's report and the metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Delivered,
+    Retried,
+    Failed,
+}
+
+impl Deliverer {
+    #[allow(clippy::too_many_arguments)] // the feature's ports, each its own
+    pub fn new(
+        store: Arc<dyn WebhookStore>,
+        vault: Arc<dyn SecretVault>,
+        resolver: Arc<dyn AddressResolver>,
+        sender: Arc<dyn WebhookSender>,
+        clock: Arc<dyn Clock>,
+        reach: Reach,
+        concurrency: usize,
+        jitter: Arc<dyn Fn() -> f64 + Send + Sync>,
+    ) -> Self {
+        Self {
+            store,
+            vault,
+            resolver,
+            sender,
+            clock,
+            reach,
+            concurrency: concurrency.max(1),
+            jitter,
+        }
+    }
+
+    /// One round: fan out, then attempt what is due.
+    pub async fn round(&self) -> Result<RoundReport, InfraError> {
+        let now = self.clock.now();
+        let fanned_out = self.store.fan_out(FAN_OUT_BATCH, now).await?;
+        let due = self.store.due_deliveries(now, DUE_BATCH).await?;
+        let mut report = RoundReport {
+            fanned_out,
+            ..RoundReport::default()
+        };
+        // Each endpoint's deliveries in the order they came due, one at a time.
+        let mut queues: Vec<Vec<DueDelivery>> = Vec::new();
+        for delivery in due {
+            match queues
+                .iter_mut()
+                .find(|q| q[0].endpoint.id == delivery.endpoint.id)
+            {
+                Some(queue) => queue.push(delivery),
+                None => queues.push(vec![delivery]),
+            }
+        }
+        let slots = Arc::new(Semaphore::new(self.concurrency));
+        let mut endpoints = JoinSet::new();
+        for queue in queues {
+            let (this, slots) = (self.clone(), Arc::clone(&slots));
+            endpoints.spawn(async move {
+                let mut ended = Vec::new();
+                for delivery in queue {
+                    let Ok(_slot) = slots.acquire().await else {
+                        break;
+                    };
+                    ended.push(this.deliver(&delivery).await);
+                }
+                ended
+            });
+        }
+        while let Some(joined) = endpoints.join_next().await {
+            let ended = joined.map_err(|e| InfraError::msg(format!("a webhook task: {e}")))?;
+            for result in ended {
+                match result? {
+                    Some(Ended::Delivered) => report.delivered += 1,
+                    Some(Ended::Retried) => report.retried += 1,
+                    Some(Ended::Failed) => report.failed += 1,
+                    None => {}
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Attempts `delivery` and records what came of it; `None` when it could not be signed
+    /// (the seal key: the operator's problem, not the endpoint's), left due for a later round.
+    async fn deliver(&self, delivery: &DueDelivery) -> Result<Option<Ended>, InfraError> {
+        let now = self.clock.now();
+        let Some(outcome) = self.attempt(delivery, now).await else {
+            return Ok(None);
+        };
+        let next_attempt_at = if outcome.delivered() {
+            None
+        } else {
+            retry_after(delivery.attempts + 1, (self.jitter)()).map(|wait| now + wait)
+        };
+        let ended = match (outcome.delivered(), next_attempt_at) {
+            (true, _) => Ended::Delivered,
+            (false, Some(_)) => Ended::Retried,
+            (false, None) => Ended::Failed,
+        };
+        if !outcome.delivered() {
+            tracing::info!(
+                endpoint.id = %delivery.endpoint.id,
+                event.id = %delivery.event_id,
+                attempt = delivery.attempts + 1,
+                outcome = ?outcome,
+                "webhook delivery failed"
+            );
+        }
+        self.store
+            .record_attempt(
+                delivery.id,
+                &Attempt {
+                    outcome,
+                    next_attempt_at,
+                },
+                now,
+            )
+            .await?;
+        let label = match ended {
+            Ended::Delivered => "delivered",
+            Ended::Retried => "retried",
+            Ended::Failed => "failed",
+        };
+        metrics::counter!(telemetry::WEBHOOK_DELIVERIES, "outcome" => label).increment(1);
+        Ok(Some(ended))
+    }
+
+    /// The request, made to an address of the endpoint's host checked now; `None` when the
+    /// secret does not open.
+    async fn attempt(
+        &self,
+        delivery: &DueDelivery,
+        now: time::OffsetDateTime,
+    ) -> Option<AttemptOutcome> {
+        let endpoint = &delivery.endpoint;
+        let refused = |why: String| Some(AttemptOutcome::NoAnswer(why));
+        let url = match EndpointUrl::parse(&endpoint.url, self.reach) {
+            Ok(url) => url,
+            Err(e) => return refused(format!("url {}", e.message)),
+        };
+        let addresses = match self.resolver.resolve(url.host(), url.port()).await {
+            Ok(addresses) => addresses,
+            Err(e) => return refused(e.to_string()),
+        };
+        for address in &addresses {
+            if let Err(e) = check_address(*address, self.reach) {
+                return refused(format!("url {}", e.message));
+            }
+        }
+        let address = *addresses.first()?;
+        let secret = match self.vault.open_secret(endpoint.id, &endpoint.secret) {
+            Ok(secret) => secret,
+            Err(error) => {
+                tracing::error!(endpoint.id = %endpoint.id, error = %error, "a webhook secret does not open");
+                return None;
+            }
+        };
+        let previous = endpoint
+            .previous_secret
+            .as_ref()
+            .filter(|(_, until)| *until > now)
+            .and_then(|(sealed, _)| self.vault.open_secret(endpoint.id, sealed).ok());
+        let timestamp = now.unix_timestamp();
+        let signature = signature_header(
+            &secret,
+            previous.as_ref(),
+            &delivery.event_id,
+            timestamp,
+            delivery.body.as_bytes(),
+        )?;
+        let request = WebhookRequest {
+            url: endpoint.url.clone(),
+            address: std::net::SocketAddr::new(address, url.port()),
+            id: delivery.event_id.clone(),
+            timestamp,
+            signature,
+            body: delivery.body.clone(),
+        };
+        Some(self.sender.send(&request).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use goods_domain::ports::{
+        Endpoint, MockAddressResolver, MockClock, MockSecretVault, MockWebhookSender,
+        MockWebhookStore, SealedSecret,
+    };
+    use goods_domain::webhook::{EventTypes, WebhookSecret};
+    use goods_domain::{EndpointId, UserId};
+    use std::net::IpAddr;
+    use std::sync::Mutex;
+    use time::macros::datetime;
+
+    const NOW: time::OffsetDateTime = datetime!(2026-12-06 12:00 UTC);
+
+    fn sealed(n: u8) -> SealedSecret {
+        SealedSecret {
+            key_id: "k".into(),
+            sealed: vec![n],
+        }
+    }
+
+    fn due(attempts: u32, previous: Option<time::OffsetDateTime>) -> DueDelivery {
+        DueDelivery {
+            id: 40,
+            endpoint: Endpoint {
+                id: EndpointId::parse(3).unwrap(),
+                seller: UserId::parse(7).unwrap(),
+                url: "https://hooks.shop.example/in".into(),
+                types: EventTypes::all(),
+                description: None,
+                enabled: true,
+                created_at: NOW,
+                secret: sealed(1),
+                previous_secret: previous.map(|until| (sealed(2), until)),
+                failing_since: None,
+            },
+            event_id: "drop-1-1".into(),
+            body: r#"{"id":"drop-1-1"}"#.into(),
+            attempts,
+        }
+    }
+
+    fn store_with(delivery: DueDelivery, recorded: Arc<Mutex<Vec<Attempt>>>) -> MockWebhookStore {
+        let mut store = MockWebhookStore::new();
+        store
+            .expect_fan_out()
+            .returning(|_, _| Ok(FanOut::default()));
+        store
+            .expect_due_deliveries()
+            .returning(move |_, _| Ok(vec![delivery.clone()]));
+        store
+            .expect_record_attempt()
+            .returning(move |id, attempt, at| {
+                assert_eq!((id, at), (40, NOW));
+                recorded.lock().unwrap().push(attempt.clone());
+                Ok(())
+            });
+        store
+    }
+
+    fn vault() -> MockSecretVault {
+        let mut v = MockSecretVault::new();
+        v.expect_open_secret()
+            .returning(|_, sealed| Ok(WebhookSecret::from_bytes([sealed.sealed[0]; 32])));
+        v
+    }
+
+    fn resolving(address: &'static str) -> MockAddressResolver {
+        let mut r = MockAddressResolver::new();
+        r.expect_resolve()
+            .withf(|host, port| host == "hooks.shop.example" && *port == 443)
+            .returning(move |_, _| Ok(vec![address.parse::<IpAddr>().unwrap()]));
+        r
+    }
+
+    fn clock() -> MockClock {
+        let mut c = MockClock::new();
+        c.expect_now().return_const(NOW);
+        c
+    }
+
+    fn deliverer(
+        store: MockWebhookStore,
+        resolver: MockAddressResolver,
+        sender: MockWebhookSender,
+    ) -> Deliverer {
+        Deliverer::new(
+            Arc::new(store),
+            Arc::new(vault()),
+            Arc::new(resolver),
+            Arc::new(sender),
+            Arc::new(clock()),
+            Reach::default(),
+            4,
+            Arc::new(|| 0.0),
+        )
+    }
+
+    fn answering(status: u16, sent: Arc<Mutex<Vec<WebhookRequest>>>) -> MockWebhookSender {
+        let mut s = MockWebhookSender::new();
+        s.expect_send().returning(move |request| {
+            sent.lock().unwrap().push(request.clone());
+            AttemptOutcome::Answered(status)
+        });
+        s
+    }
+
+    #[tokio::test]
+    async fn a_due_delivery_is_signed_sent_to_the_checked_address_and_recorded_delivered() {
+        let (recorded, sent) = (Arc::default(), Arc::default());
+        let report = deliverer(
+            store_with(due(0, None), Arc::clone(&recorded)),
+            resolving("93.184.215.14"),
+            answering(204, Arc::clone(&sent)),
+        )
+        .round()
+        .await
+        .unwrap();
+        assert_eq!(report.delivered, 1);
+        let sent = sent.lock().unwrap();
+        let secret = WebhookSecret::from_bytes([1; 32]);
+        assert_eq!(
+            sent[0],
+            WebhookRequest {
+                url: "https://hooks.shop.example/in".into(),
+                address: "93.184.215.14:443".parse().unwrap(),
+                id: "drop-1-1".into(),
+                timestamp: NOW.unix_timestamp(),
+                signature: secret
+                    .sign("drop-1-1", NOW.unix_timestamp(), br#"{"id":"drop-1-1"}"#)
+                    .unwrap(),
+                body: r#"{"id":"drop-1-1"}"#.into(),
+            }
+        );
+        assert_eq!(
+            *recorded.lock().unwrap(),
+            [Attempt {
+                outcome: AttemptOutcome::Answered(204),
+                next_attempt_at: None
+            }]
+        );
+    }
+
+    /// A name that resolved to a public address at creation and resolves into the private
+    /// network now (DNS rebinding) is not sent to: a failed attempt, retried on the schedule.
+    #[tokio::test]
+    async fn a_host_now_resolving_to_a_private_address_gets_no_request() {
+        let recorded = Arc::default();
+        let mut sender = MockWebhookSender::new();
+        sender.expect_send().never();
+        let report = deliverer(
+            store_with(due(0, None), Arc::clone(&recorded)),
+            resolving("10.0.0.5"),
+            sender,
+        )
+        .round()
+        .await
+        .unwrap();
+        assert_eq!(report.retried, 1);
+        assert_eq!(
+            *recorded.lock().unwrap(),
+            [Attempt {
+                outcome: AttemptOutcome::NoAnswer("url reaches a private address: 10.0.0.5".into()),
+                next_attempt_at: Some(NOW + time::Duration::seconds(5)),
+            }]
+        );
+    }
+
+    /// The waits after failures follow the schedule; after the eighth attempt, FAILED.
+    #[rstest::rstest]
+    #[case(0, Some(time::Duration::seconds(5)))]
+    #[case(1, Some(time::Duration::minutes(5)))]
+    #[case(6, Some(time::Duration::hours(10)))]
+    #[case(7, None)]
+    #[tokio::test]
+    async fn a_failed_attempt_is_tried_again_on_the_schedule_until_none_is_left(
+        #[case] before: u32,
+        #[case] wait: Option<time::Duration>,
+    ) {
+        let recorded = Arc::default();
+        let report = deliverer(
+            store_with(due(before, None), Arc::clone(&recorded)),
+            resolving("93.184.215.14"),
+            answering(503, Arc::default()),
+        )
+        .round()
+        .await
+        .unwrap();
+        assert_eq!(
+            (report.retried, report.failed),
+            if wait.is_some() { (1, 0) } else { (0, 1) }
+        );
+        assert_eq!(
+            recorded.lock().unwrap()[0].next_attempt_at,
+            wait.map(|w| NOW + w)
+        );
+    }
+
+    #[rstest::rstest]
+    #[case::within_the_overlap(NOW + time::Duration::hours(1), 2)]
+    #[case::past_it(NOW - time::Duration::seconds(1), 1)]
+    #[tokio::test]
+    async fn a_rotated_secret_signs_beside_the_new_one_for_its_overlap(
+        #[case] until: time::OffsetDateTime,
+        #[case] signatures: usize,
+    ) {
+        let sent = Arc::default();
+        deliverer(
+            store_with(due(0, Some(until)), Arc::default()),
+            resolving("93.184.215.14"),
+            answering(200, Arc::clone(&sent)),
+        )
+        .round()
+        .await
+        .unwrap();
+        let sent = sent.lock().unwrap();
+        let parts: Vec<&str> = sent[0].signature.split(' ').collect();
+        assert_eq!(parts.len(), signatures);
+        let old = WebhookSecret::from_bytes([2; 32])
+            .sign("drop-1-1", NOW.unix_timestamp(), br#"{"id":"drop-1-1"}"#)
+            .unwrap();
+        assert_eq!(parts.contains(&old.as_str()), signatures == 2);
+    }
+}
