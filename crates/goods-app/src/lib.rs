@@ -27,7 +27,7 @@ pub use drops::view::{DropReadError, DropView, SizeView};
 pub use events::{
     EventPage, Events, ListEvents, ListEventsError, RELAY_BATCH, Relay, RelayReport, Retention,
 };
-pub use healing::background::{Background, RELAY_TICK};
+pub use healing::background::{Background, Delivering, RELAY_TICK};
 pub use healing::{DRAW_TICK, HealReport};
 pub use mechanisms::budget::Budgeted;
 pub use mechanisms::buffer::WriteBuffer;

@@ -94,7 +94,7 @@ impl Application {
         let relay = events::relay(&config.events, sql.store.clone(), Arc::clone(&clock))
             .await?
             .map(|relay| (relay, sql.store.clone() as Arc<dyn LeaseStore>));
-        let app = app::app(&config, &sql, gate, clock);
+        let app = app::app(&config, &sql, gate, Arc::clone(&clock));
         if !config.flags_at_first_start {
             // Before the listener opens: a dark release never serves a drop route.
             app.flags().ship_dark().await?;
@@ -108,6 +108,11 @@ impl Application {
             fleet: (config.gate.kind() == GateKind::Shared)
                 .then(|| sql.store.clone() as Arc<dyn LeaseStore>),
             relay,
+            webhooks: config.webhooks.poll.map(|every| goods_app::Delivering {
+                deliverer: app::deliverer(&config, &sql, Arc::clone(&clock)),
+                store: sql.store.clone() as Arc<dyn LeaseStore>,
+                every,
+            }),
         };
         Ok(Self {
             bound: Self::serve_on(&config, listeners, state, signals)?,

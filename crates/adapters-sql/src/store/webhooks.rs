@@ -343,7 +343,15 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
         &self,
         now: OffsetDateTime,
         limit: u32,
+        except: &[EndpointId],
     ) -> Result<Vec<DueDelivery>, InfraError> {
+        let mut q = Sql::for_rows(except.len());
+        if !except.is_empty() {
+            q = q
+                .sql(" AND d.endpoint_id NOT IN (")
+                .list(except, |q, id| q.bind(Bind::BigInt(id.get())))
+                .sql(")");
+        }
         let rows: Vec<DueRow> = self
             .read(
                 "due webhook deliveries",
@@ -355,6 +363,7 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
                 .bind(Bind::Bool(true))
                 .sql(" AND d.next_attempt_at <= ")
                 .bind(Bind::Timestamp(to_db(now)))
+                .append(q)
                 .sql(" ORDER BY d.next_attempt_at, d.id LIMIT ")
                 .bind(Bind::BigInt(i64::from(limit))),
             )

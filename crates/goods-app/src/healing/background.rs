@@ -3,8 +3,8 @@
 //! [`BACKGROUND`], [`DRAWS`] (only while a draw is due), [`EVENTS`]; a failing lease store
 //! counts as not held.
 
-use crate::{GoodsApp, Relay};
-use goods_domain::ports::{BACKGROUND, DRAWS, EVENTS, LeaseStore};
+use crate::{Deliverer, GoodsApp, Relay};
+use goods_domain::ports::{BACKGROUND, DRAWS, EVENTS, LeaseStore, WEBHOOKS};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,6 +13,15 @@ use tokio::sync::Notify;
 /// How often the relay looks for new events: a round with nothing to publish is one indexed
 /// read, on the one instance holding the `events` lease.
 pub const RELAY_TICK: Duration = Duration::from_millis(100);
+
+/// Sellers' webhook deliveries on this instance: a round every `every` while it holds the
+/// `webhooks` lease (a round with nothing to do is two indexed reads).
+pub struct Delivering {
+    pub deliverer: Deliverer,
+    /// The store holding the lease.
+    pub store: Arc<dyn LeaseStore>,
+    pub every: Duration,
+}
 
 /// What the background runs, and under which leases.
 pub struct Background {
@@ -29,6 +38,8 @@ pub struct Background {
     pub fleet: Option<Arc<dyn LeaseStore>>,
     /// The event relay and the store holding its lease, when a broker is configured.
     pub relay: Option<(Relay, Arc<dyn LeaseStore>)>,
+    /// Sellers' webhook deliveries, unless this instance leaves them to others.
+    pub webhooks: Option<Delivering>,
 }
 
 impl GoodsApp {
@@ -41,6 +52,7 @@ impl GoodsApp {
             changed,
             fleet,
             relay,
+            webhooks,
         } = background;
         let tasks = self.tasks();
         if let Some(period) = heal_every {
@@ -117,6 +129,39 @@ impl GoodsApp {
                     }
                     if let Err(error) = relay.record_backlog().await {
                         tracing::warn!(error = %error, "event backlog not read");
+                    }
+                }
+            });
+        }
+        if let Some(Delivering {
+            deliverer,
+            store,
+            every,
+        }) = webhooks
+        {
+            let delivering = Arc::new(AtomicBool::new(false));
+            self.keep_lease(
+                Lease::new(
+                    WEBHOOKS,
+                    &holder,
+                    &store,
+                    (30 * every).max(Duration::from_secs(3)),
+                ),
+                &delivering,
+                None,
+            );
+            tasks.every(every, None, move || {
+                let (deliverer, delivering) = (deliverer.clone(), Arc::clone(&delivering));
+                async move {
+                    if !delivering.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    match deliverer.round().await {
+                        Ok(report) if report != crate::RoundReport::default() => {
+                            tracing::debug!(?report, "webhook round");
+                        }
+                        Ok(_) => {}
+                        Err(error) => tracing::warn!(error = %error, "webhook round failed; next tick tries again"),
                     }
                 }
             });
@@ -275,6 +320,7 @@ mod tests {
             changed: Arc::default(),
             fleet,
             relay: None,
+            webhooks: None,
         }
     }
 

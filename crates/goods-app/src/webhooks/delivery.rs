@@ -6,6 +6,7 @@
 //! the fleet runs rounds at a time (the `webhooks` lease, the binary's loop).
 
 use crate::telemetry;
+use goods_domain::EndpointId;
 use goods_domain::InfraError;
 use goods_domain::ports::{
     AddressResolver, Attempt, Clock, DueDelivery, FanOut, SecretVault, WebhookRequest,
@@ -14,28 +15,27 @@ use goods_domain::ports::{
 use goods_domain::webhook::{
     AttemptOutcome, EndpointUrl, Reach, check_address, retry_after, signature_header,
 };
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
+use tokio_util::task::TaskTracker;
 
 /// Events fanned out per round.
 pub const FAN_OUT_BATCH: u32 = 500;
 /// Deliveries attempted per round.
 pub const DUE_BATCH: u32 = 256;
 
-/// What one round did.
+/// What one round set off.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RoundReport {
     pub fanned_out: FanOut,
-    /// Attempts answered with a 2xx.
-    pub delivered: usize,
-    /// Attempts that failed and will be made again.
-    pub retried: usize,
-    /// Attempts that failed with no retry left: their deliveries FAILED.
-    pub failed: usize,
+    /// Endpoints whose due deliveries started being made (each in a task of its own).
+    pub endpoints: usize,
+    /// The deliveries they were given.
+    pub deliveries: usize,
 }
 
-/// The ports and settings of the delivery rounds.
+/// The ports and settings of the delivery rounds, and the endpoints being delivered to now.
 #[derive(Clone)]
 pub struct Deliverer {
     store: Arc<dyn WebhookStore>,
@@ -44,12 +44,17 @@ pub struct Deliverer {
     sender: Arc<dyn WebhookSender>,
     clock: Arc<dyn Clock>,
     reach: Reach,
-    concurrency: usize,
+    /// Requests in flight at most (`WEBHOOK_CONCURRENCY`).
+    slots: Arc<Semaphore>,
     /// A number in `[0, 1)` for each retry's jitter.
     jitter: Arc<dyn Fn() -> f64 + Send + Sync>,
+    /// Endpoints with a task delivering to them: a round leaves them out, so an endpoint gets
+    /// one request at a time and one that hangs holds up no other.
+    busy: Arc<Mutex<HashSet<EndpointId>>>,
+    tasks: TaskTracker,
 }
 
-/// How an attempt ended, for the round's report and the metric.
+/// How an attempt ended, for the metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ended {
     Delivered,
@@ -76,16 +81,20 @@ impl Deliverer {
             sender,
             clock,
             reach,
-            concurrency: concurrency.max(1),
+            slots: Arc::new(Semaphore::new(concurrency.max(1))),
             jitter,
+            busy: Arc::default(),
+            tasks: TaskTracker::new(),
         }
     }
 
-    /// One round: fan out, then attempt what is due.
+    /// One round: fan new events out, then start delivering what is due to each endpoint not
+    /// busy already, in a task of its own (the round does not wait for them).
     pub async fn round(&self) -> Result<RoundReport, InfraError> {
         let now = self.clock.now();
         let fanned_out = self.store.fan_out(FAN_OUT_BATCH, now).await?;
-        let due = self.store.due_deliveries(now, DUE_BATCH).await?;
+        let busy: Vec<EndpointId> = self.busy_now().into_iter().collect();
+        let due = self.store.due_deliveries(now, DUE_BATCH, &busy).await?;
         let mut report = RoundReport {
             fanned_out,
             ..RoundReport::default()
@@ -101,33 +110,45 @@ impl Deliverer {
                 None => queues.push(vec![delivery]),
             }
         }
-        let slots = Arc::new(Semaphore::new(self.concurrency));
-        let mut endpoints = JoinSet::new();
         for queue in queues {
-            let (this, slots) = (self.clone(), Arc::clone(&slots));
-            endpoints.spawn(async move {
-                let mut ended = Vec::new();
+            let endpoint = queue[0].endpoint.id;
+            if !self.lock_busy().insert(endpoint) {
+                continue;
+            }
+            report.endpoints += 1;
+            report.deliveries += queue.len();
+            let this = self.clone();
+            self.tasks.spawn(async move {
                 for delivery in queue {
-                    let Ok(_slot) = slots.acquire().await else {
+                    let Ok(_slot) = this.slots.acquire().await else {
                         break;
                     };
-                    ended.push(this.deliver(&delivery).await);
+                    if let Err(error) = this.deliver(&delivery).await {
+                        tracing::warn!(endpoint.id = %endpoint, error = %error, "a webhook attempt was not recorded; it stays due");
+                        break;
+                    }
                 }
-                ended
+                this.lock_busy().remove(&endpoint);
             });
         }
-        while let Some(joined) = endpoints.join_next().await {
-            let ended = joined.map_err(|e| InfraError::msg(format!("a webhook task: {e}")))?;
-            for result in ended {
-                match result? {
-                    Some(Ended::Delivered) => report.delivered += 1,
-                    Some(Ended::Retried) => report.retried += 1,
-                    Some(Ended::Failed) => report.failed += 1,
-                    None => {}
-                }
-            }
-        }
         Ok(report)
+    }
+
+    /// Waits until every delivery started has ended (tests; a shutdown).
+    pub async fn idle(&self) {
+        self.tasks.close();
+        self.tasks.wait().await;
+        self.tasks.reopen();
+    }
+
+    fn lock_busy(&self) -> std::sync::MutexGuard<'_, HashSet<EndpointId>> {
+        self.busy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn busy_now(&self) -> HashSet<EndpointId> {
+        self.lock_busy().clone()
     }
 
     /// Attempts `delivery` and records what came of it; `None` when it could not be signed
@@ -278,9 +299,10 @@ mod tests {
         store
             .expect_fan_out()
             .returning(|_, _| Ok(FanOut::default()));
+        let mut given = Some(delivery);
         store
             .expect_due_deliveries()
-            .returning(move |_, _| Ok(vec![delivery.clone()]));
+            .returning(move |_, _, _| Ok(given.take().into_iter().collect()));
         store
             .expect_record_attempt()
             .returning(move |id, attempt, at| {
@@ -329,6 +351,13 @@ mod tests {
         )
     }
 
+    /// A round, and every delivery it started brought to its end.
+    async fn run(deliverer: Deliverer) -> RoundReport {
+        let report = deliverer.round().await.unwrap();
+        deliverer.idle().await;
+        report
+    }
+
     fn answering(status: u16, sent: Arc<Mutex<Vec<WebhookRequest>>>) -> MockWebhookSender {
         let mut s = MockWebhookSender::new();
         s.expect_send().returning(move |request| {
@@ -341,15 +370,13 @@ mod tests {
     #[tokio::test]
     async fn a_due_delivery_is_signed_sent_to_the_checked_address_and_recorded_delivered() {
         let (recorded, sent) = (Arc::default(), Arc::default());
-        let report = deliverer(
+        let report = run(deliverer(
             store_with(due(0, None), Arc::clone(&recorded)),
             resolving("93.184.215.14"),
             answering(204, Arc::clone(&sent)),
-        )
-        .round()
-        .await
-        .unwrap();
-        assert_eq!(report.delivered, 1);
+        ))
+        .await;
+        assert_eq!((report.endpoints, report.deliveries), (1, 1));
         let sent = sent.lock().unwrap();
         let secret = WebhookSecret::from_bytes([1; 32]);
         assert_eq!(
@@ -381,15 +408,12 @@ mod tests {
         let recorded = Arc::default();
         let mut sender = MockWebhookSender::new();
         sender.expect_send().never();
-        let report = deliverer(
+        run(deliverer(
             store_with(due(0, None), Arc::clone(&recorded)),
             resolving("10.0.0.5"),
             sender,
-        )
-        .round()
-        .await
-        .unwrap();
-        assert_eq!(report.retried, 1);
+        ))
+        .await;
         assert_eq!(
             *recorded.lock().unwrap(),
             [Attempt {
@@ -411,18 +435,12 @@ mod tests {
         #[case] wait: Option<time::Duration>,
     ) {
         let recorded = Arc::default();
-        let report = deliverer(
+        run(deliverer(
             store_with(due(before, None), Arc::clone(&recorded)),
             resolving("93.184.215.14"),
             answering(503, Arc::default()),
-        )
-        .round()
-        .await
-        .unwrap();
-        assert_eq!(
-            (report.retried, report.failed),
-            if wait.is_some() { (1, 0) } else { (0, 1) }
-        );
+        ))
+        .await;
         assert_eq!(
             recorded.lock().unwrap()[0].next_attempt_at,
             wait.map(|w| NOW + w)
@@ -438,14 +456,12 @@ mod tests {
         #[case] signatures: usize,
     ) {
         let sent = Arc::default();
-        deliverer(
+        run(deliverer(
             store_with(due(0, Some(until)), Arc::default()),
             resolving("93.184.215.14"),
             answering(200, Arc::clone(&sent)),
-        )
-        .round()
-        .await
-        .unwrap();
+        ))
+        .await;
         let sent = sent.lock().unwrap();
         let parts: Vec<&str> = sent[0].signature.split(' ').collect();
         assert_eq!(parts.len(), signatures);

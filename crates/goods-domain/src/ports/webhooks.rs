@@ -203,11 +203,13 @@ pub trait WebhookStore: Send + Sync + 'static {
     /// is fanned out once and each delivery made once.
     async fn fan_out(&self, limit: u32, now: OffsetDateTime) -> Result<FanOut, InfraError>;
 
-    /// Up to `limit` PENDING deliveries due at `now` to enabled endpoints, oldest first.
+    /// Up to `limit` PENDING deliveries due at `now` to enabled endpoints but those of
+    /// `except` (the ones being delivered to already), oldest first.
     async fn due_deliveries(
         &self,
         now: OffsetDateTime,
         limit: u32,
+        except: &[EndpointId],
     ) -> Result<Vec<DueDelivery>, InfraError>;
 
     /// Records `attempt` of delivery `id` at `now`: DELIVERED on a 2xx, PENDING until

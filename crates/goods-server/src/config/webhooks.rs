@@ -16,6 +16,10 @@ pub struct Webhooks {
     pub concurrency: usize,
     /// An endpoint failing this long is disabled (`WEBHOOK_DISABLE_AFTER_S`, 5 days).
     pub disable_after: Duration,
+    /// How often this instance looks for events to fan out and deliveries due, while it holds
+    /// the `webhooks` lease (`WEBHOOK_POLL_MS`, 250; not in the spec); `None` (0): it never
+    /// delivers (another instance does).
+    pub poll: Option<Duration>,
 }
 
 fn switch(get: &impl Fn(&str) -> Option<String>, var: &'static str) -> Result<bool, ConfigError> {
@@ -44,6 +48,10 @@ impl Webhooks {
                 432_000,
                 1,
             )?),
+            poll: match super::number(get, "WEBHOOK_POLL_MS", 250_u64, 0)? {
+                0 => None,
+                ms => Some(Duration::from_millis(ms)),
+            },
         })
     }
 }
@@ -76,7 +84,17 @@ mod tests {
                 timeout: Duration::from_secs(10),
                 concurrency: 32,
                 disable_after: Duration::from_secs(5 * 24 * 3600),
+                poll: Some(Duration::from_millis(250)),
             }
+        );
+    }
+
+    #[test]
+    fn an_instance_may_leave_deliveries_to_others() {
+        assert_eq!(read(&[("WEBHOOK_POLL_MS", "0")]).unwrap().poll, None);
+        assert_eq!(
+            read(&[("WEBHOOK_POLL_MS", "1000")]).unwrap().poll,
+            Some(Duration::from_secs(1))
         );
     }
 
@@ -105,6 +123,7 @@ mod tests {
             ("WEBHOOK_TIMEOUT_MS", "0"),
             ("WEBHOOK_CONCURRENCY", "-1"),
             ("WEBHOOK_DISABLE_AFTER_S", "soon"),
+            ("WEBHOOK_POLL_MS", "-5"),
         ] {
             let refused = read(&[(var, value)]).unwrap_err();
             assert_eq!(refused.var, var);

@@ -69,6 +69,35 @@ pub(super) fn app(
     }
 }
 
+/// Sellers' webhook deliveries over `sql`, sent over HTTP(S) by this instance.
+pub(super) fn deliverer(
+    config: &Config,
+    sql: &SqlPorts,
+    clock: Arc<dyn Clock>,
+) -> goods_app::Deliverer {
+    let webhooks = &config.webhooks;
+    goods_app::Deliverer::new(
+        sql.store.clone(),
+        Arc::new(config.draw_seal.vault()),
+        Arc::new(adapters_memory::SystemResolver),
+        Arc::new(adapters_http::HttpSender::new(webhooks.timeout)),
+        clock,
+        webhooks.settings.reach,
+        webhooks.concurrency,
+        Arc::new(jitter),
+    )
+}
+
+/// A number in `[0, 1)` from the OS's generator, for a retry's jitter (0 if it fails: the
+/// wait is then the schedule's own).
+fn jitter() -> f64 {
+    let mut bytes = [0_u8; 4];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => f64::from(u32::from_le_bytes(bytes)) / (f64::from(u32::MAX) + 1.0),
+        Err(_) => 0.0,
+    }
+}
+
 /// What every request handler reads: the application, authentication, readiness, metrics.
 pub(super) fn api_state(
     config: &Config,

@@ -274,6 +274,9 @@ impl TestApp {
             ("DATABASE_POOL_SIZE".into(), "8".into()),
             ("DB_WRITE_PERMITS".into(), "8".into()),
             ("RECONCILE_INTERVAL_MS".into(), "0".into()),
+            // No webhook rounds (statements every few hundred milliseconds) but in the tests
+            // that deliver webhooks (api::webhooks).
+            ("WEBHOOK_POLL_MS".into(), "0".into()),
             // These tests send many requests as one buyer or from one address: the rate
             // limits' own tests (api::rate) turn them on.
             ("RATE_LIMIT_PER_BUYER".into(), "off".into()),

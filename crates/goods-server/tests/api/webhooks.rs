@@ -8,11 +8,11 @@ use serde_json::{Value, json};
 /// Another seller.
 const OTHER: i64 = SELLER + 1;
 
-/// A lab's settings: endpoints on loopback allowed (nothing listens at the test's URLs: no
-/// delivery is made by these tests).
-const LAB: [(&str, &str); 2] = [
+/// A lab's settings: endpoints on loopback and over plain HTTP allowed, and rounds every 50 ms.
+const LAB: [(&str, &str); 3] = [
     ("WEBHOOK_ALLOW_PRIVATE", "true"),
     ("WEBHOOK_ALLOW_HTTP", "true"),
+    ("WEBHOOK_POLL_MS", "50"),
 ];
 
 async fn call(
@@ -357,5 +357,130 @@ async fn a_seller_past_the_endpoint_quota_is_refused_and_a_deletion_frees_a_plac
     assert_eq!(
         create(&app, SELLER, url).await.status(),
         StatusCode::CREATED
+    );
+}
+
+/// What a receiver got: each request's headers and body.
+type Received = std::sync::Arc<std::sync::Mutex<Vec<(reqwest::header::HeaderMap, String)>>>;
+
+/// A plain HTTP receiver on loopback answering every POST 204; what it received.
+async fn receiver() -> (std::net::SocketAddr, Received) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let received: Received = std::sync::Arc::default();
+    let record = std::sync::Arc::clone(&received);
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let record = std::sync::Arc::clone(&record);
+            tokio::spawn(async move {
+                let mut bytes = Vec::new();
+                let mut buf = [0_u8; 8192];
+                loop {
+                    let n = socket.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    bytes.extend_from_slice(&buf[..n]);
+                    let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&bytes[..end]).to_string();
+                    let mut headers = reqwest::header::HeaderMap::new();
+                    for line in head.lines().skip(1) {
+                        if let Some((name, value)) = line.split_once(": ") {
+                            headers.insert(
+                                reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                                value.parse().unwrap(),
+                            );
+                        }
+                    }
+                    let length: usize = headers
+                        .get("content-length")
+                        .map_or(0, |v| v.to_str().unwrap().parse().unwrap());
+                    if bytes.len() < end + 4 + length {
+                        continue;
+                    }
+                    let body =
+                        String::from_utf8(bytes[end + 4..end + 4 + length].to_vec()).unwrap();
+                    record.lock().unwrap().push((headers, body));
+                    let _ = socket
+                        .write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
+                        .await;
+                    bytes.clear();
+                }
+            });
+        }
+    });
+    (address, received)
+}
+
+/// A sale's events reach its seller's endpoint, each once, signed by its secret as Standard
+/// Webhooks verifies; another seller's endpoint gets none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
+    let app = TestApp::spawn_with(&LAB).await;
+    let (mine, received) = receiver().await;
+    let (theirs, not_theirs) = receiver().await;
+    let created =
+        body(create(&app, SELLER, json!({"url": format!("http://{mine}/hooks")})).await).await;
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    let other = create(
+        &app,
+        OTHER,
+        json!({"url": format!("http://{theirs}/hooks")}),
+    )
+    .await;
+    assert_eq!(other.status(), StatusCode::CREATED);
+    let (_, drop) = app.open_drop(10, 3, 1).await;
+    for user in 1..=4 {
+        app.purchase(drop, user, "k", 1).await;
+    }
+    // The drop's log: created, three orders placed, sold out.
+    let logged = app
+        .request(
+            Method::GET,
+            &format!("/admin/events?dropId={drop}&limit=100"),
+            Some((1, "admin")),
+        )
+        .send()
+        .await
+        .unwrap();
+    let logged = body(logged).await["items"].as_array().unwrap().clone();
+    assert_eq!(logged.len(), 5, "{logged:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while received.lock().unwrap().len() < logged.len() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "delivered: {:?}",
+            received.lock().unwrap().len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let verifier = standardwebhooks::Webhook::new(&secret).unwrap();
+    let got = received.lock().unwrap().clone();
+    let mut ids: Vec<String> = Vec::new();
+    for (headers, body) in &got {
+        verifier
+            .verify(body.as_bytes(), headers)
+            .expect("a signature that verifies");
+        assert_eq!(headers["content-type"], "application/json");
+        let event: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            headers["webhook-id"].to_str().unwrap(),
+            event["id"].as_str().unwrap()
+        );
+        ids.push(event["id"].as_str().unwrap().to_owned());
+        // Byte for byte the CloudEvent the log serves.
+        let served = logged.iter().find(|e| e["id"] == event["id"]).unwrap();
+        assert_eq!(&event, served);
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), logged.len(), "each event once");
+    assert!(
+        not_theirs.lock().unwrap().is_empty(),
+        "another seller's endpoint got an event"
     );
 }

@@ -319,7 +319,7 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
         "once"
     );
 
-    let due = store.due_deliveries(at, 10).await.unwrap();
+    let due = store.due_deliveries(at, 10, &[]).await.unwrap();
     let made: Vec<(EndpointId, &str)> = due
         .iter()
         .map(|d| (d.endpoint.id, d.body.as_str()))
@@ -340,6 +340,15 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
         ]
     );
     assert!(due.iter().all(|d| d.attempts == 0));
+    // An endpoint being delivered to already is left out.
+    let others: Vec<EndpointId> = store
+        .due_deliveries(at, 10, &[all.id])
+        .await
+        .unwrap()
+        .iter()
+        .map(|d| d.endpoint.id)
+        .collect();
+    assert_eq!(others, [theirs.id]);
     for nothing in [placed_only.id, later.id] {
         assert_eq!(
             store
@@ -373,7 +382,7 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
         .await
         .unwrap();
     let due_now: Vec<i64> = store
-        .due_deliveries(at, 10)
+        .due_deliveries(at, 10, &[])
         .await
         .unwrap()
         .iter()
@@ -382,7 +391,7 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
     assert_eq!(due_now, [due[1].id]);
     // Due again at its time, after the one due since before it, with its attempt counted.
     let again: Vec<(i64, u32)> = store
-        .due_deliveries(retry_at, 10)
+        .due_deliveries(retry_at, 10, &[])
         .await
         .unwrap()
         .iter()
@@ -458,7 +467,7 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
     );
     assert!(
         store
-            .due_deliveries(at + Duration::days(30), 10)
+            .due_deliveries(at + Duration::days(30), 10, &[])
             .await
             .unwrap()
             .is_empty()
