@@ -942,6 +942,51 @@ impl From<Vec<Endpoint>> for EndpointListBody {
     }
 }
 
+/// One delivery of an endpoint's, as its seller reads it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeliveryBody {
+    event_id: String,
+    #[serde(rename = "type")]
+    kind: String,
+    status: &'static str,
+    attempts: u32,
+    last_status_code: Option<u16>,
+    last_error: Option<String>,
+    next_attempt_at: Option<String>,
+    delivered_at: Option<String>,
+}
+
+/// `GET /webhook-endpoints/{endpointId}/deliveries`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryPageBody {
+    items: Vec<DeliveryBody>,
+    next_cursor: Option<String>,
+}
+
+impl From<goods_app::DeliveryPage> for DeliveryPageBody {
+    fn from(page: goods_app::DeliveryPage) -> Self {
+        Self {
+            items: page
+                .items
+                .into_iter()
+                .map(|d| DeliveryBody {
+                    event_id: d.event_id,
+                    kind: d.event_type,
+                    status: d.status.as_str(),
+                    attempts: d.attempts,
+                    last_status_code: d.last_status_code,
+                    last_error: d.last_error,
+                    next_attempt_at: d.next_attempt_at.and_then(rfc3339),
+                    delivered_at: d.delivered_at.and_then(rfc3339),
+                })
+                .collect(),
+            next_cursor: page.next.map(|n| n.to_string()),
+        }
+    }
+}
+
 /// The answer to a rotation: the new secret, this once.
 #[derive(Debug, Serialize)]
 pub struct SecretBody {

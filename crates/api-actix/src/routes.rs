@@ -118,6 +118,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         Get "/admin/flags" => admin::flags,
         Put "/admin/flags/{name}" => admin::set_flag,
         Post "/webhook-endpoints/{endpointId}/rotate-secret" => webhooks::rotate,
+        Get "/webhook-endpoints/{endpointId}/deliveries" => webhooks::deliveries,
+        Post "/webhook-endpoints/{endpointId}/deliveries/{eventId}/retry" => webhooks::retry,
     );
     resource!(cfg, "/webhook-endpoints", "GET, POST",
         Get => webhooks::list,

@@ -44,7 +44,8 @@ pub use products::{CreateProductError, GetProductError, Products};
 pub use purchase::{PurchaseCommand, PurchaseError, Purchased};
 pub use rate_limits::{RateLimited, RateLimits};
 pub use webhooks::{
-    Deliverer, EndpointInput, EndpointPatch, RoundReport, WebhookError, WebhookSettings, Webhooks,
+    Deliverer, DeliveryPage, EndpointInput, EndpointPatch, RoundReport, WebhookError,
+    WebhookSettings, Webhooks,
 };
 
 use goods_domain::ports::{

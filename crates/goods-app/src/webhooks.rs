@@ -9,7 +9,7 @@ pub use delivery::{Deliverer, RoundReport};
 
 use goods_domain::ports::{
     AddressResolver, Clock, CreateEndpointError, Endpoint, EndpointChange, NewEndpoint,
-    SecretToSeal, SecretVault, WebhookStore,
+    RetryOutcome, SecretToSeal, SecretVault, WebhookStore,
 };
 use goods_domain::webhook::{
     EndpointDescription, EndpointUrl, EventTypes, ROTATION_OVERLAP, Reach, WebhookSecret,
@@ -32,6 +32,14 @@ impl Default for WebhookSettings {
             max_endpoints: 10,
         }
     }
+}
+
+/// A page of an endpoint's deliveries, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryPage {
+    pub items: Vec<goods_domain::ports::Delivery>,
+    /// The cursor of the next page; `None` on the last.
+    pub next: Option<i64>,
 }
 
 /// What the seller sends to create an endpoint.
@@ -61,6 +69,9 @@ pub enum WebhookError {
     /// No such endpoint, or another seller's.
     #[error("webhook endpoint not found")]
     NotFound,
+    /// The endpoint has no delivery of that event.
+    #[error("webhook delivery not found")]
+    DeliveryNotFound,
     #[error("the seller has {limit} webhook endpoints already")]
     QuotaExceeded { limit: u32 },
     /// No seal key: secrets cannot be kept (`DRAW_SEAL_KEY`).
@@ -244,6 +255,54 @@ impl Webhooks {
             Ok(())
         } else {
             Err(WebhookError::NotFound)
+        }
+    }
+
+    /// Deliveries per page at most, and by default.
+    pub const MAX_DELIVERIES: u32 = 100;
+    pub const DEFAULT_DELIVERIES: u32 = 20;
+
+    /// A page of `seller`'s endpoint `id`'s deliveries, newest first, `status` alone when
+    /// given, before `cursor` (the `next` of an earlier page).
+    pub async fn deliveries(
+        &self,
+        seller: UserId,
+        id: EndpointId,
+        status: Option<goods_domain::webhook::DeliveryStatus>,
+        cursor: Option<i64>,
+        limit: u32,
+    ) -> Result<DeliveryPage, WebhookError> {
+        let limit = limit.clamp(1, Self::MAX_DELIVERIES);
+        let rows = self
+            .store
+            .deliveries_of(seller, id, status, cursor, limit)
+            .await?
+            .ok_or(WebhookError::NotFound)?;
+        let next = (rows.len() == limit as usize)
+            .then(|| rows.last().map(|(n, _)| *n))
+            .flatten();
+        Ok(DeliveryPage {
+            items: rows.into_iter().map(|(_, d)| d).collect(),
+            next,
+        })
+    }
+
+    /// Sends the delivery of `event_id` to `seller`'s endpoint `id` again, as soon as a round
+    /// comes.
+    pub async fn retry(
+        &self,
+        seller: UserId,
+        id: EndpointId,
+        event_id: &str,
+    ) -> Result<(), WebhookError> {
+        match self
+            .store
+            .retry_delivery(seller, id, event_id, self.clock.now())
+            .await?
+        {
+            RetryOutcome::Scheduled => Ok(()),
+            RetryOutcome::EndpointNotFound => Err(WebhookError::NotFound),
+            RetryOutcome::DeliveryNotFound => Err(WebhookError::DeliveryNotFound),
         }
     }
 

@@ -44,8 +44,8 @@ pub use rate::RateLimiter;
 pub use stats::{DropOutcomes, OutcomeCounts, PurchaseOutcome, StatsRecorder};
 pub use webhooks::{
     AddressResolver, Attempt, CreateEndpointError, Delivery, DueDelivery, Endpoint, EndpointChange,
-    FanOut, NewEndpoint, SealedSecret, SecretToSeal, SecretVault, WebhookRequest, WebhookSender,
-    WebhookStore,
+    FanOut, NewEndpoint, RetryOutcome, SealedSecret, SecretToSeal, SecretVault, WebhookRequest,
+    WebhookSender, WebhookStore,
 };
 
 /// Every port a source of truth (the SQL adapters) implements at once.

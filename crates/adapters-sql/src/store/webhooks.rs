@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use diesel::QueryableByName;
 use goods_domain::ports::{
     Attempt, CreateEndpointError, Delivery, DueDelivery, Endpoint, EndpointChange, FanOut,
-    NewEndpoint, SealedSecret, WebhookStore,
+    NewEndpoint, RetryOutcome, SealedSecret, WebhookStore,
 };
 use goods_domain::webhook::{AttemptOutcome, DeliveryStatus, EventTypes, delivers};
 use goods_domain::{EndpointId, InfraError, SealError, UserId};
@@ -513,6 +513,34 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
             .map(DeliveryRow::into_domain)
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
+    }
+
+    async fn retry_delivery(
+        &self,
+        seller: UserId,
+        endpoint: EndpointId,
+        event_id: &str,
+        now: OffsetDateTime,
+    ) -> Result<RetryOutcome, InfraError> {
+        if self.endpoint_of(seller, endpoint).await?.is_none() {
+            return Ok(RetryOutcome::EndpointNotFound);
+        }
+        let changed = self
+            .write(
+                "retry a webhook delivery",
+                Sql::new("UPDATE webhook_deliveries SET status = 'PENDING', next_attempt_at = ")
+                    .bind(Bind::Timestamp(to_db(now)))
+                    .sql(" WHERE endpoint_id = ")
+                    .bind(Bind::BigInt(endpoint.get()))
+                    .sql(" AND event_id = ")
+                    .bind(Bind::Text(event_id.to_owned())),
+            )
+            .await?;
+        Ok(if changed == 1 {
+            RetryOutcome::Scheduled
+        } else {
+            RetryOutcome::DeliveryNotFound
+        })
     }
 }
 

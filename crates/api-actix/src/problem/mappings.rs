@@ -369,6 +369,10 @@ impl From<goods_app::WebhookError> for Problem {
             WebhookError::NotFound => {
                 Self::not_found("ENDPOINT_NOT_FOUND", "no such webhook endpoint")
             }
+            WebhookError::DeliveryNotFound => Self::not_found(
+                "DELIVERY_NOT_FOUND",
+                "the endpoint has no delivery of this event",
+            ),
             WebhookError::QuotaExceeded { limit } => Self::new(
                 StatusCode::CONFLICT,
                 "QUOTA_EXCEEDED",

@@ -4,12 +4,16 @@ use super::path_id;
 use crate::ApiState;
 use crate::auth::Identity;
 use crate::body::Body;
-use crate::dto::{CreateEndpoint, EndpointBody, EndpointListBody, PatchEndpoint, SecretBody};
+use crate::dto::{
+    CreateEndpoint, DeliveryPageBody, EndpointBody, EndpointListBody, PatchEndpoint, SecretBody,
+};
 use crate::problem::Problem;
 use actix_web::http::header::LOCATION;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use goods_app::{WebhookError, Webhooks};
 use goods_domain::EndpointId;
+use goods_domain::webhook::DeliveryStatus;
+use serde::Deserialize;
 
 fn webhooks(state: &ApiState) -> Result<&Webhooks, Problem> {
     state
@@ -98,4 +102,61 @@ pub async fn rotate(
     body.none()?;
     let secret = webhooks(&state)?.rotate(seller.user_id, id).await?;
     Ok(HttpResponse::Ok().json(SecretBody::from(&secret)))
+}
+
+/// `GET .../deliveries` query parameters, as sent.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeliveriesQuery {
+    status: Option<String>,
+    cursor: Option<String>,
+    limit: Option<String>,
+}
+
+/// `GET /webhook-endpoints/{endpointId}/deliveries?status=&cursor=&limit=` (its seller):
+/// newest first.
+pub async fn deliveries(
+    state: web::Data<ApiState>,
+    who: Identity,
+    id: web::Path<String>,
+    req: HttpRequest,
+) -> Result<HttpResponse, Problem> {
+    let seller = who.seller()?;
+    let id = endpoint_id(&id)?;
+    let query = web::Query::<DeliveriesQuery>::from_query(req.query_string())
+        .map_err(|e| Problem::malformed(format!("bad query: {e}")))?
+        .into_inner();
+    let status = query
+        .status
+        .map(|raw| {
+            DeliveryStatus::parse(&raw)
+                .ok_or_else(|| Problem::malformed("status must be PENDING, DELIVERED or FAILED"))
+        })
+        .transpose()?;
+    let cursor = super::page_cursor(query.cursor, Ok::<i64, goods_domain::ValidationError>)?;
+    let limit = super::page_limit(
+        query.limit,
+        Webhooks::DEFAULT_DELIVERIES,
+        Webhooks::MAX_DELIVERIES,
+    )?;
+    let page = webhooks(&state)?
+        .deliveries(seller.user_id, id, status, cursor, limit)
+        .await?;
+    Ok(HttpResponse::Ok().json(DeliveryPageBody::from(page)))
+}
+
+/// `POST /webhook-endpoints/{endpointId}/deliveries/{eventId}/retry` (its seller): 202, the
+/// delivery is sent again at the next round.
+pub async fn retry(
+    state: web::Data<ApiState>,
+    who: Identity,
+    path: web::Path<(String, String)>,
+    body: Body,
+) -> Result<HttpResponse, Problem> {
+    let seller = who.seller()?;
+    let (id, event) = path.into_inner();
+    let id = endpoint_id(&id)?;
+    body.none()?;
+    webhooks(&state)?.retry(seller.user_id, id, &event).await?;
+    Ok(HttpResponse::Accepted().finish())
 }

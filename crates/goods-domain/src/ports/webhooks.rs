@@ -233,6 +233,27 @@ pub trait WebhookStore: Send + Sync + 'static {
         before: Option<i64>,
         limit: u32,
     ) -> Result<Option<Vec<(i64, Delivery)>>, InfraError>;
+
+    /// Makes the delivery of event `event_id` to `seller`'s endpoint `endpoint` due again at
+    /// `now`, whatever its state (a FAILED or DELIVERED one is sent again, with its attempts
+    /// counted on).
+    async fn retry_delivery(
+        &self,
+        seller: UserId,
+        endpoint: EndpointId,
+        event_id: &str,
+        now: OffsetDateTime,
+    ) -> Result<RetryOutcome, InfraError>;
+}
+
+/// What a manual retry found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryOutcome {
+    Scheduled,
+    /// No such endpoint, or another seller's.
+    EndpointNotFound,
+    /// The endpoint has no delivery of that event.
+    DeliveryNotFound,
 }
 
 /// Where endpoints' secrets come from and how they are kept: drawn from the operating system's

@@ -1,6 +1,7 @@
 //! `/webhook-endpoints`: a seller's endpoints over HTTP, with their secret shown once.
 
 use crate::helpers::{SELLER, TestApp, body, problem};
+use goods_domain::ports::Clock as _;
 use base64::Engine as _;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -365,6 +366,12 @@ type Received = std::sync::Arc<std::sync::Mutex<Vec<(reqwest::header::HeaderMap,
 
 /// A plain HTTP receiver on loopback answering every POST 204; what it received.
 async fn receiver() -> (std::net::SocketAddr, Received) {
+    receiver_failing(0).await
+}
+
+/// [`receiver`], down for the first `failures` requests of each `webhook-id` (it answers them
+/// 500).
+async fn receiver_failing(failures: usize) -> (std::net::SocketAddr, Received) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -404,10 +411,18 @@ async fn receiver() -> (std::net::SocketAddr, Received) {
                     }
                     let body =
                         String::from_utf8(bytes[end + 4..end + 4 + length].to_vec()).unwrap();
-                    record.lock().unwrap().push((headers, body));
-                    let _ = socket
-                        .write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
-                        .await;
+                    let answer: &[u8] = {
+                        let mut got = record.lock().unwrap();
+                        let id = headers["webhook-id"].clone();
+                        let before = got.iter().filter(|(h, _)| h["webhook-id"] == id).count();
+                        got.push((headers, body));
+                        if before < failures {
+                            b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n"
+                        } else {
+                            b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n"
+                        }
+                    };
+                    let _ = socket.write_all(answer).await;
                     bytes.clear();
                 }
             });
@@ -483,4 +498,175 @@ async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
         not_theirs.lock().unwrap().is_empty(),
         "another seller's endpoint got an event"
     );
+}
+
+/// Until `received` holds `n` requests (the rounds run every 50 ms on their own).
+async fn until_received(received: &Received, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while received.lock().unwrap().len() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {n} requests",
+            received.lock().unwrap().len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// A receiver down for the first three attempts gets every event afterwards, on the schedule
+/// (the clock advanced, not slept): 5 s, 5 min and 30 min after the failures, each up to a
+/// tenth longer. The deliveries say so, and a manual retry sends a delivered one again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_down_for_three_attempts_gets_every_event_afterwards() {
+    let app = TestApp::spawn_with(&LAB).await;
+    let (address, received) = receiver_failing(3).await;
+    let created = body(
+        create(
+            &app,
+            SELLER,
+            json!({"url": format!("http://{address}/hooks")}),
+        )
+        .await,
+    )
+    .await;
+    let deliveries = format!("/webhook-endpoints/{}/deliveries", created["endpointId"]);
+    let (_, drop) = app.open_drop(10, 5, 1).await;
+    assert_eq!(
+        app.purchase(drop, 1, "k", 1).await.status(),
+        StatusCode::ACCEPTED
+    );
+    // Two events (the drop created, the order placed), each attempted once and refused.
+    until_received(&received, 2).await;
+    let listed = body(call(&app, Method::GET, &deliveries, (SELLER, "seller"), None).await).await;
+    let start = app.clock.now();
+    for delivery in listed["items"].as_array().unwrap() {
+        assert_eq!(
+            (
+                &delivery["status"],
+                &delivery["attempts"],
+                &delivery["lastStatusCode"]
+            ),
+            (&json!("PENDING"), &json!(1), &json!(500)),
+            "{listed}"
+        );
+        let next = time::OffsetDateTime::parse(
+            delivery["nextAttemptAt"].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap();
+        let wait = next - start;
+        assert!(
+            wait >= time::Duration::seconds(5) && wait <= time::Duration::milliseconds(5_500),
+            "{wait}"
+        );
+    }
+    // Nothing more is sent until the clock reaches the next attempt.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(received.lock().unwrap().len(), 2, "a retry before its time");
+    for (wait, total) in [
+        (time::Duration::milliseconds(5_500), 4),
+        (time::Duration::seconds(330), 6),
+        (time::Duration::seconds(1_980), 8),
+    ] {
+        app.clock.advance(wait);
+        until_received(&received, total).await;
+    }
+    let listed = body(call(&app, Method::GET, &deliveries, (SELLER, "seller"), None).await).await;
+    let states: Vec<(Value, Value, Value)> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["status"].clone(),
+                d["attempts"].clone(),
+                d["lastStatusCode"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            (json!("DELIVERED"), json!(4), json!(204)),
+            (json!("DELIVERED"), json!(4), json!(204))
+        ]
+    );
+    let delivered = body(
+        call(
+            &app,
+            Method::GET,
+            &format!("{deliveries}?status=DELIVERED&limit=1"),
+            (SELLER, "seller"),
+            None,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(delivered["items"].as_array().unwrap().len(), 1);
+    let cursor = delivered["nextCursor"].as_str().unwrap();
+    let rest = body(
+        call(
+            &app,
+            Method::GET,
+            &format!("{deliveries}?limit=1&cursor={cursor}"),
+            (SELLER, "seller"),
+            None,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(rest["items"].as_array().unwrap().len(), 1);
+    assert_ne!(
+        rest["items"][0]["eventId"],
+        delivered["items"][0]["eventId"]
+    );
+    // A manual retry sends a delivered event again: a fifth request with its id.
+    let event = delivered["items"][0]["eventId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let res = call(
+        &app,
+        Method::POST,
+        &format!("{deliveries}/{event}/retry"),
+        (SELLER, "seller"),
+        None,
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    until_received(&received, 9).await;
+    let last = received.lock().unwrap().last().unwrap().0["webhook-id"].clone();
+    assert_eq!(last.to_str().unwrap(), event);
+    problem(
+        call(
+            &app,
+            Method::POST,
+            &format!("{deliveries}/drop-0-0/retry"),
+            (SELLER, "seller"),
+            None,
+        )
+        .await,
+        404,
+        "DELIVERY_NOT_FOUND",
+    )
+    .await;
+    problem(
+        call(&app, Method::GET, &deliveries, (OTHER, "seller"), None).await,
+        404,
+        "ENDPOINT_NOT_FOUND",
+    )
+    .await;
+    problem(
+        call(
+            &app,
+            Method::GET,
+            &format!("{deliveries}?status=LOST"),
+            (SELLER, "seller"),
+            None,
+        )
+        .await,
+        400,
+        "MALFORMED_REQUEST",
+    )
+    .await;
 }

@@ -6,7 +6,7 @@ use super::{SqlStore, now, user};
 use futures::future::join_all;
 use goods_domain::ports::{
     Attempt, CreateEndpointError, Delivery, DropRepository, Endpoint, EndpointChange, EventQuery,
-    FanOut, NewEndpoint, ProductRepository, SealedSecret, SecretToSeal,
+    FanOut, NewEndpoint, ProductRepository, RetryOutcome, SealedSecret, SecretToSeal,
 };
 use goods_domain::webhook::{
     AttemptOutcome, DeliveryStatus, EndpointDescription, EndpointUrl, EventTypes, Reach,
@@ -471,6 +471,41 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
             .await
             .unwrap()
             .is_empty()
+    );
+    // A manual retry makes it due again, its attempts counted on; not for another seller, nor
+    // for an event the endpoint has no delivery of.
+    let other_event = logged
+        .iter()
+        .find(|e| e.drop == other.id)
+        .unwrap()
+        .id
+        .clone();
+    assert_eq!(
+        store
+            .retry_delivery(user(7), theirs.id, &other_event, at)
+            .await
+            .unwrap(),
+        RetryOutcome::EndpointNotFound
+    );
+    assert_eq!(
+        store
+            .retry_delivery(user(8), theirs.id, "drop-0-0", at)
+            .await
+            .unwrap(),
+        RetryOutcome::DeliveryNotFound
+    );
+    let later = at + Duration::hours(1);
+    assert_eq!(
+        store
+            .retry_delivery(user(8), theirs.id, &other_event, later)
+            .await
+            .unwrap(),
+        RetryOutcome::Scheduled
+    );
+    let again = store.due_deliveries(later, 10, &[]).await.unwrap();
+    assert_eq!(
+        (again.len(), again[0].event_id.as_str(), again[0].attempts),
+        (1, other_event.as_str(), 1)
     );
     // Deleting an endpoint drops its deliveries.
     assert!(store.delete_endpoint(user(8), theirs.id).await.unwrap());
