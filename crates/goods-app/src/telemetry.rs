@@ -39,6 +39,9 @@ pub const EVENTS_PUBLISHED: &str = "events_published_total";
 pub const EVENTS_PUBLISH_FAILURES: &str = "events_publish_failures_total";
 pub const EVENTS_IMPOSTORS: &str = "events_impostors_total";
 pub const WEBHOOK_DELIVERIES: &str = "webhook_deliveries_total";
+pub const WEBHOOK_PENDING: &str = "webhook_pending";
+pub const WEBHOOK_OLDEST_PENDING_AGE: &str = "webhook_oldest_pending_age_seconds";
+pub const WEBHOOK_ENDPOINTS_DISABLED: &str = "webhook_endpoints_disabled_total";
 
 thread_local! {
     static DECISIONS: std::cell::RefCell<Vec<(&'static str, metrics::Histogram)>> =
@@ -140,6 +143,19 @@ pub fn describe() {
     describe_counter!(
         WEBHOOK_DELIVERIES,
         "Webhook delivery attempts, by outcome: delivered (a 2xx), retried (failed, tried again later), failed (no retry left)."
+    );
+    describe_gauge!(
+        WEBHOOK_PENDING,
+        "Webhook deliveries PENDING (due now or waiting for their next attempt); set every 5 s by the instance holding the webhooks lease."
+    );
+    describe_gauge!(
+        WEBHOOK_OLDEST_PENDING_AGE,
+        Unit::Seconds,
+        "How long the delivery due the longest (to an enabled endpoint) has been due; 0 when none is. Grows when no instance delivers."
+    );
+    describe_counter!(
+        WEBHOOK_ENDPOINTS_DISABLED,
+        "Webhook endpoints disabled because every delivery failed for WEBHOOK_DISABLE_AFTER_S."
     );
     describe_counter!(DRAW_ENTRIES, "Draw entries answered, by outcome.");
     describe_counter!(

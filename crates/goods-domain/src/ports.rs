@@ -43,9 +43,9 @@ pub use payments::{PaymentQuery, PaymentRepository};
 pub use rate::RateLimiter;
 pub use stats::{DropOutcomes, OutcomeCounts, PurchaseOutcome, StatsRecorder};
 pub use webhooks::{
-    AddressResolver, Attempt, CreateEndpointError, Delivery, DueDelivery, Endpoint, EndpointChange,
-    FanOut, NewEndpoint, RetryOutcome, SealedSecret, SecretToSeal, SecretVault, WebhookRequest,
-    WebhookSender, WebhookStore,
+    AddressResolver, Attempt, CreateEndpointError, Delivery, DeliveryBacklog, DueDelivery,
+    Endpoint, EndpointChange, FanOut, NewEndpoint, RetryOutcome, SealedSecret, SecretToSeal,
+    SecretVault, WebhookRequest, WebhookSender, WebhookStore,
 };
 
 /// Every port a source of truth (the SQL adapters) implements at once.

@@ -112,6 +112,7 @@ impl Application {
                 deliverer: app::deliverer(&config, &sql, Arc::clone(&clock)),
                 store: sql.store.clone() as Arc<dyn LeaseStore>,
                 every,
+                disable_after: config.webhooks.disable_after,
             }),
         };
         Ok(Self {

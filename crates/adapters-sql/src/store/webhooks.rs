@@ -9,10 +9,10 @@ use crate::{Backend, Bind, Exec, Sql, TxError};
 use async_trait::async_trait;
 use diesel::QueryableByName;
 use goods_domain::ports::{
-    Attempt, CreateEndpointError, Delivery, DueDelivery, Endpoint, EndpointChange, FanOut,
-    NewEndpoint, RetryOutcome, SealedSecret, WebhookStore,
+    Attempt, CreateEndpointError, Delivery, DeliveryBacklog, DueDelivery, Endpoint, EndpointChange,
+    FanOut, NewEndpoint, RetryOutcome, SealedSecret, WebhookStore,
 };
-use goods_domain::webhook::{AttemptOutcome, DeliveryStatus, EventTypes, delivers};
+use goods_domain::webhook::{AttemptOutcome, DeliveryStatus, EventTypes, delivers, due_to_disable};
 use goods_domain::{EndpointId, InfraError, SealError, UserId};
 use std::collections::HashMap;
 use time::OffsetDateTime;
@@ -542,6 +542,79 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
             RetryOutcome::DeliveryNotFound
         })
     }
+
+    async fn disable_failing(
+        &self,
+        now: OffsetDateTime,
+        disable_after: time::Duration,
+    ) -> Result<Vec<EndpointId>, InfraError> {
+        let failing: Vec<EndpointRow> = self
+            .read(
+                "failing webhook endpoints",
+                Sql::new(&format!(
+                    "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE failing_since IS NOT NULL AND enabled = "
+                ))
+                .bind(Bind::Bool(true)),
+            )
+            .await?;
+        let due: Vec<Endpoint> = endpoints(failing)?
+            .into_iter()
+            .filter(|e| due_to_disable(e.failing_since, now, disable_after))
+            .collect();
+        let mut disabled = Vec::new();
+        for endpoint in due {
+            // Only if it is still failing since then: a success in between keeps it.
+            let changed = self
+                .write(
+                    "disable a failing webhook endpoint",
+                    Sql::new("UPDATE webhook_endpoints SET enabled = ")
+                        .bind(Bind::Bool(false))
+                        .sql(" WHERE id = ")
+                        .bind(Bind::BigInt(endpoint.id.get()))
+                        .sql(" AND failing_since = ")
+                        .bind(Bind::OptTimestamp(endpoint.failing_since.map(to_db))),
+                )
+                .await?;
+            if changed == 1 {
+                disabled.push(endpoint.id);
+            }
+        }
+        Ok(disabled)
+    }
+
+    async fn delivery_backlog(&self, now: OffsetDateTime) -> Result<DeliveryBacklog, InfraError> {
+        let pending: Vec<NumberRow> = self
+            .read(
+                "pending webhook deliveries",
+                Sql::new("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'PENDING'"),
+            )
+            .await?;
+        let oldest: Vec<OldestRow> = self
+            .read(
+                "oldest due webhook delivery",
+                Sql::new(
+                    "SELECT MIN(d.next_attempt_at) AS at FROM webhook_deliveries d \
+                     JOIN webhook_endpoints e ON e.id = d.endpoint_id \
+                     WHERE d.status = 'PENDING' AND e.enabled = ",
+                )
+                .bind(Bind::Bool(true))
+                .sql(" AND d.next_attempt_at <= ")
+                .bind(Bind::Timestamp(to_db(now))),
+            )
+            .await?;
+        Ok(DeliveryBacklog {
+            pending: pending
+                .first()
+                .map_or(0, |r| u64::try_from(r.n).unwrap_or(0)),
+            oldest_due: oldest.first().and_then(|r| r.at).map(from_db),
+        })
+    }
+}
+
+#[derive(Debug, QueryableByName)]
+struct OldestRow {
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamp>)]
+    at: Option<time::PrimitiveDateTime>,
 }
 
 /// [`WebhookStore::fan_out`] in its transaction.

@@ -21,7 +21,12 @@ pub struct Delivering {
     /// The store holding the lease.
     pub store: Arc<dyn LeaseStore>,
     pub every: Duration,
+    /// `WEBHOOK_DISABLE_AFTER_S`.
+    pub disable_after: Duration,
 }
+
+/// How often the lease holder disables failing endpoints and sets the backlog's gauges.
+pub const WEBHOOK_UPKEEP: Duration = Duration::from_secs(5);
 
 /// What the background runs, and under which leases.
 pub struct Background {
@@ -137,6 +142,7 @@ impl GoodsApp {
             deliverer,
             store,
             every,
+            disable_after,
         }) = webhooks
         {
             let delivering = Arc::new(AtomicBool::new(false));
@@ -150,6 +156,20 @@ impl GoodsApp {
                 &delivering,
                 None,
             );
+            let (keeper, keeping) = (deliverer.clone(), Arc::clone(&delivering));
+            let disable_after =
+                time::Duration::try_from(disable_after).unwrap_or(time::Duration::MAX);
+            tasks.every(WEBHOOK_UPKEEP, None, move || {
+                let (keeper, keeping) = (keeper.clone(), Arc::clone(&keeping));
+                async move {
+                    if !keeping.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    if let Err(error) = keeper.upkeep(disable_after).await {
+                        tracing::warn!(error = %error, "webhook upkeep failed; next tick tries again");
+                    }
+                }
+            });
             tasks.every(every, None, move || {
                 let (deliverer, delivering) = (deliverer.clone(), Arc::clone(&delivering));
                 async move {

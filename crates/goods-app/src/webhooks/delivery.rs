@@ -134,6 +134,25 @@ impl Deliverer {
         Ok(report)
     }
 
+    /// The fleet's bookkeeping, every few seconds by the lease holder: endpoints whose
+    /// deliveries have all failed for `disable_after` are disabled (logged, counted), and the
+    /// backlog's gauges set.
+    pub async fn upkeep(&self, disable_after: time::Duration) -> Result<(), InfraError> {
+        let now = self.clock.now();
+        for endpoint in self.store.disable_failing(now, disable_after).await? {
+            tracing::warn!(endpoint.id = %endpoint, "webhook endpoint disabled: every delivery failed for WEBHOOK_DISABLE_AFTER_S");
+            metrics::counter!(telemetry::WEBHOOK_ENDPOINTS_DISABLED).increment(1);
+        }
+        let backlog = self.store.delivery_backlog(now).await?;
+        #[allow(clippy::cast_precision_loss)] // a count far below 2^52
+        metrics::gauge!(telemetry::WEBHOOK_PENDING).set(backlog.pending as f64);
+        let age = backlog
+            .oldest_due
+            .map_or(0.0, |due| (now - due).as_seconds_f64().max(0.0));
+        metrics::gauge!(telemetry::WEBHOOK_OLDEST_PENDING_AGE).set(age);
+        Ok(())
+    }
+
     /// Waits until every delivery started has ended (tests; a shutdown).
     pub async fn idle(&self) {
         self.tasks.close();
@@ -444,6 +463,57 @@ mod tests {
         assert_eq!(
             recorded.lock().unwrap()[0].next_attempt_at,
             wait.map(|w| NOW + w)
+        );
+    }
+
+    /// The upkeep disables what the store finds failing for the whole time, counted, and sets
+    /// the backlog's gauges (the due age from the oldest due delivery).
+    #[tokio::test]
+    async fn the_upkeep_disables_failing_endpoints_and_sets_the_backlog_gauges() {
+        use metrics_util::debugging::DebugValue;
+        let (snapshotter, _guard) = crate::test_support::local_metrics();
+        let mut store = MockWebhookStore::new();
+        store
+            .expect_disable_failing()
+            .withf(|at, after| *at == NOW && *after == time::Duration::days(5))
+            .returning(|_, _| Ok(vec![EndpointId::parse(3).unwrap()]));
+        store.expect_delivery_backlog().returning(|_| {
+            Ok(goods_domain::ports::DeliveryBacklog {
+                pending: 12,
+                oldest_due: Some(NOW - time::Duration::seconds(90)),
+            })
+        });
+        deliverer(store, MockAddressResolver::new(), MockWebhookSender::new())
+            .upkeep(time::Duration::days(5))
+            .await
+            .unwrap();
+        let mut seen: Vec<(String, String)> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(key, _, _, value)| {
+                let value = match value {
+                    DebugValue::Counter(n) => n.to_string(),
+                    DebugValue::Gauge(g) => g.into_inner().to_string(),
+                    DebugValue::Histogram(_) => "histogram".into(),
+                };
+                (key.key().name().to_owned(), value)
+            })
+            .collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                (
+                    "webhook_endpoints_disabled_total".to_owned(),
+                    "1".to_owned()
+                ),
+                (
+                    "webhook_oldest_pending_age_seconds".to_owned(),
+                    "90".to_owned()
+                ),
+                ("webhook_pending".to_owned(), "12".to_owned()),
+            ]
         );
     }
 

@@ -244,6 +244,27 @@ pub trait WebhookStore: Send + Sync + 'static {
         event_id: &str,
         now: OffsetDateTime,
     ) -> Result<RetryOutcome, InfraError>;
+
+    /// Disables at `now` every enabled endpoint whose deliveries have all failed for
+    /// `disable_after` ([`due_to_disable`](crate::webhook::due_to_disable)): the ones it
+    /// disabled.
+    async fn disable_failing(
+        &self,
+        now: OffsetDateTime,
+        disable_after: time::Duration,
+    ) -> Result<Vec<EndpointId>, InfraError>;
+
+    /// How many deliveries are PENDING, and since when the oldest of those due at `now` to an
+    /// enabled endpoint has been due.
+    async fn delivery_backlog(&self, now: OffsetDateTime) -> Result<DeliveryBacklog, InfraError>;
+}
+
+/// The deliveries waiting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeliveryBacklog {
+    pub pending: u64,
+    /// When the delivery due the longest became due; `None` when none is due.
+    pub oldest_due: Option<OffsetDateTime>,
 }
 
 /// What a manual retry found.

@@ -1,8 +1,8 @@
 //! `/webhook-endpoints`: a seller's endpoints over HTTP, with their secret shown once.
 
 use crate::helpers::{SELLER, TestApp, body, problem};
-use goods_domain::ports::Clock as _;
 use base64::Engine as _;
+use goods_domain::ports::Clock as _;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 

@@ -5,8 +5,9 @@
 use super::{SqlStore, now, user};
 use futures::future::join_all;
 use goods_domain::ports::{
-    Attempt, CreateEndpointError, Delivery, DropRepository, Endpoint, EndpointChange, EventQuery,
-    FanOut, NewEndpoint, ProductRepository, RetryOutcome, SealedSecret, SecretToSeal,
+    Attempt, CreateEndpointError, Delivery, DeliveryBacklog, DropRepository, Endpoint,
+    EndpointChange, EventQuery, FanOut, NewEndpoint, ProductRepository, RetryOutcome, SealedSecret,
+    SecretToSeal,
 };
 use goods_domain::webhook::{
     AttemptOutcome, DeliveryStatus, EndpointDescription, EndpointUrl, EventTypes, Reach,
@@ -319,6 +320,24 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
         "once"
     );
 
+    assert_eq!(
+        store.delivery_backlog(at).await.unwrap(),
+        DeliveryBacklog {
+            pending: 2,
+            oldest_due: Some(at)
+        }
+    );
+    assert_eq!(
+        store
+            .delivery_backlog(at - Duration::seconds(1))
+            .await
+            .unwrap(),
+        DeliveryBacklog {
+            pending: 2,
+            oldest_due: None
+        },
+        "none due yet"
+    );
     let due = store.due_deliveries(at, 10, &[]).await.unwrap();
     let made: Vec<(EndpointId, &str)> = due
         .iter()
@@ -506,6 +525,41 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
     assert_eq!(
         (again.len(), again[0].event_id.as_str(), again[0].attempts),
         (1, other_event.as_str(), 1)
+    );
+    // An endpoint failing for the whole time is disabled, and only then; one delivered to since
+    // is not.
+    let days = Duration::days(5);
+    assert_eq!(
+        store
+            .disable_failing(at + days - Duration::seconds(1), days)
+            .await
+            .unwrap(),
+        []
+    );
+    assert_eq!(
+        store.disable_failing(at + days, days).await.unwrap(),
+        [theirs.id]
+    );
+    assert!(
+        !store
+            .endpoint_of(user(8), theirs.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .enabled
+    );
+    assert!(
+        store
+            .endpoint_of(user(7), all.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .enabled
+    );
+    assert_eq!(
+        store.disable_failing(at + days, days).await.unwrap(),
+        [],
+        "once"
     );
     // Deleting an endpoint drops its deliveries.
     assert!(store.delete_endpoint(user(8), theirs.id).await.unwrap());
