@@ -415,11 +415,15 @@ impl<B: Backend> EventLog for SqlStore<B> {
         let old: Vec<crate::rows::NumberRow> = self
             .read(
                 "events to prune",
-                Sql::new("SELECT id AS n FROM events WHERE occurred_at < ")
-                    .bind(Bind::Timestamp(to_db(before)))
-                    .sql(published)
-                    .sql(" ORDER BY occurred_at, id LIMIT ")
-                    .bind(Bind::BigInt(i64::from(limit))),
+                // An event not fanned out to sellers' webhooks yet is kept: its deliveries are
+                // made from it.
+                Sql::new(
+                    "SELECT id AS n FROM events WHERE webhooks_at IS NOT NULL AND occurred_at < ",
+                )
+                .bind(Bind::Timestamp(to_db(before)))
+                .sql(published)
+                .sql(" ORDER BY occurred_at, id LIMIT ")
+                .bind(Bind::BigInt(i64::from(limit))),
             )
             .await?;
         if old.is_empty() {
