@@ -30,6 +30,7 @@ pub mod mariadb;
 pub mod mysql;
 pub mod nats;
 pub mod needs;
+pub mod python;
 pub mod redis;
 pub mod tls;
 

@@ -22,6 +22,9 @@ pub enum Service {
     Haproxy,
     /// The `openssl` command line (test certificates).
     Openssl,
+    /// Python with the `standardwebhooks` package (`TEST_WEBHOOK_PYTHON`, which scripts/test
+    /// installs pinned): the outside verifier of webhook signatures.
+    Python,
 }
 
 impl Service {
@@ -33,6 +36,7 @@ impl Service {
             Service::Nats => "needs_nats",
             Service::Haproxy => "needs_haproxy",
             Service::Openssl => "needs_openssl",
+            Service::Python => "needs_python",
         }
     }
 }
@@ -45,6 +49,7 @@ impl fmt::Display for Service {
             Service::Nats => "a NATS server",
             Service::Haproxy => "HAProxy",
             Service::Openssl => "the openssl command",
+            Service::Python => "Python with standardwebhooks",
         })
     }
 }

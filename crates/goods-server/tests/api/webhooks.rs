@@ -670,3 +670,75 @@ async fn a_receiver_down_for_three_attempts_gets_every_event_afterwards() {
     )
     .await;
 }
+
+/// Python's `standardwebhooks`, the reference library a seller's receiver uses.
+mod needs_python {
+    use super::*;
+
+    /// `received`'s requests as the verifier reads them.
+    fn as_json(received: &[(reqwest::header::HeaderMap, String)]) -> Value {
+        received
+            .iter()
+            .map(|(headers, body)| {
+                let headers: serde_json::Map<String, Value> = headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_owned(), json!(v.to_str().unwrap())))
+                    .collect();
+                json!({"headers": headers, "body": body})
+            })
+            .collect()
+    }
+
+    /// Every request verifies with Python's `standardwebhooks`: by the first secret before a
+    /// rotation; by the new one and by the old one after it, while both sign.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_reference_python_library_verifies_every_signature_across_a_rotation() {
+        let app = TestApp::spawn_with(&LAB).await;
+        let (address, received) = receiver().await;
+        let created = body(
+            create(
+                &app,
+                SELLER,
+                json!({"url": format!("http://{address}/hooks")}),
+            )
+            .await,
+        )
+        .await;
+        let first = created["secret"].as_str().unwrap().to_owned();
+        let (_, drop) = app.open_drop(10, 5, 1).await;
+        app.purchase(drop, 1, "k", 1).await;
+        until_received(&received, 2).await;
+        let before = as_json(&received.lock().unwrap());
+        let rotated = body(
+            call(
+                &app,
+                Method::POST,
+                &format!("/webhook-endpoints/{}/rotate-secret", created["endpointId"]),
+                (SELLER, "seller"),
+                None,
+            )
+            .await,
+        )
+        .await;
+        let second = rotated["secret"].as_str().unwrap().to_owned();
+        app.purchase(drop, 2, "k", 1).await;
+        app.purchase(drop, 3, "k", 1).await;
+        until_received(&received, 4).await;
+        let after = as_json(&received.lock().unwrap()[2..]);
+        assert_eq!(
+            test_support::python::verified_by_standardwebhooks(&first, &before),
+            2
+        );
+        assert_eq!(
+            test_support::python::verified_by_standardwebhooks(&second, &after),
+            2
+        );
+        assert_eq!(
+            test_support::python::verified_by_standardwebhooks(&first, &after),
+            2,
+            "the old secret signs beside the new for 24 h"
+        );
+        let signatures = after[0]["headers"]["webhook-signature"].as_str().unwrap();
+        assert_eq!(signatures.split(' ').count(), 2, "{signatures}");
+    }
+}
