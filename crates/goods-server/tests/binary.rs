@@ -727,3 +727,173 @@ mod needs_redis {
         assert_eq!(exit_code(child).await, Some(0));
     }
 }
+
+/// Test certificates made with the `openssl` command (and `python3`'s standard library for an
+/// HTTPS receiver).
+mod needs_openssl {
+    use super::*;
+    use std::io::BufRead as _;
+
+    /// An HTTPS receiver (Python's http.server behind `cert`) answering every POST 204 and
+    /// writing each request, one JSON line, to `out`; its port.
+    fn https_receiver(
+        cert: &std::path::Path,
+        key: &std::path::Path,
+        out: &std::path::Path,
+    ) -> (Child, u16) {
+        const RECEIVER: &str = r#"
+import http.server, json, ssl, sys
+cert, key, out = sys.argv[1:4]
+class Receiver(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        with open(out, "a") as f:
+            f.write(json.dumps({"headers": {k.lower(): v for k, v in self.headers.items()}, "body": body.decode()}) + "\n")
+        self.send_response(204)
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(cert, key)
+server.socket = context.wrap_socket(server.socket, server_side=True)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+        let mut child = Command::new("python3")
+            .args(["-c", RECEIVER])
+            .arg(cert)
+            .arg(key)
+            .arg(out)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        (child, line.trim().parse().unwrap())
+    }
+
+    fn received(out: &std::path::Path) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(out)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Deliveries over HTTPS verify the receiver's certificate against the roots the server
+    /// trusts (here the test CA, by `SSL_CERT_FILE`): the receiver whose certificate names its
+    /// host gets the sale's events; the one whose certificate names another host gets no
+    /// request, and its deliveries say why.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn webhooks_go_to_an_https_receiver_whose_certificate_verifies_and_to_no_other() {
+        let pki = test_support::tls::TestPki::new();
+        let dir = tempfile::tempdir().unwrap();
+        let (good_out, bad_out) = (dir.path().join("good.jsonl"), dir.path().join("bad.jsonl"));
+        let (cert, key) = pki.server();
+        let (mut good, good_port) = https_receiver(&cert, &key, &good_out);
+        let (cert, key) = pki.elsewhere();
+        let (mut bad, bad_port) = https_receiver(&cert, &key, &bad_out);
+        let ca = pki.ca_pem().display().to_string();
+        let (child, base) = start(
+            dir.path(),
+            &[
+                ("AUTH_MODE", "trusted-header"),
+                ("SSL_CERT_FILE", &ca),
+                ("WEBHOOK_ALLOW_PRIVATE", "true"),
+                ("WEBHOOK_POLL_MS", "50"),
+            ],
+        );
+        let http = reqwest::Client::new();
+        let seller = |req: reqwest::RequestBuilder| {
+            req.header("X-User-Id", "900000")
+                .header("X-User-Role", "seller")
+        };
+        let mut endpoints = Vec::new();
+        for port in [good_port, bad_port] {
+            let created: serde_json::Value = seller(http.post(format!("{base}/webhook-endpoints")))
+                .json(&json!({"url": format!("https://localhost:{port}/hooks")}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            endpoints.push(created["endpointId"].as_i64().unwrap());
+        }
+        let product: serde_json::Value = seller(http.post(format!("{base}/products")))
+            .json(&json!({"name": "Sneaker", "stockQuantity": 5}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let now = time::OffsetDateTime::now_utc();
+        let rfc = |t: time::OffsetDateTime| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .unwrap()
+        };
+        let created = seller(http.post(format!("{base}/limited-drops")))
+            .json(&json!({
+                "productId": product["productId"],
+                "openAt": rfc(now - time::Duration::seconds(1)),
+                "closeAt": rfc(now + time::Duration::hours(1)),
+                "limitedQuantity": 5,
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), reqwest::StatusCode::CREATED);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while received(&good_out).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "nothing delivered over HTTPS"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let got = received(&good_out);
+        assert_eq!(got.len(), 1, "{got:?}");
+        let event: serde_json::Value =
+            serde_json::from_str(got[0]["body"].as_str().unwrap()).unwrap();
+        assert_eq!(event["type"], "goods.drop.created");
+        assert_eq!(got[0]["headers"]["webhook-id"], event["id"]);
+        // The other receiver's certificate is not for localhost: its attempt fails at the
+        // handshake, recorded as the delivery's last error, and it never sees a request.
+        let deliveries = loop {
+            let listed: serde_json::Value = seller(http.get(format!(
+                "{base}/webhook-endpoints/{}/deliveries",
+                endpoints[1]
+            )))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+            if listed["items"][0]["attempts"].as_i64().unwrap_or(0) >= 1 {
+                break listed;
+            }
+            assert!(std::time::Instant::now() < deadline, "{listed}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let item = &deliveries["items"][0];
+        assert_eq!(item["status"], "PENDING", "{item}");
+        assert_eq!(item["lastStatusCode"], serde_json::Value::Null, "{item}");
+        let error = item["lastError"].as_str().unwrap();
+        assert!(
+            error.contains("certificate") || error.contains("Certificate"),
+            "{error}"
+        );
+        assert!(received(&bad_out).is_empty());
+        sigterm(&child);
+        assert_eq!(exit_code(child).await, Some(0));
+        good.kill().unwrap();
+        bad.kill().unwrap();
+        let _ = (good.wait(), bad.wait());
+    }
+}
