@@ -301,7 +301,7 @@ impl Client {
     }
 
     /// `body` posted to `path` as the seller; the answer's body.
-    async fn seller_post(&self, base: &str, path: &str, body: Value) -> Value {
+    pub async fn seller_post(&self, base: &str, path: &str, body: Value) -> Value {
         self.as_seller(self.http.post(format!("{base}{path}")))
             .json(&body)
             .send()
