@@ -1452,66 +1452,17 @@ async fn events_pending_on_a_killed_instance_reach_the_broker_once_and_in_order(
     assert_eq!(stored, logged, "every event once, in commit order");
 }
 
-/// A plain HTTP receiver on loopback that takes `delay` to answer each POST 204; the
-/// `webhook-id` of every request it answered, in order.
-async fn slow_receiver(
-    delay: Duration,
-) -> (std::net::SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let record = Arc::clone(&ids);
-    tokio::spawn(async move {
-        loop {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let record = Arc::clone(&record);
-            tokio::spawn(async move {
-                let mut bytes = Vec::new();
-                let mut buf = [0_u8; 8192];
-                loop {
-                    let n = socket.read(&mut buf).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    bytes.extend_from_slice(&buf[..n]);
-                    let text = String::from_utf8_lossy(&bytes).to_string();
-                    let Some(end) = text.find("\r\n\r\n") else {
-                        continue;
-                    };
-                    let header = |name: &str| {
-                        text[..end].lines().find_map(|l| {
-                            let (k, v) = l.split_once(": ")?;
-                            k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
-                        })
-                    };
-                    let length: usize = header("content-length").map_or(0, |n| n.parse().unwrap());
-                    if bytes.len() < end + 4 + length {
-                        continue;
-                    }
-                    tokio::time::sleep(delay).await;
-                    if socket
-                        .write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
-                        .await
-                        .is_ok()
-                    {
-                        record.lock().unwrap().push(header("webhook-id").unwrap());
-                    }
-                    bytes.clear();
-                }
-            });
-        }
-    });
-    (address, ids)
-}
-
 /// The instance delivering webhooks is killed (SIGKILL) in the middle of a drop's deliveries
 /// to a slow receiver, and started again on the same database: every event of the drop reaches
 /// the receiver (some perhaps twice: at least once), and every delivery ends DELIVERED.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_delivering_instance_killed_mid_batch_loses_no_webhook() {
     let database = test_support::mysql::fresh_database().await;
-    let (address, received) = slow_receiver(Duration::from_millis(100)).await;
+    let (address, received) = test_support::receiver::start(test_support::receiver::Behaviour {
+        delay: Duration::from_millis(100),
+        ..Default::default()
+    })
+    .await;
     let mut server = Server::start(&[
         ("DATABASE_URL", database.as_str()),
         ("WEBHOOK_ALLOW_PRIVATE", "true"),
@@ -1552,8 +1503,12 @@ async fn the_delivering_instance_killed_mid_batch_loses_no_webhook() {
     assert_eq!(events.len(), 22, "{events:?}");
     let until = Instant::now() + Duration::from_secs(30);
     loop {
-        let got: std::collections::HashSet<String> =
-            received.lock().unwrap().iter().cloned().collect();
+        let got: std::collections::HashSet<String> = received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r.header("webhook-id").map(str::to_owned))
+            .collect();
         if events.iter().all(|id| got.contains(id)) {
             break;
         }

@@ -31,6 +31,7 @@ pub mod mysql;
 pub mod nats;
 pub mod needs;
 pub mod python;
+pub mod receiver;
 pub mod redis;
 pub mod tls;
 

@@ -5,6 +5,7 @@ use base64::Engine as _;
 use goods_domain::ports::Clock as _;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use test_support::receiver::{self, Behaviour, Received};
 
 /// Another seller.
 const OTHER: i64 = SELLER + 1;
@@ -361,74 +362,28 @@ async fn a_seller_past_the_endpoint_quota_is_refused_and_a_deletion_frees_a_plac
     );
 }
 
-/// What a receiver got: each request's headers and body.
-type Received = std::sync::Arc<std::sync::Mutex<Vec<(reqwest::header::HeaderMap, String)>>>;
-
-/// A plain HTTP receiver on loopback answering every POST 204; what it received.
+/// A receiver answering 204 at once.
 async fn receiver() -> (std::net::SocketAddr, Received) {
-    receiver_failing(0).await
+    receiver::start(Behaviour::default()).await
 }
 
-/// [`receiver`], down for the first `failures` requests of each `webhook-id` (it answers them
-/// 500).
-async fn receiver_failing(failures: usize) -> (std::net::SocketAddr, Received) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let received: Received = std::sync::Arc::default();
-    let record = std::sync::Arc::clone(&received);
-    tokio::spawn(async move {
-        loop {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let record = std::sync::Arc::clone(&record);
-            tokio::spawn(async move {
-                let mut bytes = Vec::new();
-                let mut buf = [0_u8; 8192];
-                loop {
-                    let n = socket.read(&mut buf).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    bytes.extend_from_slice(&buf[..n]);
-                    let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        continue;
-                    };
-                    let head = String::from_utf8_lossy(&bytes[..end]).to_string();
-                    let mut headers = reqwest::header::HeaderMap::new();
-                    for line in head.lines().skip(1) {
-                        if let Some((name, value)) = line.split_once(": ") {
-                            headers.insert(
-                                reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                                value.parse().unwrap(),
-                            );
-                        }
-                    }
-                    let length: usize = headers
-                        .get("content-length")
-                        .map_or(0, |v| v.to_str().unwrap().parse().unwrap());
-                    if bytes.len() < end + 4 + length {
-                        continue;
-                    }
-                    let body =
-                        String::from_utf8(bytes[end + 4..end + 4 + length].to_vec()).unwrap();
-                    let answer: &[u8] = {
-                        let mut got = record.lock().unwrap();
-                        let id = headers["webhook-id"].clone();
-                        let before = got.iter().filter(|(h, _)| h["webhook-id"] == id).count();
-                        got.push((headers, body));
-                        if before < failures {
-                            b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n"
-                        } else {
-                            b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n"
-                        }
-                    };
-                    let _ = socket.write_all(answer).await;
-                    bytes.clear();
-                }
-            });
-        }
-    });
-    (address, received)
+/// Until `received` holds `n` requests (the rounds run every 50 ms on their own).
+async fn until_received(received: &Received, n: usize) {
+    receiver::until_received(received, n, std::time::Duration::from_secs(20)).await;
+}
+
+/// A request's headers as the `http` crate holds them (for the reference crate's verify).
+fn header_map(request: &receiver::Request) -> reqwest::header::HeaderMap {
+    request
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                reqwest::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            )
+        })
+        .collect()
 }
 
 /// A sale's events reach its seller's endpoint, each once, signed by its secret as Standard
@@ -464,28 +419,17 @@ async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
         .unwrap();
     let logged = body(logged).await["items"].as_array().unwrap().clone();
     assert_eq!(logged.len(), 5, "{logged:?}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while received.lock().unwrap().len() < logged.len() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "delivered: {:?}",
-            received.lock().unwrap().len()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    until_received(&received, logged.len()).await;
     let verifier = standardwebhooks::Webhook::new(&secret).unwrap();
     let got = received.lock().unwrap().clone();
     let mut ids: Vec<String> = Vec::new();
-    for (headers, body) in &got {
+    for request in &got {
         verifier
-            .verify(body.as_bytes(), headers)
+            .verify(request.body.as_bytes(), &header_map(request))
             .expect("a signature that verifies");
-        assert_eq!(headers["content-type"], "application/json");
-        let event: Value = serde_json::from_str(body).unwrap();
-        assert_eq!(
-            headers["webhook-id"].to_str().unwrap(),
-            event["id"].as_str().unwrap()
-        );
+        assert_eq!(request.header("content-type"), Some("application/json"));
+        let event: Value = serde_json::from_str(&request.body).unwrap();
+        assert_eq!(request.header("webhook-id"), event["id"].as_str());
         ids.push(event["id"].as_str().unwrap().to_owned());
         // Byte for byte the CloudEvent the log serves.
         let served = logged.iter().find(|e| e["id"] == event["id"]).unwrap();
@@ -500,26 +444,17 @@ async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
     );
 }
 
-/// Until `received` holds `n` requests (the rounds run every 50 ms on their own).
-async fn until_received(received: &Received, n: usize) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while received.lock().unwrap().len() < n {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} of {n} requests",
-            received.lock().unwrap().len()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
-
 /// A receiver down for the first three attempts gets every event afterwards, on the schedule
 /// (the clock advanced, not slept): 5 s, 5 min and 30 min after the failures, each up to a
 /// tenth longer. The deliveries say so, and a manual retry sends a delivered one again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_down_for_three_attempts_gets_every_event_afterwards() {
     let app = TestApp::spawn_with(&LAB).await;
-    let (address, received) = receiver_failing(3).await;
+    let (address, received) = receiver::start(Behaviour {
+        failures: 3,
+        ..Behaviour::default()
+    })
+    .await;
     let created = body(
         create(
             &app,
@@ -635,8 +570,8 @@ async fn a_receiver_down_for_three_attempts_gets_every_event_afterwards() {
     .await;
     assert_eq!(res.status(), StatusCode::ACCEPTED);
     until_received(&received, 9).await;
-    let last = received.lock().unwrap().last().unwrap().0["webhook-id"].clone();
-    assert_eq!(last.to_str().unwrap(), event);
+    let last = received.lock().unwrap().last().unwrap().clone();
+    assert_eq!(last.header("webhook-id"), Some(event.as_str()));
     problem(
         call(
             &app,
@@ -676,16 +611,10 @@ mod needs_python {
     use super::*;
 
     /// `received`'s requests as the verifier reads them.
-    fn as_json(received: &[(reqwest::header::HeaderMap, String)]) -> Value {
+    fn as_json(received: &[receiver::Request]) -> Value {
         received
             .iter()
-            .map(|(headers, body)| {
-                let headers: serde_json::Map<String, Value> = headers
-                    .iter()
-                    .map(|(k, v)| (k.as_str().to_owned(), json!(v.to_str().unwrap())))
-                    .collect();
-                json!({"headers": headers, "body": body})
-            })
+            .map(|r| json!({"headers": r.headers, "body": r.body}))
             .collect()
     }
 
