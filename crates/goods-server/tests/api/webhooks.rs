@@ -372,22 +372,9 @@ async fn until_received(received: &Received, n: usize) {
     receiver::until_received(received, n, std::time::Duration::from_secs(20)).await;
 }
 
-/// A request's headers as the `http` crate holds them (for the reference crate's verify).
-fn header_map(request: &receiver::Request) -> reqwest::header::HeaderMap {
-    request
-        .headers
-        .iter()
-        .map(|(k, v)| {
-            (
-                reqwest::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                v.parse().unwrap(),
-            )
-        })
-        .collect()
-}
-
-/// A sale's events reach its seller's endpoint, each once, signed by its secret as Standard
-/// Webhooks verifies; another seller's endpoint gets none of them.
+/// A sale, a payment, a cancel and an expiry: their events reach the seller's endpoint, each
+/// once, signed by its secret as Standard Webhooks verifies; another seller's endpoint gets
+/// none of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
     let app = TestApp::spawn_with(&LAB).await;
@@ -404,10 +391,36 @@ async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
     .await;
     assert_eq!(other.status(), StatusCode::CREATED);
     let (_, drop) = app.open_drop(10, 3, 1).await;
+    let mut orders = Vec::new();
     for user in 1..=4 {
-        app.purchase(drop, user, "k", 1).await;
+        let res = app.purchase(drop, user, "k", 1).await;
+        if res.status() == StatusCode::ACCEPTED {
+            orders.push((user, body(res).await));
+        }
     }
-    // The drop's log: created, three orders placed, sold out.
+    assert_eq!(orders.len(), 3);
+    // Buyer 1 pays, buyer 2 cancels, buyer 3's order expires unpaid (read after its window).
+    assert_eq!(
+        app.pay(&orders[0].1, "evt_webhooks", "pi_webhooks")
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        app.cancel(&orders[1].1, orders[1].0).await.status(),
+        StatusCode::OK
+    );
+    app.clock.advance(time::Duration::seconds(601));
+    let expired = body(
+        app.get(
+            &format!("/orders/{}", orders[2].1["orderId"]),
+            Some((orders[2].0, "buyer")),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(expired["status"], "EXPIRED");
+    // The drop's log: created, three orders placed, sold out, paid, cancelled, expired.
     let logged = app
         .request(
             Method::GET,
@@ -418,15 +431,36 @@ async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
         .await
         .unwrap();
     let logged = body(logged).await["items"].as_array().unwrap().clone();
-    assert_eq!(logged.len(), 5, "{logged:?}");
+    let types: Vec<&str> = logged.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    for kind in [
+        "goods.drop.created",
+        "goods.order.placed",
+        "goods.drop.sold_out",
+        "goods.order.paid",
+        "goods.order.cancelled",
+        "goods.order.expired",
+    ] {
+        assert!(types.contains(&kind), "{kind} in {types:?}");
+    }
     until_received(&received, logged.len()).await;
     let verifier = standardwebhooks::Webhook::new(&secret).unwrap();
     let got = received.lock().unwrap().clone();
     let mut ids: Vec<String> = Vec::new();
     for request in &got {
-        verifier
-            .verify(request.body.as_bytes(), &header_map(request))
-            .expect("a signature that verifies");
+        // The reference crate's signature of what arrived (its verify also checks the
+        // timestamp against the real clock, which this test's clock runs ahead of).
+        let id = request.header("webhook-id").unwrap();
+        let timestamp: i64 = request
+            .header("webhook-timestamp")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            request.header("webhook-signature").unwrap(),
+            verifier
+                .sign(id, timestamp, request.body.as_bytes())
+                .unwrap()
+        );
         assert_eq!(request.header("content-type"), Some("application/json"));
         let event: Value = serde_json::from_str(&request.body).unwrap();
         assert_eq!(request.header("webhook-id"), event["id"].as_str());
