@@ -466,6 +466,81 @@ mod tests {
         );
     }
 
+    /// A sender whose requests to one endpoint never end.
+    struct Hanging;
+
+    #[async_trait::async_trait]
+    impl WebhookSender for Hanging {
+        async fn send(&self, request: &WebhookRequest) -> AttemptOutcome {
+            if request.url.contains("hangs") {
+                std::future::pending::<()>().await;
+            }
+            AttemptOutcome::Answered(204)
+        }
+    }
+
+    /// An endpoint that hangs holds up no other: the round returns at once, the other
+    /// endpoint's delivery is recorded, and the next round leaves the hanging one out (it gets
+    /// one request at a time) while still asking for everything else that is due.
+    #[tokio::test]
+    async fn an_endpoint_that_hangs_holds_up_no_other() {
+        let mut hanging = due(0, None);
+        hanging.id = 41;
+        hanging.endpoint.id = EndpointId::parse(4).unwrap();
+        hanging.endpoint.url = "https://hangs.shop.example/in".into();
+        let recorded: Arc<Mutex<Vec<i64>>> = Arc::default();
+        let excluded: Arc<Mutex<Vec<Vec<EndpointId>>>> = Arc::default();
+        let mut store = MockWebhookStore::new();
+        store
+            .expect_fan_out()
+            .returning(|_, _| Ok(FanOut::default()));
+        let mut given = Some(vec![hanging, due(0, None)]);
+        let asked = Arc::clone(&excluded);
+        store
+            .expect_due_deliveries()
+            .returning(move |_, _, except| {
+                asked.lock().unwrap().push(except.to_vec());
+                Ok(given.take().unwrap_or_default())
+            });
+        let record = Arc::clone(&recorded);
+        store.expect_record_attempt().returning(move |id, _, _| {
+            record.lock().unwrap().push(id);
+            Ok(())
+        });
+        let mut resolver = MockAddressResolver::new();
+        resolver
+            .expect_resolve()
+            .returning(|_, _| Ok(vec!["93.184.215.14".parse::<IpAddr>().unwrap()]));
+        let deliverer = Deliverer::new(
+            Arc::new(store),
+            Arc::new(vault()),
+            Arc::new(resolver),
+            Arc::new(Hanging),
+            Arc::new(clock()),
+            Reach::default(),
+            4,
+            Arc::new(|| 0.0),
+        );
+        let report = tokio::time::timeout(std::time::Duration::from_secs(5), deliverer.round())
+            .await
+            .expect("the round waits for no request")
+            .unwrap();
+        assert_eq!((report.endpoints, report.deliveries), (2, 2));
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while recorded.lock().unwrap().is_empty() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the other endpoint's delivery was made");
+        assert_eq!(*recorded.lock().unwrap(), [40]);
+        deliverer.round().await.unwrap();
+        assert_eq!(
+            *excluded.lock().unwrap(),
+            [vec![], vec![EndpointId::parse(4).unwrap()]]
+        );
+    }
+
     /// The upkeep disables what the store finds failing for the whole time, counted, and sets
     /// the backlog's gauges (the due age from the oldest due delivery).
     #[tokio::test]
