@@ -787,7 +787,7 @@ server.serve_forever()
     /// Deliveries over HTTPS verify the receiver's certificate against the roots the server
     /// trusts (here the test CA, by `SSL_CERT_FILE`): the receiver whose certificate names its
     /// host gets the sale's events; the one whose certificate names another host gets no
-    /// request, and its deliveries say why.
+    /// request, and its deliveries say why. No secret is ever in the server's log.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn webhooks_go_to_an_https_receiver_whose_certificate_verifies_and_to_no_other() {
         let pki = test_support::tls::TestPki::new();
@@ -812,7 +812,7 @@ server.serve_forever()
             req.header("X-User-Id", "900000")
                 .header("X-User-Role", "seller")
         };
-        let mut endpoints = Vec::new();
+        let (mut endpoints, mut secrets) = (Vec::new(), Vec::new());
         for port in [good_port, bad_port] {
             let created: serde_json::Value = seller(http.post(format!("{base}/webhook-endpoints")))
                 .json(&json!({"url": format!("https://localhost:{port}/hooks")}))
@@ -823,6 +823,7 @@ server.serve_forever()
                 .await
                 .unwrap();
             endpoints.push(created["endpointId"].as_i64().unwrap());
+            secrets.push(created["secret"].as_str().unwrap().to_owned());
         }
         let product: serde_json::Value = seller(http.post(format!("{base}/products")))
             .json(&json!({"name": "Sneaker", "stockQuantity": 5}))
@@ -890,6 +891,17 @@ server.serve_forever()
             "{error}"
         );
         assert!(received(&bad_out).is_empty());
+        // A secret is in the answer that shows it and nowhere else: not in the log (at the
+        // default level, with a creation, deliveries and a failing handshake in it).
+        let logs = process::logs_of(&base);
+        assert!(logs.len() > 2, "{logs:?}");
+        for secret in &secrets {
+            let key = secret.strip_prefix("whsec_").unwrap();
+            assert!(
+                !logs.iter().any(|l| l.contains(key)),
+                "a secret in the log: {logs:?}"
+            );
+        }
         sigterm(&child);
         assert_eq!(exit_code(child).await, Some(0));
         good.kill().unwrap();

@@ -7,6 +7,9 @@ use std::process::{Child, Command, Stdio};
 /// The ops listener (`/metrics`) of every server started here, by its API base URL.
 static OPS: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
 
+/// Every log line of every server started here, by its API base URL.
+static LOGS: std::sync::Mutex<Vec<(String, Vec<String>)>> = std::sync::Mutex::new(Vec::new());
+
 /// Starts the binary in `dir` with only `vars` in its environment (and `BIND_ADDR` and
 /// `OPS_BIND_ADDR` on free loopback ports unless `vars` names them); returns it and its base
 /// URL, read from the first log line (the ops listener's, from the second, is what [`exposition`]
@@ -46,9 +49,17 @@ pub fn spawn<'a>(
         known.retain(|(b, _)| *b != base);
         known.push((base.clone(), format!("http://{ops}")));
     }
+    LOGS.lock().unwrap().retain(|(b, _)| *b != base);
+    LOGS.lock()
+        .unwrap()
+        .push((base.clone(), vec![first, second]));
+    let logged = base.clone();
     std::thread::spawn(move || {
         for line in lines.map_while(Result::ok) {
             eprintln!("[server] {line}");
+            if let Some((_, kept)) = LOGS.lock().unwrap().iter_mut().find(|(b, _)| *b == logged) {
+                kept.push(line);
+            }
         }
     });
     // The listeners are bound (and named) before the store is opened and migrated: the server
@@ -70,6 +81,16 @@ fn until_built(addr: &str) {
     let _ = stream.write_all(b"GET /health/live HTTP/1.0\r\nHost: localhost\r\n\r\n");
     let mut first = [0_u8; 12];
     let _ = stream.read(&mut first);
+}
+
+/// The log lines the server at `base` wrote so far.
+pub fn logs_of(base: &str) -> Vec<String> {
+    LOGS.lock()
+        .unwrap()
+        .iter()
+        .find(|(b, _)| b == base)
+        .map(|(_, lines)| lines.clone())
+        .unwrap_or_default()
 }
 
 /// The ops listener of the server at `base`.
