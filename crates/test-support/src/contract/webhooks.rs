@@ -561,6 +561,30 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
         [],
         "once"
     );
+    // A disabled endpoint's delivery stays PENDING but is not due; enabled again, it is, and
+    // its failures start afresh.
+    assert!(
+        store
+            .due_deliveries(later, 10, &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let enable = EndpointChange {
+        enabled: Some(true),
+        ..EndpointChange::default()
+    };
+    let enabled = store
+        .update_endpoint(user(8), theirs.id, &enable)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((enabled.enabled, enabled.failing_since), (true, None));
+    let resumed = store.due_deliveries(later, 10, &[]).await.unwrap();
+    assert_eq!(
+        resumed.iter().map(|d| d.endpoint.id).collect::<Vec<_>>(),
+        [theirs.id]
+    );
     // Deleting an endpoint drops its deliveries.
     assert!(store.delete_endpoint(user(8), theirs.id).await.unwrap());
     assert_eq!(
