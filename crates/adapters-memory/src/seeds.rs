@@ -16,10 +16,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 const NONCE_LEN: usize = 12;
+const TAG_LEN: usize = 16;
 /// The first byte of a seal that binds the drop's id.
 const BOUND_TO_DROP: u8 = 2;
 /// A seal of the first layout: nonce, the 32-byte seed encrypted, the 16-byte tag.
-const FIRST_LAYOUT_LEN: usize = NONCE_LEN + 32 + 16;
+const FIRST_LAYOUT_LEN: usize = NONCE_LEN + 32 + TAG_LEN;
 
 /// The associated data of a seal that binds the drop's id.
 fn bound(drop: DropId, commitment: &DrawCommitment) -> Vec<u8> {
@@ -58,6 +59,40 @@ impl SealKey {
     /// Its id: 16 hex digits of a hash of the key, stored with every seed it seals.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// `msg` sealed with `aad` as associated data: a fresh nonce, then the ciphertext and tag.
+    /// `what` names the sealed thing in an error.
+    fn seal_bytes(&self, msg: &[u8], aad: &[u8], what: &str) -> Result<Vec<u8>, InfraError> {
+        let nonce = random::<NONCE_LEN>()?;
+        let ciphertext = self
+            .cipher
+            .encrypt(Nonce::from_slice(&nonce), Payload { msg, aad })
+            .map_err(|_| InfraError::msg(format!("sealing {what} failed")))?;
+        let mut sealed = nonce.to_vec();
+        sealed.extend(ciphertext);
+        Ok(sealed)
+    }
+
+    /// What [`Self::seal_bytes`] sealed with the same `aad`, as `N` bytes; an error naming
+    /// `what` if the seal does not open or holds another length.
+    fn open_bytes<const N: usize>(
+        &self,
+        sealed: &[u8],
+        aad: &[u8],
+        what: &str,
+    ) -> Result<[u8; N], InfraError> {
+        if sealed.len() != NONCE_LEN + N + TAG_LEN {
+            return Err(InfraError::msg(format!("{what} has no known layout")));
+        }
+        let (nonce, msg) = sealed.split_at(NONCE_LEN);
+        let bytes = self
+            .cipher
+            .decrypt(Nonce::from_slice(nonce), Payload { msg, aad })
+            .map_err(|_| InfraError::msg(format!("{what} does not open")))?;
+        bytes
+            .try_into()
+            .map_err(|_| InfraError::msg(format!("{what} is not {N} bytes")))
     }
 }
 
@@ -220,20 +255,8 @@ impl SeedVault for SealingVault {
         commitment: &DrawCommitment,
     ) -> Result<SealedSeed, SealError> {
         let key = self.sealing_key()?;
-        let nonce = random::<NONCE_LEN>()?;
-        let ciphertext = key
-            .cipher
-            .encrypt(
-                Nonce::from_slice(&nonce),
-                Payload {
-                    msg: seed.bytes(),
-                    aad: &bound(drop, commitment),
-                },
-            )
-            .map_err(|_| InfraError::msg("sealing a draw seed failed"))?;
         let mut sealed = vec![BOUND_TO_DROP];
-        sealed.extend(nonce);
-        sealed.extend(ciphertext);
+        sealed.extend(key.seal_bytes(seed.bytes(), &bound(drop, commitment), "a draw seed")?);
         Ok(SealedSeed {
             key_id: key.id.clone(),
             sealed,
@@ -256,20 +279,7 @@ impl SeedVault for SealingVault {
             }
             _ => return Err(InfraError::msg("a sealed draw seed has no known layout")),
         };
-        let (nonce, ciphertext) = body.split_at(NONCE_LEN);
-        let bytes = key
-            .cipher
-            .decrypt(
-                Nonce::from_slice(nonce),
-                Payload {
-                    msg: ciphertext,
-                    aad: &aad,
-                },
-            )
-            .map_err(|_| InfraError::msg("a sealed draw seed does not open with its key"))?;
-        let bytes: [u8; 32] = bytes
-            .try_into()
-            .map_err(|_| InfraError::msg("a sealed draw seed is not 32 bytes"))?;
+        let bytes = key.open_bytes::<32>(body, &aad, "a sealed draw seed")?;
         let seed = DrawSeed::from_bytes(bytes);
         if !seed.opens(commitment) {
             return Err(InfraError::msg(
@@ -300,19 +310,11 @@ impl SecretVault for SealingVault {
         secret: &WebhookSecret,
     ) -> Result<SealedSecret, SealError> {
         let key = self.sealing_key()?;
-        let nonce = random::<NONCE_LEN>()?;
-        let ciphertext = key
-            .cipher
-            .encrypt(
-                Nonce::from_slice(&nonce),
-                Payload {
-                    msg: secret.bytes(),
-                    aad: &bound_to_endpoint(endpoint),
-                },
-            )
-            .map_err(|_| InfraError::msg("sealing a webhook secret failed"))?;
-        let mut sealed = nonce.to_vec();
-        sealed.extend(ciphertext);
+        let sealed = key.seal_bytes(
+            secret.bytes(),
+            &bound_to_endpoint(endpoint),
+            "a webhook secret",
+        )?;
         Ok(SealedSecret {
             key_id: key.id.clone(),
             sealed,
@@ -325,27 +327,11 @@ impl SecretVault for SealingVault {
         sealed: &SealedSecret,
     ) -> Result<WebhookSecret, InfraError> {
         let key = self.key(&sealed.key_id)?;
-        if sealed.sealed.len() != FIRST_LAYOUT_LEN {
-            return Err(InfraError::msg(
-                "a sealed webhook secret has no known layout",
-            ));
-        }
-        let (nonce, ciphertext) = sealed.sealed.split_at(NONCE_LEN);
-        let bytes = key
-            .cipher
-            .decrypt(
-                Nonce::from_slice(nonce),
-                Payload {
-                    msg: ciphertext,
-                    aad: &bound_to_endpoint(endpoint),
-                },
-            )
-            .map_err(|_| {
-                InfraError::msg("a sealed webhook secret does not open for its endpoint")
-            })?;
-        let bytes: [u8; 32] = bytes
-            .try_into()
-            .map_err(|_| InfraError::msg("a sealed webhook secret is not 32 bytes"))?;
+        let bytes = key.open_bytes::<32>(
+            &sealed.sealed,
+            &bound_to_endpoint(endpoint),
+            "a sealed webhook secret",
+        )?;
         Ok(WebhookSecret::from_bytes(bytes))
     }
 }

@@ -1452,41 +1452,143 @@ async fn events_pending_on_a_killed_instance_reach_the_broker_once_and_in_order(
     assert_eq!(stored, logged, "every event once, in commit order");
 }
 
+/// A receiver that answers each request after `delay`.
+async fn slow_receiver(
+    delay: Duration,
+) -> (std::net::SocketAddr, test_support::receiver::Received) {
+    test_support::receiver::start(test_support::receiver::Behaviour {
+        delay,
+        ..Default::default()
+    })
+    .await
+}
+
+/// A server on `database` that delivers webhooks to loopback over plain HTTP, a round every
+/// 50 ms.
+fn delivering(database: &str) -> [(&str, &str); 4] {
+    [
+        ("DATABASE_URL", database),
+        ("WEBHOOK_ALLOW_PRIVATE", "true"),
+        ("WEBHOOK_ALLOW_HTTP", "true"),
+        ("WEBHOOK_POLL_MS", "50"),
+    ]
+}
+
+/// The harness seller's endpoint for `address`, created through `base`: its id.
+async fn endpoint_for(client: &Client, base: &str, address: std::net::SocketAddr) -> i64 {
+    let created = client
+        .seller_post(
+            base,
+            "/webhook-endpoints",
+            json!({"url": format!("http://{address}/hooks")}),
+        )
+        .await;
+    created["endpointId"].as_i64().unwrap()
+}
+
+/// An endpoint for `address` and a drop of `units` sold out to as many buyers, through `base`:
+/// the endpoint's id and the drop's.
+async fn sold_out_to_an_endpoint(
+    client: &Client,
+    base: &str,
+    address: std::net::SocketAddr,
+    units: i64,
+) -> (i64, i64) {
+    let endpoint = endpoint_for(client, base, address).await;
+    let drop = client.open_drop(base, units).await;
+    let sold = wave(client, base, drop, 1..=units).await;
+    assert_eq!(
+        sold.values().filter(|a| a.status == 202).count(),
+        usize::try_from(units).unwrap()
+    );
+    (endpoint, drop)
+}
+
+/// The `webhook-id`s `received` holds, in arrival order.
+fn ids_received(received: &test_support::receiver::Received) -> Vec<String> {
+    received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.header("webhook-id").map(str::to_owned))
+        .collect()
+}
+
+/// Waits until `received` holds every one of `events` (at most `within`).
+async fn until_every_event_received(
+    received: &test_support::receiver::Received,
+    events: &[String],
+    within: Duration,
+) {
+    let until = Instant::now() + within;
+    loop {
+        let got: std::collections::HashSet<String> = ids_received(received).into_iter().collect();
+        if events.iter().all(|id| got.contains(id)) {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{} of {} events delivered",
+            events.iter().filter(|id| got.contains(*id)).count(),
+            events.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until `endpoint` lists `n` deliveries DELIVERED through `base` (at most `within`).
+async fn until_delivered(client: &Client, base: &str, endpoint: i64, n: usize, within: Duration) {
+    let until = Instant::now() + within;
+    loop {
+        let listed = client
+            .seller_json(
+                base,
+                &format!("/webhook-endpoints/{endpoint}/deliveries?status=DELIVERED&limit=100"),
+            )
+            .await;
+        let delivered = listed["items"].as_array().unwrap().len();
+        if delivered == n {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{delivered} of {n} DELIVERED: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The drop's event ids as `/admin/events` lists them through `base`.
+async fn event_ids(client: &Client, base: &str, drop: i64) -> Vec<String> {
+    client
+        .events(base, drop)
+        .await
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Waits until `received` holds `n` requests (20 s).
+async fn until_requests(received: &test_support::receiver::Received, n: usize) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while received.lock().unwrap().len() < n {
+        assert!(Instant::now() < until, "fewer than {n} requests arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// The instance delivering webhooks is killed (SIGKILL) in the middle of a drop's deliveries
 /// to a slow receiver, and started again on the same database: every event of the drop reaches
 /// the receiver (some perhaps twice: at least once), and every delivery ends DELIVERED.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_delivering_instance_killed_mid_batch_loses_no_webhook() {
     let database = test_support::mysql::fresh_database().await;
-    let (address, received) = test_support::receiver::start(test_support::receiver::Behaviour {
-        delay: Duration::from_millis(100),
-        ..Default::default()
-    })
-    .await;
-    let mut server = Server::start(&[
-        ("DATABASE_URL", database.as_str()),
-        ("WEBHOOK_ALLOW_PRIVATE", "true"),
-        ("WEBHOOK_ALLOW_HTTP", "true"),
-        ("WEBHOOK_POLL_MS", "50"),
-    ]);
+    let (address, received) = slow_receiver(Duration::from_millis(100)).await;
+    let mut server = Server::start(&delivering(&database));
     let client = Client::new();
-    let endpoint = client
-        .seller_post(
-            &server.base,
-            "/webhook-endpoints",
-            json!({"url": format!("http://{address}/hooks")}),
-        )
-        .await;
-    let endpoint = endpoint["endpointId"].as_i64().unwrap();
-    let drop = client.open_drop(&server.base, 20).await;
-    let sold = wave(&client, &server.base, drop, 1..=20).await;
-    assert_eq!(sold.values().filter(|a| a.status == 202).count(), 20);
+    let (endpoint, drop) = sold_out_to_an_endpoint(&client, &server.base, address, 20).await;
     // 22 events (created, 20 placed, sold out), one request every 100 ms: kill mid-way.
-    let until = Instant::now() + Duration::from_secs(20);
-    while received.lock().unwrap().len() < 5 {
-        assert!(Instant::now() < until, "no delivery began");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_requests(&received, 5).await;
     server.kill9();
     let at_kill = received.lock().unwrap().len();
     assert!(
@@ -1494,51 +1596,72 @@ async fn the_delivering_instance_killed_mid_batch_loses_no_webhook() {
         "the kill came after the last delivery ({at_kill})"
     );
     server.restart();
-    let events: Vec<String> = client
-        .events(&server.base, drop)
-        .await
-        .iter()
-        .map(|e| e["id"].as_str().unwrap().to_owned())
-        .collect();
+    let events = event_ids(&client, &server.base, drop).await;
     assert_eq!(events.len(), 22, "{events:?}");
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        let got: std::collections::HashSet<String> = received
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|r| r.header("webhook-id").map(str::to_owned))
-            .collect();
-        if events.iter().all(|id| got.contains(id)) {
-            break;
-        }
-        assert!(
-            Instant::now() < until,
-            "after the restart, {} of 22 events delivered",
-            events.iter().filter(|id| got.contains(*id)).count()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let listed = client
-            .seller_json(
-                &server.base,
-                &format!("/webhook-endpoints/{endpoint}/deliveries?status=DELIVERED&limit=100"),
-            )
-            .await;
-        let delivered = listed["items"].as_array().unwrap().len();
-        if delivered == 22 {
-            break;
-        }
-        assert!(
-            Instant::now() < until,
-            "{delivered} of 22 DELIVERED: {listed}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_every_event_received(&received, &events, Duration::from_secs(30)).await;
+    until_delivered(&client, &server.base, endpoint, 22, Duration::from_secs(10)).await;
     eprintln!(
         "{at_kill} delivered before the kill, {} requests in all for 22 events",
         received.lock().unwrap().len()
+    );
+}
+
+/// The instance delivering webhooks is paused (SIGSTOP) in the middle of a drop's deliveries to
+/// a slow receiver, with a second instance beside it: the second takes the `webhooks` lease over
+/// and delivers every event. Resumed (SIGCONT), the paused one finds its attempt recorded by the
+/// other and sends none of the rest of its round again: every event arrives, and at most the one
+/// request in flight at the pause (an endpoint gets one at a time) arrives twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_delivering_instance_paused_mid_batch_hands_its_deliveries_over() {
+    const EVENTS: usize = 32; // created, 30 placed, sold out
+    let database = test_support::mysql::fresh_database().await;
+    let (address, received) = slow_receiver(Duration::from_millis(200)).await;
+    let first = Server::start(&delivering(&database));
+    let client = Client::new();
+    let (endpoint, drop) = sold_out_to_an_endpoint(&client, &first.base, address, 30).await;
+    // The first instance, alone, holds the lease and delivers; the second stands by.
+    until_requests(&received, 2).await;
+    let second = Server::start(&delivering(&database));
+    test_support::pause(&first.child);
+    let at_pause = received.lock().unwrap().len();
+    assert!(
+        at_pause < EVENTS,
+        "the pause came after the last delivery ({at_pause})"
+    );
+    let events = event_ids(&client, &second.base, drop).await;
+    assert_eq!(events.len(), EVENTS, "{events:?}");
+    until_delivered(
+        &client,
+        &second.base,
+        endpoint,
+        EVENTS,
+        Duration::from_secs(30),
+    )
+    .await;
+    until_every_event_received(&received, &events, Duration::from_secs(5)).await;
+    test_support::resume(&first.child);
+    // Resumed, the first answers again, and a drop it creates is delivered (by the lease's
+    // holder); then it has had 2 s more to send anything it still held.
+    let next = client.open_drop(&first.base, 1).await;
+    let next_created = event_ids(&client, &first.base, next).await.remove(0);
+    until_every_event_received(
+        &received,
+        std::slice::from_ref(&next_created),
+        Duration::from_secs(20),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let got: Vec<String> = ids_received(&received)
+        .into_iter()
+        .filter(|id| *id != next_created)
+        .collect();
+    assert!(
+        got.len() <= EVENTS + 1,
+        "{} requests for {EVENTS} events: the resumed instance sent what the other had delivered",
+        got.len()
+    );
+    eprintln!(
+        "{at_pause} requests before the pause, {} in all for {EVENTS} events",
+        got.len()
     );
 }

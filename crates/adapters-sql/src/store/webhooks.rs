@@ -406,7 +406,7 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
         id: i64,
         attempt: &Attempt,
         now: OffsetDateTime,
-    ) -> Result<(), InfraError> {
+    ) -> Result<bool, InfraError> {
         let now_db = to_db(now);
         let delivered = attempt.outcome.delivered();
         let status = if delivered {
@@ -455,7 +455,7 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
                         .await?;
                     if recorded == 0 {
                         // Recorded already (a lease that passed on), or its endpoint deleted.
-                        return Ok(());
+                        return Ok(false);
                     }
                     let failing = if delivered {
                         Sql::new("UPDATE webhook_endpoints SET failing_since = NULL")
@@ -471,7 +471,7 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
                             .sql(")"),
                     )
                     .await?;
-                    Ok(())
+                    Ok(true)
                 })
             },
         )
@@ -582,11 +582,21 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
         Ok(disabled)
     }
 
-    async fn delivery_backlog(&self, now: OffsetDateTime) -> Result<DeliveryBacklog, InfraError> {
+    async fn delivery_backlog(
+        &self,
+        now: OffsetDateTime,
+        up_to: u64,
+    ) -> Result<DeliveryBacklog, InfraError> {
+        // At most `up_to` entries of the (status, next_attempt_at) index are read.
         let pending: Vec<NumberRow> = self
             .read(
                 "pending webhook deliveries",
-                Sql::new("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE status = 'PENDING'"),
+                Sql::new(
+                    "SELECT COUNT(*) AS n FROM (SELECT 1 AS one FROM webhook_deliveries \
+                     WHERE status = 'PENDING' LIMIT ",
+                )
+                .bind(Bind::BigInt(i64::try_from(up_to).unwrap_or(i64::MAX)))
+                .sql(") AS counted"),
             )
             .await?;
         let oldest: Vec<OldestRow> = self

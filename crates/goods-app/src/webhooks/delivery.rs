@@ -24,6 +24,9 @@ use tokio_util::task::TaskTracker;
 pub const FAN_OUT_BATCH: u32 = 500;
 /// Deliveries attempted per round.
 pub const DUE_BATCH: u32 = 256;
+/// The `webhook_pending` gauge counts up to this many (its upkeep reads no more of the
+/// backlog every few seconds).
+pub const PENDING_COUNTED_UP_TO: u64 = 100_000;
 
 /// What one round set off.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -60,6 +63,9 @@ enum Ended {
     Delivered,
     Retried,
     Failed,
+    /// Recorded by another instance already: the lease passed on while this one was paused
+    /// (or the endpoint was deleted). The rest of its queue is left to the lease holder.
+    Superseded,
 }
 
 impl Deliverer {
@@ -123,9 +129,16 @@ impl Deliverer {
                     let Ok(_slot) = this.slots.acquire().await else {
                         break;
                     };
-                    if let Err(error) = this.deliver(&delivery).await {
-                        tracing::warn!(endpoint.id = %endpoint, error = %error, "a webhook attempt was not recorded; it stays due");
-                        break;
+                    match this.deliver(&delivery).await {
+                        Ok(Some(Ended::Superseded)) => {
+                            tracing::info!(endpoint.id = %endpoint, event.id = %delivery.event_id, "a webhook delivery was recorded elsewhere: this endpoint's deliveries are left to the webhooks lease's holder");
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(error) => {
+                            tracing::warn!(endpoint.id = %endpoint, error = %error, "a webhook attempt was not recorded; it stays due");
+                            break;
+                        }
                     }
                 }
                 this.lock_busy().remove(&endpoint);
@@ -143,7 +156,10 @@ impl Deliverer {
             tracing::warn!(endpoint.id = %endpoint, "webhook endpoint disabled: every delivery failed for WEBHOOK_DISABLE_AFTER_S");
             metrics::counter!(telemetry::WEBHOOK_ENDPOINTS_DISABLED).increment(1);
         }
-        let backlog = self.store.delivery_backlog(now).await?;
+        let backlog = self
+            .store
+            .delivery_backlog(now, PENDING_COUNTED_UP_TO)
+            .await?;
         #[allow(clippy::cast_precision_loss)] // a count far below 2^52
         metrics::gauge!(telemetry::WEBHOOK_PENDING).set(backlog.pending as f64);
         let age = backlog
@@ -196,7 +212,8 @@ impl Deliverer {
                 "webhook delivery failed"
             );
         }
-        self.store
+        let recorded = self
+            .store
             .record_attempt(
                 delivery.id,
                 &Attempt {
@@ -206,10 +223,14 @@ impl Deliverer {
                 now,
             )
             .await?;
+        if !recorded {
+            return Ok(Some(Ended::Superseded));
+        }
         let label = match ended {
             Ended::Delivered => "delivered",
             Ended::Retried => "retried",
             Ended::Failed => "failed",
+            Ended::Superseded => return Ok(Some(ended)),
         };
         metrics::counter!(telemetry::WEBHOOK_DELIVERIES, "outcome" => label).increment(1);
         Ok(Some(ended))
@@ -245,11 +266,23 @@ impl Deliverer {
                 return None;
             }
         };
-        let previous = endpoint
+        // The rotated-out secret signs beside the new one for its overlap; if its seal does
+        // not open, the request is signed by the current secret alone (the one the seller was
+        // last shown), and the failure is logged.
+        let previous = match endpoint
             .previous_secret
             .as_ref()
             .filter(|(_, until)| *until > now)
-            .and_then(|(sealed, _)| self.vault.open_secret(endpoint.id, sealed).ok());
+        {
+            None => None,
+            Some((sealed, _)) => match self.vault.open_secret(endpoint.id, sealed) {
+                Ok(previous) => Some(previous),
+                Err(error) => {
+                    tracing::error!(endpoint.id = %endpoint.id, error = %error, "an endpoint's previous webhook secret does not open: signing with the current one alone");
+                    None
+                }
+            },
+        };
         let timestamp = now.unix_timestamp();
         let signature = signature_header(
             &secret,
@@ -313,21 +346,27 @@ mod tests {
         }
     }
 
-    fn store_with(delivery: DueDelivery, recorded: Arc<Mutex<Vec<Attempt>>>) -> MockWebhookStore {
+    /// A store with nothing to fan out that gives `dues` to the first round and nothing after.
+    fn store_giving(dues: Vec<DueDelivery>) -> MockWebhookStore {
         let mut store = MockWebhookStore::new();
         store
             .expect_fan_out()
             .returning(|_, _| Ok(FanOut::default()));
-        let mut given = Some(delivery);
+        let mut given = Some(dues);
         store
             .expect_due_deliveries()
-            .returning(move |_, _, _| Ok(given.take().into_iter().collect()));
+            .returning(move |_, _, _| Ok(given.take().unwrap_or_default()));
+        store
+    }
+
+    fn store_with(delivery: DueDelivery, recorded: Arc<Mutex<Vec<Attempt>>>) -> MockWebhookStore {
+        let mut store = store_giving(vec![delivery]);
         store
             .expect_record_attempt()
             .returning(move |id, attempt, at| {
                 assert_eq!((id, at), (40, NOW));
                 recorded.lock().unwrap().push(attempt.clone());
-                Ok(())
+                Ok(true)
             });
         store
     }
@@ -358,14 +397,24 @@ mod tests {
         resolver: MockAddressResolver,
         sender: MockWebhookSender,
     ) -> Deliverer {
+        deliverer_with(store, vault(), resolver, Arc::new(sender), 4)
+    }
+
+    fn deliverer_with(
+        store: MockWebhookStore,
+        vault: MockSecretVault,
+        resolver: MockAddressResolver,
+        sender: Arc<dyn WebhookSender>,
+        concurrency: usize,
+    ) -> Deliverer {
         Deliverer::new(
             Arc::new(store),
-            Arc::new(vault()),
+            Arc::new(vault),
             Arc::new(resolver),
-            Arc::new(sender),
+            sender,
             Arc::new(clock()),
             Reach::default(),
-            4,
+            concurrency,
             Arc::new(|| 0.0),
         )
     }
@@ -505,7 +554,7 @@ mod tests {
         let record = Arc::clone(&recorded);
         store.expect_record_attempt().returning(move |id, _, _| {
             record.lock().unwrap().push(id);
-            Ok(())
+            Ok(true)
         });
         let mut resolver = MockAddressResolver::new();
         resolver
@@ -552,12 +601,15 @@ mod tests {
             .expect_disable_failing()
             .withf(|at, after| *at == NOW && *after == time::Duration::days(5))
             .returning(|_, _| Ok(vec![EndpointId::parse(3).unwrap()]));
-        store.expect_delivery_backlog().returning(|_| {
-            Ok(goods_domain::ports::DeliveryBacklog {
-                pending: 12,
-                oldest_due: Some(NOW - time::Duration::seconds(90)),
-            })
-        });
+        store
+            .expect_delivery_backlog()
+            .withf(|at, up_to| *at == NOW && *up_to == PENDING_COUNTED_UP_TO)
+            .returning(|_, _| {
+                Ok(goods_domain::ports::DeliveryBacklog {
+                    pending: 12,
+                    oldest_due: Some(NOW - time::Duration::seconds(90)),
+                })
+            });
         deliverer(store, MockAddressResolver::new(), MockWebhookSender::new())
             .upkeep(time::Duration::days(5))
             .await
@@ -614,5 +666,110 @@ mod tests {
             .sign("drop-1-1", NOW.unix_timestamp(), br#"{"id":"drop-1-1"}"#)
             .unwrap();
         assert_eq!(parts.contains(&old.as_str()), signatures == 2);
+    }
+
+    /// A previous secret whose seal does not open (a retired key no longer held): the request
+    /// is still made, signed by the current secret alone.
+    #[tokio::test]
+    async fn a_previous_secret_that_does_not_open_leaves_the_current_signature_alone() {
+        let mut vault = MockSecretVault::new();
+        vault
+            .expect_open_secret()
+            .returning(|_, sealed| match sealed.sealed[0] {
+                1 => Ok(WebhookSecret::from_bytes([1; 32])),
+                _ => Err(InfraError::msg("the key that sealed it is not configured")),
+            });
+        let (recorded, sent) = (Arc::default(), Arc::default());
+        run(deliverer_with(
+            store_with(
+                due(0, Some(NOW + time::Duration::hours(1))),
+                Arc::clone(&recorded),
+            ),
+            vault,
+            resolving("93.184.215.14"),
+            Arc::new(answering(204, Arc::clone(&sent))),
+            4,
+        ))
+        .await;
+        let current = WebhookSecret::from_bytes([1; 32])
+            .sign("drop-1-1", NOW.unix_timestamp(), br#"{"id":"drop-1-1"}"#)
+            .unwrap();
+        assert_eq!(sent.lock().unwrap()[0].signature, current);
+        assert_eq!(
+            recorded.lock().unwrap()[0].outcome,
+            AttemptOutcome::Answered(204)
+        );
+    }
+
+    /// A sender that counts its requests in flight, each held for 50 ms.
+    #[derive(Default)]
+    struct Counting {
+        now: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+        done: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl WebhookSender for Counting {
+        async fn send(&self, _: &WebhookRequest) -> AttemptOutcome {
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = self.now.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            self.now.fetch_sub(1, SeqCst);
+            self.done.fetch_add(1, SeqCst);
+            AttemptOutcome::Answered(204)
+        }
+    }
+
+    /// Six endpoints with a delivery due each, `WEBHOOK_CONCURRENCY` 2: every one is made, and
+    /// never more than 2 requests are in flight at once (exactly 2 at the busiest).
+    #[tokio::test(start_paused = true)]
+    async fn no_more_requests_are_in_flight_than_the_concurrency_allows() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let dues: Vec<DueDelivery> = (0..6)
+            .map(|n| {
+                let mut d = due(0, None);
+                d.id = 40 + n;
+                d.endpoint.id = EndpointId::parse(10 + n).unwrap();
+                d
+            })
+            .collect();
+        let mut store = store_giving(dues);
+        store.expect_record_attempt().returning(|_, _, _| Ok(true));
+        let mut resolver = MockAddressResolver::new();
+        resolver
+            .expect_resolve()
+            .returning(|_, _| Ok(vec!["93.184.215.14".parse::<IpAddr>().unwrap()]));
+        let sender = Arc::new(Counting::default());
+        let report = run(deliverer_with(store, vault(), resolver, sender.clone(), 2)).await;
+        assert_eq!((report.endpoints, report.deliveries), (6, 6));
+        assert_eq!(sender.done.load(SeqCst), 6);
+        assert_eq!(sender.most.load(SeqCst), 2);
+    }
+
+    /// An attempt recorded by another instance already (this one was paused while the lease
+    /// passed on): the endpoint's other deliveries of the round are not sent, left to the
+    /// lease's holder.
+    #[tokio::test]
+    async fn an_attempt_recorded_elsewhere_stops_the_endpoints_queue() {
+        let mut second = due(0, None);
+        second.id = 41;
+        second.event_id = "drop-1-2".into();
+        let mut store = store_giving(vec![due(0, None), second]);
+        store
+            .expect_record_attempt()
+            .times(1)
+            .returning(|_, _, _| Ok(false));
+        let sent = Arc::default();
+        let report = run(deliverer(
+            store,
+            resolving("93.184.215.14"),
+            answering(204, Arc::clone(&sent)),
+        ))
+        .await;
+        assert_eq!((report.endpoints, report.deliveries), (1, 2));
+        let ids: Vec<String> = sent.lock().unwrap().iter().map(|r| r.id.clone()).collect();
+        assert_eq!(ids, ["drop-1-1"]);
     }
 }

@@ -214,13 +214,15 @@ pub trait WebhookStore: Send + Sync + 'static {
 
     /// Records `attempt` of delivery `id` at `now`: DELIVERED on a 2xx, PENDING until
     /// `next_attempt_at`, else FAILED. The endpoint's failing time starts at its first failure
-    /// after a success and ends at its next success.
+    /// after a success and ends at its next success. `false` when the delivery is no longer
+    /// PENDING, and nothing is recorded: another instance recorded it (the lease passed on while
+    /// this one was paused), or its endpoint was deleted.
     async fn record_attempt(
         &self,
         id: i64,
         attempt: &Attempt,
         now: OffsetDateTime,
-    ) -> Result<(), InfraError>;
+    ) -> Result<bool, InfraError>;
 
     /// `seller`'s endpoint `endpoint`'s deliveries, newest first, `status` alone when given,
     /// up to `limit` before the delivery numbered `before`: `None` when the seller has no such
@@ -254,14 +256,21 @@ pub trait WebhookStore: Send + Sync + 'static {
         disable_after: time::Duration,
     ) -> Result<Vec<EndpointId>, InfraError>;
 
-    /// How many deliveries are PENDING, and since when the oldest of those due at `now` to an
+    /// How many deliveries are PENDING, counted up to `up_to` (a count that reaches it stops
+    /// there: a backlog that large is an incident already, and counting it all every few seconds
+    /// would read the whole backlog), and since when the oldest of those due at `now` to an
     /// enabled endpoint has been due.
-    async fn delivery_backlog(&self, now: OffsetDateTime) -> Result<DeliveryBacklog, InfraError>;
+    async fn delivery_backlog(
+        &self,
+        now: OffsetDateTime,
+        up_to: u64,
+    ) -> Result<DeliveryBacklog, InfraError>;
 }
 
 /// The deliveries waiting.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeliveryBacklog {
+    /// PENDING deliveries, at most the `up_to` asked for.
     pub pending: u64,
     /// When the delivery due the longest became due; `None` when none is due.
     pub oldest_due: Option<OffsetDateTime>,

@@ -372,23 +372,45 @@ async fn until_received(received: &Received, n: usize) {
     receiver::until_received(received, n, std::time::Duration::from_secs(20)).await;
 }
 
-/// A sale, a payment, a cancel and an expiry: their events reach the seller's endpoint, each
-/// once, signed by its secret as Standard Webhooks verifies; another seller's endpoint gets
-/// none of them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
-    let app = TestApp::spawn_with(&LAB).await;
+/// What a sale, a payment, a cancel and an expiry sent to the seller's endpoint.
+struct SaleDelivered {
+    /// The endpoint's secret.
+    secret: String,
+    /// The drop's events as `/admin/events` serves them.
+    logged: Vec<Value>,
+    /// The requests sent before the test clock moved past the unpaid order's window, and the
+    /// clock's time then (the test clock stands still between its moves).
+    before: (Vec<receiver::Request>, time::OffsetDateTime),
+    /// The requests sent after it (the expiry's event), and the clock's time then.
+    after: (Vec<receiver::Request>, time::OffsetDateTime),
+    /// What another seller's endpoint received.
+    not_theirs: Received,
+}
+
+/// The drop's events as `/admin/events` serves them.
+async fn logged(app: &TestApp, drop: i64) -> Vec<Value> {
+    let res = app
+        .request(
+            Method::GET,
+            &format!("/admin/events?dropId={drop}&limit=100"),
+            Some((1, "admin")),
+        )
+        .send()
+        .await
+        .unwrap();
+    body(res).await["items"].as_array().unwrap().clone()
+}
+
+/// A seller's endpoint and another seller's; a drop of 3 that sells out to 3 of 4 buyers;
+/// buyer 1 pays, buyer 2 cancels, buyer 3's order expires unpaid (read after its window, the
+/// test clock advanced 601 s once every earlier event has arrived).
+async fn a_sale_delivered(app: &TestApp) -> SaleDelivered {
     let (mine, received) = receiver().await;
     let (theirs, not_theirs) = receiver().await;
     let created =
-        body(create(&app, SELLER, json!({"url": format!("http://{mine}/hooks")})).await).await;
+        body(create(app, SELLER, json!({"url": format!("http://{mine}/hooks")})).await).await;
     let secret = created["secret"].as_str().unwrap().to_owned();
-    let other = create(
-        &app,
-        OTHER,
-        json!({"url": format!("http://{theirs}/hooks")}),
-    )
-    .await;
+    let other = create(app, OTHER, json!({"url": format!("http://{theirs}/hooks")})).await;
     assert_eq!(other.status(), StatusCode::CREATED);
     let (_, drop) = app.open_drop(10, 3, 1).await;
     let mut orders = Vec::new();
@@ -399,7 +421,6 @@ async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
         }
     }
     assert_eq!(orders.len(), 3);
-    // Buyer 1 pays, buyer 2 cancels, buyer 3's order expires unpaid (read after its window).
     assert_eq!(
         app.pay(&orders[0].1, "evt_webhooks", "pi_webhooks")
             .await
@@ -410,6 +431,9 @@ async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
         app.cancel(&orders[1].1, orders[1].0).await.status(),
         StatusCode::OK
     );
+    let so_far = logged(app, drop).await.len();
+    until_received(&received, so_far).await;
+    let before = (received.lock().unwrap().clone(), app.clock.now());
     app.clock.advance(time::Duration::seconds(601));
     let expired = body(
         app.get(
@@ -421,16 +445,7 @@ async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
     .await;
     assert_eq!(expired["status"], "EXPIRED");
     // The drop's log: created, three orders placed, sold out, paid, cancelled, expired.
-    let logged = app
-        .request(
-            Method::GET,
-            &format!("/admin/events?dropId={drop}&limit=100"),
-            Some((1, "admin")),
-        )
-        .send()
-        .await
-        .unwrap();
-    let logged = body(logged).await["items"].as_array().unwrap().clone();
+    let logged = logged(app, drop).await;
     let types: Vec<&str> = logged.iter().map(|e| e["type"].as_str().unwrap()).collect();
     for kind in [
         "goods.drop.created",
@@ -443,10 +458,26 @@ async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
         assert!(types.contains(&kind), "{kind} in {types:?}");
     }
     until_received(&received, logged.len()).await;
-    let verifier = standardwebhooks::Webhook::new(&secret).unwrap();
-    let got = received.lock().unwrap().clone();
+    let after = received.lock().unwrap()[before.0.len()..].to_vec();
+    SaleDelivered {
+        secret,
+        logged,
+        before,
+        after: (after, app.clock.now()),
+        not_theirs,
+    }
+}
+
+/// A sale, a payment, a cancel and an expiry: their events reach the seller's endpoint, each
+/// once, signed by its secret as Standard Webhooks signs; another seller's endpoint gets none of
+/// them. (Python's `standardwebhooks` verifies the same scenario's requests in `needs_python`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
+    let app = TestApp::spawn_with(&LAB).await;
+    let sale = a_sale_delivered(&app).await;
+    let verifier = standardwebhooks::Webhook::new(&sale.secret).unwrap();
     let mut ids: Vec<String> = Vec::new();
-    for request in &got {
+    for request in sale.before.0.iter().chain(&sale.after.0) {
         // The reference crate's signature of what arrived (its verify also checks the
         // timestamp against the real clock, which this test's clock runs ahead of).
         let id = request.header("webhook-id").unwrap();
@@ -466,14 +497,14 @@ async fn a_sales_events_reach_its_sellers_endpoint_signed_and_no_other() {
         assert_eq!(request.header("webhook-id"), event["id"].as_str());
         ids.push(event["id"].as_str().unwrap().to_owned());
         // Byte for byte the CloudEvent the log serves.
-        let served = logged.iter().find(|e| e["id"] == event["id"]).unwrap();
+        let served = sale.logged.iter().find(|e| e["id"] == event["id"]).unwrap();
         assert_eq!(&event, served);
     }
     ids.sort();
     ids.dedup();
-    assert_eq!(ids.len(), logged.len(), "each event once");
+    assert_eq!(ids.len(), sale.logged.len(), "each event once");
     assert!(
-        not_theirs.lock().unwrap().is_empty(),
+        sale.not_theirs.lock().unwrap().is_empty(),
         "another seller's endpoint got an event"
     );
 }
@@ -722,5 +753,36 @@ mod needs_python {
         );
         let signatures = after[0]["headers"]["webhook-signature"].as_str().unwrap();
         assert_eq!(signatures.split(' ').count(), 2, "{signatures}");
+    }
+
+    /// Every request of a sale, a payment, a cancel and an expiry verifies with Python's
+    /// `standardwebhooks`, its timestamps judged against the test's clock when each was sent.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_reference_python_library_verifies_every_event_of_a_sale() {
+        let app = TestApp::spawn_with(&LAB).await;
+        let sale = a_sale_delivered(&app).await;
+        let (before, at_sale) = &sale.before;
+        let (after, at_expiry) = &sale.after;
+        assert_eq!(before.len() + after.len(), sale.logged.len());
+        assert_eq!(
+            test_support::python::verified_by_standardwebhooks_at(
+                &sale.secret,
+                &as_json(before),
+                *at_sale
+            ),
+            before.len()
+        );
+        assert_eq!(
+            test_support::python::verified_by_standardwebhooks_at(
+                &sale.secret,
+                &as_json(after),
+                *at_expiry
+            ),
+            after.len()
+        );
+        assert!(
+            !after.is_empty(),
+            "the expiry's event came after the clock moved"
+        );
     }
 }

@@ -321,7 +321,7 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
     );
 
     assert_eq!(
-        store.delivery_backlog(at).await.unwrap(),
+        store.delivery_backlog(at, 100).await.unwrap(),
         DeliveryBacklog {
             pending: 2,
             oldest_due: Some(at)
@@ -329,7 +329,7 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
     );
     assert_eq!(
         store
-            .delivery_backlog(at - Duration::seconds(1))
+            .delivery_backlog(at - Duration::seconds(1), 100)
             .await
             .unwrap(),
         DeliveryBacklog {
@@ -337,6 +337,11 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
             oldest_due: None
         },
         "none due yet"
+    );
+    assert_eq!(
+        store.delivery_backlog(at, 1).await.unwrap().pending,
+        1,
+        "counted up to the cap"
     );
     let due = store.due_deliveries(at, 10, &[]).await.unwrap();
     let made: Vec<(EndpointId, &str)> = due
@@ -389,17 +394,19 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
     // A failure: PENDING until its next attempt, and the endpoint failing since now.
     let mine_delivery = due[0].id;
     let retry_at = at + Duration::seconds(5);
-    store
-        .record_attempt(
-            mine_delivery,
-            &Attempt {
-                outcome: AttemptOutcome::Answered(500),
-                next_attempt_at: Some(retry_at),
-            },
-            at,
-        )
-        .await
-        .unwrap();
+    assert!(
+        store
+            .record_attempt(
+                mine_delivery,
+                &Attempt {
+                    outcome: AttemptOutcome::Answered(500),
+                    next_attempt_at: Some(retry_at),
+                },
+                at,
+            )
+            .await
+            .unwrap()
+    );
     let due_now: Vec<i64> = store
         .due_deliveries(at, 10, &[])
         .await
@@ -421,17 +428,25 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
     assert_eq!(failing.failing_since, Some(at));
 
     // Delivered: done, and the endpoint's failures are over.
-    store
-        .record_attempt(
-            mine_delivery,
-            &Attempt {
-                outcome: AttemptOutcome::Answered(204),
-                next_attempt_at: Some(retry_at + Duration::minutes(5)),
-            },
-            retry_at,
-        )
-        .await
-        .unwrap();
+    let delivered = Attempt {
+        outcome: AttemptOutcome::Answered(204),
+        next_attempt_at: Some(retry_at + Duration::minutes(5)),
+    };
+    assert!(
+        store
+            .record_attempt(mine_delivery, &delivered, retry_at)
+            .await
+            .unwrap()
+    );
+    // Recorded once: an instance that was paused while the lease passed on and records the
+    // same attempt again changes nothing, and is told so.
+    assert!(
+        !store
+            .record_attempt(mine_delivery, &delivered, retry_at + Duration::seconds(1))
+            .await
+            .unwrap(),
+        "recorded by another instance already"
+    );
     let listed = store
         .deliveries_of(user(7), all.id, None, None, 10)
         .await
