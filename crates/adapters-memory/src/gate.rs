@@ -202,6 +202,12 @@ impl AdmissionGate for MemoryGate {
     }
 
     async fn reserve(&self, r: &Reservation) -> Result<ReserveOutcome, InfraError> {
+        if r.bucket.is_some() {
+            // It keeps none (`keeps_buckets` is false), so none is given to it.
+            return Err(InfraError::msg(
+                "the in-process gate keeps no buyer's bucket",
+            ));
+        }
         let mut drops = self.lock()?;
         let Some(gate) = drops.get_mut(&r.drop_id) else {
             return Ok(ReserveOutcome::NotSeeded);

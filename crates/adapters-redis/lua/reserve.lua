@@ -1,5 +1,6 @@
--- reserve.lua: the admission decision, atomically: idempotency marker, then units left in the
--- size asked for, then the buyer's limit across sizes; only if all pass are the units taken.
+-- reserve.lua (after gcra.lua): the admission decision, atomically: the buyer's token bucket when
+-- given, then idempotency marker, then units left in the size asked for, then the buyer's limit
+-- across sizes; only if all pass are the units taken.
 -- Replies in the API contract's order of checks (SOLD_OUT before PER_USER_LIMIT_EXCEEDED);
 -- both checks come before any write.
 --
@@ -7,12 +8,16 @@
 -- KEYS[2]  drop:{id}:held
 -- KEYS[3]  drop:{id}:idem
 -- KEYS[4]  drop:{id}:sizes      hash: sku -> units left (a drop in sizes only)
+-- KEYS[5]  rate:buyer:{user}     the buyer's token bucket, when charged here (a Redis that is
+--                                not a cluster: the bucket is in another slot than the drop)
 -- ARGV[1]  user id
 -- ARGV[2]  marker field "user|key"
 -- ARGV[3]  units asked for
 -- ARGV[4]  per-user limit
 -- ARGV[5]  the attempt's lease end, unix milliseconds
 -- ARGV[6]  the size asked for ('' for a drop without sizes)
+-- ARGV[7]  with KEYS[5]: the bucket's interval, microseconds
+-- ARGV[8]  with KEYS[5]: the bucket's burst
 --
 -- Returns one of:
 --   {'ADMITTED', remaining after}      units taken, marker "P|qty|lease end[|sku]" set
@@ -23,6 +28,13 @@
 --   {'SOLD_OUT', remaining}            fewer units left in the size than asked for
 --   {'PER_USER_LIMIT'}                 the buyer would exceed the limit
 --   {'NOT_SEEDED'}                     the gate holds nothing for this drop
+--   {'RATE_LIMITED', gcra()'s answer} the bucket refused it: nothing else checked or taken
+if KEYS[5] then
+  local bucket = gcra(KEYS[5], tonumber(ARGV[7]), tonumber(ARGV[8]))
+  if bucket[1] == 0 then
+    return {'RATE_LIMITED', bucket[1], bucket[2], bucket[3], bucket[4]}
+  end
+end
 local sku = ARGV[6]
 local marker = redis.call('HGET', KEYS[3], ARGV[2])
 if marker then

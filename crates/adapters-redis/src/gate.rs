@@ -2,6 +2,7 @@
 
 use crate::connection::RedisConnection;
 use crate::keys::{DropKeys, marker_field, restock_channel};
+use crate::rate::{bucket_decision, bucket_key};
 use crate::scripts::{self, CANCEL, CONFIRM, RELEASE, REMAINING, RESERVE, RESYNC, SEED};
 use crate::sold_out::{Marker, Markers, SoldOutFlags};
 use async_trait::async_trait;
@@ -12,7 +13,7 @@ use goods_domain::ports::{
     AdmissionGate, GateSeed, Reservation, ReserveOutcome, StaleReservation, from_unix_ms, unix_ms,
     whole_units,
 };
-use goods_domain::{DropId, IdempotencyKey, InfraError, OrderId, Quantity, Sku, UserId};
+use goods_domain::{DropId, IdempotencyKey, InfraError, OrderId, Quantity, RateKey, Sku, UserId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -310,6 +311,12 @@ impl AdmissionGate for RedisGate {
         self.flags.is_raised(drop, sku.as_ref())
     }
 
+    /// On one Redis, not on a cluster: there a buyer's bucket is in another slot than the
+    /// drop's keys, and the rate limiter charges it in a round trip of its own.
+    fn keeps_buckets(&self) -> bool {
+        !self.conn.pool.is_clustered()
+    }
+
     #[tracing::instrument(level = "debug", skip_all, fields(drop.id = %r.drop_id, user.id = %r.user_id))]
     async fn reserve(&self, r: &Reservation) -> Result<ReserveOutcome, InfraError> {
         if let Some(answer) =
@@ -320,7 +327,7 @@ impl AdmissionGate for RedisGate {
         }
         let field = marker_field(r.user_id, &r.key);
         let keys = self.keys(r.drop_id);
-        let args: Vec<Value> = vec![
+        let mut args: Vec<Value> = vec![
             r.user_id.get().into(),
             field.into(),
             i64::from(r.quantity.get()).into(),
@@ -328,15 +335,26 @@ impl AdmissionGate for RedisGate {
             r.deadline_ms().into(),
             sku_arg(r.sku.as_ref()),
         ];
-        let reply: Vec<Value> = scripts::run(
-            &self.conn.pool,
-            &RESERVE,
-            vec![keys.remaining, keys.held, keys.idem, keys.sizes],
-            args,
-        )
-        .await
-        .map_err(infra("redis reserve"))?;
+        let mut script_keys = vec![keys.remaining, keys.held, keys.idem, keys.sizes];
+        if let Some(limit) = r.bucket {
+            if !self.keeps_buckets() {
+                return Err(InfraError::msg(
+                    "a buyer's bucket given to a Redis Cluster's gate (it is in another slot)",
+                ));
+            }
+            script_keys.push(bucket_key(&self.conn.prefix, RateKey::Buyer(r.user_id)));
+            args.push(
+                i64::try_from(limit.interval().as_micros())
+                    .unwrap_or(i64::MAX)
+                    .into(),
+            );
+            args.push(i64::from(limit.burst()).into());
+        }
+        let reply: Vec<Value> = scripts::run(&self.conn.pool, &RESERVE, script_keys, args)
+            .await
+            .map_err(infra("redis reserve"))?;
         let outcome = match reply_status(&reply)?.as_str() {
+            "RATE_LIMITED" => ReserveOutcome::RateLimited(bucket_decision(&reply[1..])?),
             "ADMITTED" => ReserveOutcome::Admitted,
             "REPLAY" => ReserveOutcome::Replay(
                 OrderId::parse(reply_number(&reply)?)

@@ -1,4 +1,5 @@
-//! The Lua scripts, embedded, run with EVALSHA and reloaded on NOSCRIPT.
+//! The Lua scripts, embedded, run with EVALSHA and reloaded on NOSCRIPT. The token bucket's
+//! function (`gcra.lua`) is the text before each script that charges a bucket.
 
 use fred::prelude::*;
 use fred::types::scripts::Script;
@@ -7,8 +8,12 @@ use std::sync::LazyLock;
 
 pub static SEED: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/seed.lua")));
-pub static RESERVE: LazyLock<Script> =
-    LazyLock::new(|| Script::from_lua(include_str!("../lua/reserve.lua")));
+pub static RESERVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::from_lua(concat!(
+        include_str!("../lua/gcra.lua"),
+        include_str!("../lua/reserve.lua")
+    ))
+});
 pub static CONFIRM: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/confirm.lua")));
 pub static CANCEL: LazyLock<Script> =
@@ -19,8 +24,12 @@ pub static RESYNC: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/resync.lua")));
 pub static PERMIT: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/permit.lua")));
-pub static RATE: LazyLock<Script> =
-    LazyLock::new(|| Script::from_lua(include_str!("../lua/rate.lua")));
+pub static RATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::from_lua(concat!(
+        include_str!("../lua/gcra.lua"),
+        include_str!("../lua/rate.lua")
+    ))
+});
 pub static REMAINING: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/remaining.lua")));
 

@@ -56,6 +56,7 @@ fn res(user: i64, key: &str, quantity: i64, limit: i64) -> Reservation {
         per_user_limit: Quantity::parse("perUserLimit", limit).unwrap(),
         key: IdempotencyKey::parse(key).unwrap(),
         deadline: test_support::gate_contract::lease_end(),
+        bucket: None,
     }
 }
 
@@ -134,6 +135,23 @@ mod cluster {
     }
 
     test_support::gate_contract_tests!(contract_gate());
+
+    /// A buyer's bucket lies in another slot than the drop's keys: a cluster's gate keeps no
+    /// buckets (the rate limiter charges them in a round trip of its own), and refuses one
+    /// given to it rather than charge nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_clusters_gate_keeps_no_buckets() {
+        let url = test_support::redis::cluster_url();
+        let gate = gate_with_flags(&url, &fresh_prefix(), Duration::ZERO).await;
+        assert!(!gate.keeps_buckets());
+        gate.seed_if_absent(&seed(5)).await.unwrap();
+        let given = Reservation {
+            bucket: goods_domain::RateLimit::parse("30/m").unwrap(),
+            ..res(1, "a", 1, 5)
+        };
+        assert!(gate.reserve(&given).await.is_err());
+        assert_eq!(remaining(&gate).await, Some(5));
+    }
 
     /// A restock published by a script reaches a gate connected to another node: the sold-out
     /// flag comes down on a cancel, in cluster mode too.
@@ -328,4 +346,73 @@ async fn with_redis_gone_a_raised_flag_still_answers_and_everything_else_fails_f
         started.elapsed() < Duration::from_secs(2),
         "an unreachable Redis fails fast"
     );
+}
+
+/// On one Redis the gate charges the buyer's bucket in the reservation's own script: 80
+/// reservations of one buyer racing against a bucket of 60 (`30/m`, bursts of 60) admit exactly
+/// 60 and refuse 20 with the bucket's wait, taking nothing for those; the bucket is the rate
+/// limiter's (an entry of the same buyer is refused next), and another buyer's is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_buyers_bucket_is_charged_in_the_reservation_exactly() {
+    let prefix = fresh_prefix();
+    let gate = std::sync::Arc::new(gate_on(&server_url(), &prefix).await);
+    assert!(gate.keeps_buckets());
+    gate.seed_if_absent(&seed(100)).await.unwrap();
+    let limit = goods_domain::RateLimit::parse("30/m").unwrap().unwrap();
+    let tries = (0..80).map(|n| {
+        let gate = std::sync::Arc::clone(&gate);
+        async move {
+            let r = Reservation {
+                bucket: Some(limit),
+                ..res(1, &format!("k{n}"), 1, 100)
+            };
+            gate.reserve(&r).await.unwrap()
+        }
+    });
+    let outcomes = futures::future::join_all(tries).await;
+    let admitted = outcomes
+        .iter()
+        .filter(|o| **o == ReserveOutcome::Admitted)
+        .count();
+    let limited: Vec<_> = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            ReserveOutcome::RateLimited(decision) => Some(*decision),
+            _ => None,
+        })
+        .collect();
+    assert_eq!((admitted, limited.len()), (60, 20), "{outcomes:?}");
+    assert!(
+        limited
+            .iter()
+            .all(|d| !d.allowed && d.retry_after > Duration::ZERO),
+        "{limited:?}"
+    );
+    assert_eq!(remaining(&gate).await, Some(40));
+    // The rate limiter's bucket of the same buyer: empty now.
+    let config = RedisConfig {
+        url: server_url(),
+        prefix: prefix.clone(),
+        pool_size: 1,
+        command_timeout: Duration::from_millis(500),
+        tls_ca_file: None,
+    };
+    let limiter = adapters_redis::RedisRateLimiter::new(
+        RedisConnection::connect(&config, Duration::from_secs(2))
+            .await
+            .unwrap(),
+    );
+    use goods_domain::ports::RateLimiter as _;
+    let buyer = |id| goods_domain::RateKey::Buyer(UserId::parse(id).unwrap());
+    assert!(!limiter.admit(buyer(1), limit).await.unwrap().allowed);
+    let other = Reservation {
+        bucket: Some(limit),
+        ..res(2, "k", 1, 100)
+    };
+    assert_eq!(
+        gate.reserve(&other).await.unwrap(),
+        ReserveOutcome::Admitted
+    );
+    // 60 tokens: the reservation took one, this takes the second.
+    assert_eq!(limiter.admit(buyer(2), limit).await.unwrap().remaining, 58);
 }

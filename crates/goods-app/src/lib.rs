@@ -192,6 +192,7 @@ impl GoodsApp {
             tasks: tasks.clone(),
             lease: lease_of(DEFAULT_LEASE),
             payment_window: PaymentWindow::default(),
+            fleet_bucket: None,
         };
         Self {
             access,

@@ -82,6 +82,10 @@ pub enum PurchaseError {
     /// Admitted, but no database write slot within the wait bound.
     #[error("throttled")]
     Throttled,
+    /// The buyer's fleet-wide bucket refused it, charged as the purchase reached a shared
+    /// store (in the gate's own reservation where the gate keeps the buckets).
+    #[error("rate limited")]
+    RateLimited(crate::RateLimited),
     /// A store failed ([`InfraError::is_unavailable`]: not within its bound, or the lease ran
     /// out); a retry with the same key replays the order or tries afresh.
     #[error(transparent)]
@@ -124,6 +128,7 @@ impl PurchaseError {
             Self::PerUserLimitExceeded { .. } => "per_user_limit_exceeded",
             Self::OrderLimitReached { .. } => "order_limit_reached",
             Self::Throttled => "throttled",
+            Self::RateLimited(_) => "rate_limited",
             Self::Infra(e) if e.is_unavailable() => "unavailable",
             Self::Infra(_) => "unexpected",
         }
@@ -143,6 +148,7 @@ impl PurchaseError {
             | Self::Refused(PurchaseRejection::Paused | PurchaseRejection::DrawDrop)
             | Self::KeyReused
             | Self::InProgress
+            | Self::RateLimited(_)
             | Self::Infra(_) => None,
         }
     }
@@ -187,6 +193,9 @@ pub(crate) struct Purchases {
     /// The admission lease of every reservation.
     pub(crate) lease: time::Duration,
     pub(crate) payment_window: PaymentWindow,
+    /// The buyers' fleet-wide bucket (`RATE_LIMIT_PER_BUYER` in the fleet's store), charged
+    /// once a purchase reaches a shared store; `None` without one.
+    pub(crate) fleet_bucket: Option<crate::rate_limits::FleetBucket>,
 }
 
 impl Purchases {
@@ -295,8 +304,32 @@ impl Purchases {
         // Admission, then the commit: the gate reserves the units and the database commits
         // them with the drop's next batch; without a gate the database decides alone.
         let sku = cmd.sku.clone();
-        let result = match self.access.usable().cloned() {
-            Some(gate) => self.through_gate(hooks, gate, &drop, cmd, now).await,
+        let gate = self.access.usable().cloned();
+        // The buyer's fleet-wide bucket, now that the purchase reaches a shared store: in the
+        // gate's own reservation when the gate keeps the buckets (one round trip for both);
+        // else in a round trip of its own, unless the gate answers from this instance's memory
+        // (a sold-out size), which costs the fleet nothing.
+        let bucket = match &self.fleet_bucket {
+            Some(fleet) if gate.as_ref().is_some_and(|g| g.keeps_buckets()) => Some(fleet.limit),
+            Some(fleet) => {
+                if !gate
+                    .as_ref()
+                    .is_some_and(|g| g.answers_locally(drop.id, sku.clone()))
+                {
+                    fleet
+                        .charge(cmd.user_id)
+                        .await
+                        .map_err(PurchaseError::RateLimited)?;
+                }
+                None
+            }
+            None => None,
+        };
+        let result = match gate {
+            Some(gate) => {
+                self.through_gate(hooks, gate, &drop, cmd, now, bucket)
+                    .await
+            }
             None => self.database_alone(hooks, &drop, &cmd, now).await,
         };
         // A sold-out answer is the size's: the buyer learns which one.
@@ -376,6 +409,124 @@ mod tests {
             tasks,
             lease: Duration::seconds(8),
             payment_window: PaymentWindow::default(),
+            fleet_bucket: None,
+        }
+    }
+
+    /// `RATE_LIMIT_PER_BUYER`'s 20/s, in the fleet's store `fleet`.
+    fn fleet_bucket(
+        fleet: goods_domain::ports::MockRateLimiter,
+    ) -> crate::rate_limits::FleetBucket {
+        crate::rate_limits::FleetBucket::new(
+            goods_domain::RateLimit::parse("20/s").unwrap().unwrap(),
+            Arc::new(fleet),
+        )
+    }
+
+    fn refusal() -> goods_domain::RateDecision {
+        goods_domain::RateDecision {
+            allowed: false,
+            remaining: 0,
+            retry_after: std::time::Duration::from_millis(40),
+            reset: std::time::Duration::from_secs(1),
+        }
+    }
+
+    /// A gate that keeps the buckets is given the buyer's with the reservation (and the fleet's
+    /// limiter is not asked): one round trip for both. Its refusal is the buyer's 429, and
+    /// nothing is committed.
+    #[tokio::test]
+    async fn a_gate_that_keeps_the_buckets_charges_the_buyers_in_its_reservation() {
+        let mut m = Mocks::at(OPEN);
+        m.ledger.expect_place_orders().times(0);
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        gate.expect_keeps_buckets().return_const(true);
+        gate.expect_reserve()
+            .withf(|r| r.bucket == goods_domain::RateLimit::parse("20/s").unwrap())
+            .times(1)
+            .returning(|_| Ok(ReserveOutcome::RateLimited(refusal())));
+        let mut fleet = goods_domain::ports::MockRateLimiter::new();
+        fleet.expect_admit().times(0);
+        let mut purchases = purchases(m, Some(gate));
+        purchases.fleet_bucket = Some(fleet_bucket(fleet));
+        let err = purchases.purchase(&hooks(), cmd(1)).await.unwrap_err();
+        match err {
+            PurchaseError::RateLimited(limited) => {
+                assert_eq!(limited.key, goods_domain::RateKey::Buyer(buyer().user_id));
+                assert_eq!(limited.decision, refusal());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A gate that holds nothing yet is seeded and asked again: the second ask is the same
+    /// request, so the bucket goes with the first alone (charged once).
+    #[tokio::test]
+    async fn the_bucket_goes_with_the_first_reservation_only() {
+        let mut m = Mocks::at(OPEN);
+        m.drops
+            .expect_gate_seed()
+            .returning(|drop| Ok(sold_out_seed(drop)));
+        m.ledger
+            .expect_place_orders()
+            .times(1)
+            .returning(|_| created_one());
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        gate.expect_keeps_buckets().return_const(true);
+        gate.expect_seed_if_absent().returning(|_| Ok(()));
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&asked);
+        gate.expect_reserve().times(2).returning(move |r| {
+            let mut seen = seen.lock().unwrap();
+            seen.push(r.bucket.is_some());
+            Ok(if seen.len() == 1 {
+                ReserveOutcome::NotSeeded
+            } else {
+                ReserveOutcome::Admitted
+            })
+        });
+        gate.expect_confirm_all().returning(|_| Ok(()));
+        let mut purchases = purchases(m, Some(gate));
+        purchases.fleet_bucket = Some(fleet_bucket(goods_domain::ports::MockRateLimiter::new()));
+        purchases.purchase(&hooks(), cmd(1)).await.unwrap();
+        assert_eq!(*asked.lock().unwrap(), [true, false]);
+    }
+
+    /// A gate that does not keep the buckets (a Redis Cluster's): the fleet's limiter charges
+    /// the buyer first, in a round trip of its own; its refusal never reaches the gate. A
+    /// purchase the gate answers from this instance's memory costs the fleet nothing.
+    #[rstest::rstest]
+    #[case::refused_by_the_fleet(false, 1, 0)]
+    #[case::answered_here(true, 0, 1)]
+    #[tokio::test]
+    async fn elsewhere_the_fleets_limiter_charges_the_buyer_before_the_gate(
+        #[case] answered_here: bool,
+        #[case] fleet_asked: usize,
+        #[case] reserved: usize,
+    ) {
+        let m = Mocks::at(OPEN);
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        gate.expect_keeps_buckets().return_const(false);
+        gate.expect_answers_locally().return_const(answered_here);
+        gate.expect_reserve()
+            .withf(|r| r.bucket.is_none())
+            .times(reserved)
+            .returning(|_| Ok(ReserveOutcome::SoldOut { remaining: 0 }));
+        let mut fleet = goods_domain::ports::MockRateLimiter::new();
+        fleet
+            .expect_admit()
+            .times(fleet_asked)
+            .returning(|_, _| Ok(refusal()));
+        let mut purchases = purchases(m, Some(gate));
+        purchases.fleet_bucket = Some(fleet_bucket(fleet));
+        let err = purchases.purchase(&hooks(), cmd(1)).await.unwrap_err();
+        if answered_here {
+            assert!(matches!(err, PurchaseError::SoldOut { .. }), "{err:?}");
+        } else {
+            assert!(matches!(err, PurchaseError::RateLimited(_)), "{err:?}");
         }
     }
 

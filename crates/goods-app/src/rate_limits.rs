@@ -1,10 +1,12 @@
 //! Rate limits (`RATE_LIMIT_PER_BUYER`, `RATE_LIMIT_PER_IP`), the design's token bucket in two
-//! layers: this instance's buckets first (a few atomics), then the fleet's (Redis, one round
-//! trip) only for what reaches a shared store. A failing fleet store is skipped.
+//! layers: this instance's buckets first (a few atomics), then the fleet's (Redis) only for what
+//! reaches a shared store. A purchase pays the fleet's bucket once it reaches one: in the gate's
+//! own reservation when the gate keeps the buckets (no round trip of its own), else in one
+//! round trip ([`FleetBucket`]). A failing fleet store is skipped.
 
 use crate::drops::cache::DropCache;
 use crate::{GoodsApp, telemetry};
-use goods_domain::ports::{AdmissionGate, Clock, RateLimiter};
+use goods_domain::ports::{Clock, RateLimiter};
 use goods_domain::{DropId, PurchaseRejection, RateDecision, RateKey, RateLimit, Sku, UserId};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -68,7 +70,30 @@ pub(crate) struct Limiter {
     limits: RateLimits,
     cache: Arc<DropCache>,
     clock: Arc<dyn Clock>,
-    gate: Option<Arc<dyn AdmissionGate>>,
+}
+
+/// The buyers' fleet-wide bucket as a purchase pays it, where it reaches a shared store.
+#[derive(Clone)]
+pub(crate) struct FleetBucket {
+    pub(crate) limit: RateLimit,
+    fleet: Arc<dyn RateLimiter>,
+}
+
+impl FleetBucket {
+    pub(crate) fn new(limit: RateLimit, fleet: Arc<dyn RateLimiter>) -> Self {
+        Self { limit, fleet }
+    }
+
+    /// Charges `buyer`'s bucket in the fleet's store, in a round trip of its own; a failing
+    /// store leaves the instance's decision (counted).
+    pub(crate) async fn charge(&self, buyer: UserId) -> Result<(), RateLimited> {
+        fleet(self.fleet.as_ref(), RateKey::Buyer(buyer), self.limit).await
+    }
+
+    /// The refusal of `buyer` by the bucket, as the gate answered it.
+    pub(crate) fn refused(&self, buyer: UserId, decision: RateDecision) -> RateLimited {
+        refused("fleet", RateKey::Buyer(buyer), self.limit, decision)
+    }
 }
 
 impl GoodsApp {
@@ -76,11 +101,14 @@ impl GoodsApp {
     /// is limited.
     #[must_use]
     pub fn with_rate_limits(mut self, limits: RateLimits) -> Self {
+        self.purchases.fleet_bucket = limits
+            .buyer
+            .zip(limits.fleet.clone())
+            .map(|(limit, fleet)| FleetBucket::new(limit, fleet));
         self.rate_limits = Some(Limiter {
             limits,
             cache: Arc::clone(&self.drops),
             clock: Arc::clone(&self.ports.clock),
-            gate: self.ports.gate.clone(),
         });
         self
     }
@@ -103,9 +131,9 @@ impl GoodsApp {
         }
     }
 
-    /// Counts a buyer's purchase (of `drop`'s size, when it says one), entry or cancel
-    /// (`drop`: `None`): here, then in the fleet's buckets, unless the gate answers it from
-    /// this instance's memory or the sale-start gate refuses it.
+    /// Counts a buyer's purchase (of `drop`'s size, when it says one) here, unless the
+    /// sale-start gate refuses it (the purchase pays the fleet's bucket where it reaches a
+    /// shared store); an entry or a cancel (`drop`: `None`) here, then in the fleet's buckets.
     pub async fn limit_buyer(
         &self,
         buyer: UserId,
@@ -133,8 +161,8 @@ impl Limiter {
         }
     }
 
-    /// Here, then in the fleet, unless the gate answers from memory (a sold-out drop or size);
-    /// before `openAt` not at all, as the 425 touches no store.
+    /// A purchase here (before `openAt` not at all, as the 425 touches no store); an entry or
+    /// a cancel here, then in the fleet.
     async fn buyer(
         &self,
         buyer: UserId,
@@ -150,23 +178,10 @@ impl Limiter {
         }
         let key = RateKey::Buyer(buyer);
         local(&self.limits, key, limit).await?;
-        let Some(fleet) = &self.limits.fleet else {
-            return Ok(());
-        };
-        if let (Some((drop, sku)), Some(gate)) = (drop, &self.gate)
-            && gate.answers_locally(drop, sku.cloned())
-        {
-            return Ok(());
-        }
-        match fleet.admit(key, limit).await {
-            Ok(decision) if decision.allowed => Ok(()),
-            Ok(decision) => Err(refused("fleet", key, limit, decision)),
-            Err(error) => {
-                // The instance's bucket already counted this request: it stands alone.
-                metrics::counter!(telemetry::RATE_LIMIT_FALLBACKS).increment(1);
-                tracing::debug!(error = %error, "fleet rate limit unavailable; this instance's applies");
-                Ok(())
-            }
+        match (&self.limits.fleet, drop) {
+            (Some(store), None) => fleet(store.as_ref(), key, limit).await,
+            // A purchase pays the fleet's bucket in its use case (`FleetBucket`).
+            _ => Ok(()),
         }
     }
 
@@ -184,6 +199,20 @@ impl Limiter {
     }
 }
 
+/// `key`'s bucket in the fleet's store; a failing store leaves the instance's decision.
+async fn fleet(store: &dyn RateLimiter, key: RateKey, limit: RateLimit) -> Result<(), RateLimited> {
+    match store.admit(key, limit).await {
+        Ok(decision) if decision.allowed => Ok(()),
+        Ok(decision) => Err(refused("fleet", key, limit, decision)),
+        Err(error) => {
+            // The instance's bucket already counted this request: it stands alone.
+            metrics::counter!(telemetry::RATE_LIMIT_FALLBACKS).increment(1);
+            tracing::debug!(error = %error, "fleet rate limit unavailable; this instance's applies");
+            Ok(())
+        }
+    }
+}
+
 async fn local(limits: &RateLimits, key: RateKey, limit: RateLimit) -> Result<(), RateLimited> {
     match limits.local.admit(key, limit).await {
         Ok(decision) if decision.allowed => Ok(()),
@@ -198,7 +227,7 @@ mod tests {
     use super::*;
     use crate::test_support::*;
     use goods_domain::InfraError;
-    use goods_domain::ports::{MockAdmissionGate, MockRateLimiter};
+    use goods_domain::ports::MockRateLimiter;
     use std::time::Duration;
 
     fn limit() -> RateLimit {
@@ -228,32 +257,28 @@ mod tests {
     }
 
     /// A buyer limit over `local` and `fleet` buckets, at `now`, the sample drop (opening at
-    /// [`OPEN`]) in the cache, and a gate that answers the drop here when `sold_out_here`.
+    /// [`OPEN`]) in the cache.
     fn limiter_at(
         now: time::OffsetDateTime,
         local: MockRateLimiter,
         fleet: MockRateLimiter,
-        sold_out_here: bool,
     ) -> Limiter {
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_answers_locally().return_const(sold_out_here);
         let mut clock = goods_domain::ports::MockClock::new();
         clock.expect_now().return_const(now);
         Limiter {
             limits: RateLimits::new(Some(limit()), None, Arc::new(local), Some(Arc::new(fleet))),
             cache: Arc::new(DropCache::new(Arc::new(drops_serving(sample_drop(100, 2))))),
             clock: Arc::new(clock),
-            gate: Some(Arc::new(gate)),
         }
     }
 
-    fn limited_app(local: MockRateLimiter, fleet: MockRateLimiter, sold_out_here: bool) -> Limiter {
-        limiter_at(OPEN, local, fleet, sold_out_here)
+    fn limited_app(local: MockRateLimiter, fleet: MockRateLimiter) -> Limiter {
+        limiter_at(OPEN, local, fleet)
     }
 
     #[tokio::test]
     async fn a_buyer_refused_here_never_costs_the_fleet_a_round_trip() {
-        let app = limited_app(answering(false, 1), answering(true, 0), false);
+        let app = limited_app(answering(false, 1), answering(true, 0));
         let refused = app
             .buyer(buyer().user_id, Some((drop_id(), None)))
             .await
@@ -262,9 +287,11 @@ mod tests {
         assert_eq!(refused.decision.retry_after_seconds(), 1);
     }
 
+    /// A purchase is counted here; it pays the fleet's bucket in its use case, where it
+    /// reaches a shared store (in the gate's own reservation where the gate keeps the buckets).
     #[tokio::test]
-    async fn a_purchase_the_gate_answers_here_is_counted_here_only() {
-        let app = limited_app(answering(true, 2), answering(false, 1), true);
+    async fn a_purchase_is_counted_here_and_an_entry_here_and_in_the_fleet() {
+        let app = limited_app(answering(true, 2), answering(false, 1));
         assert!(
             app.buyer(buyer().user_id, Some((drop_id(), None)))
                 .await
@@ -276,23 +303,15 @@ mod tests {
 
     #[tokio::test]
     async fn the_fleets_refusal_stands_and_its_failure_leaves_the_instances_decision() {
-        let app = limited_app(answering(true, 1), answering(false, 1), false);
-        assert!(
-            app.buyer(buyer().user_id, Some((drop_id(), None)))
-                .await
-                .is_err()
-        );
+        let app = limited_app(answering(true, 1), answering(false, 1));
+        assert!(app.buyer(buyer().user_id, None).await.is_err());
         let mut failing = MockRateLimiter::new();
         failing
             .expect_admit()
             .times(1)
             .returning(|_, _| Err(InfraError::msg("redis down")));
-        let app = limited_app(answering(true, 1), failing, false);
-        assert!(
-            app.buyer(buyer().user_id, Some((drop_id(), None)))
-                .await
-                .is_ok()
-        );
+        let app = limited_app(answering(true, 1), failing);
+        assert!(app.buyer(buyer().user_id, None).await.is_ok());
     }
 
     /// The sale-start gate answers 425 before anything else: such a purchase spends neither
@@ -303,7 +322,6 @@ mod tests {
             OPEN - time::Duration::seconds(1),
             answering(true, 1),
             answering(true, 1),
-            false,
         );
         for _ in 0..3 {
             assert!(

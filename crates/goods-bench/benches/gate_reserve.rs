@@ -35,6 +35,7 @@ fn reservation(drop: i64, user: i64) -> Reservation {
         per_user_limit: Quantity::parse("perUserLimit", 1).unwrap(),
         key: IdempotencyKey::parse("bench").unwrap(),
         deadline: time::OffsetDateTime::now_utc() + time::Duration::minutes(5),
+        bucket: None,
     }
 }
 

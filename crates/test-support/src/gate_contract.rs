@@ -83,6 +83,7 @@ fn res(user: i64, key: &str, quantity: i64, limit: i64) -> Reservation {
         per_user_limit: Quantity::parse("perUserLimit", limit).unwrap(),
         key: IdempotencyKey::parse(key).unwrap(),
         deadline: lease_end(),
+        bucket: None,
     }
 }
 
@@ -722,6 +723,7 @@ async fn run_against_model(gate: &Gate, drop: DropId, skus: &[Option<Sku>], ops:
         per_user_limit: Quantity::parse("perUserLimit", MODEL_LIMIT).unwrap(),
         key: IdempotencyKey::parse(&format!("k{key}")).unwrap(),
         deadline,
+        bucket: None,
     };
     let units: FreeUnits = skus
         .iter()

@@ -133,6 +133,7 @@ impl From<PurchaseError> for Problem {
             PurchaseError::Throttled => Self::throttled(
                 "admitted, but no database write slot was free in time; nothing was bought",
             ),
+            PurchaseError::RateLimited(limited) => limited.into(),
             PurchaseError::Infra(e) => e.into(),
         }
     }

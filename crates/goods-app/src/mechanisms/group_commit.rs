@@ -688,6 +688,7 @@ mod tests {
             per_user_limit: order.per_user_limit,
             key: order.key.clone(),
             deadline: OPEN + time::Duration::seconds(8),
+            bucket: None,
         };
         Commit {
             order,

@@ -22,8 +22,12 @@ impl Purchases {
         drop: &LimitedDrop,
         cmd: Chosen,
         now: OffsetDateTime,
+        bucket: Option<goods_domain::RateLimit>,
     ) -> Result<Purchased, PurchaseError> {
-        let reservation = reservation(drop, cmd, now.saturating_add(self.lease));
+        let reservation = Reservation {
+            bucket,
+            ..reservation(drop, cmd, now.saturating_add(self.lease))
+        };
         let asked = std::time::Instant::now();
         let reserved = self.reserve(gate.as_ref(), drop, &reservation).await;
         let result = if reserved.is_ok() {
@@ -77,7 +81,8 @@ impl Purchases {
         }
     }
 
-    /// Reserves at the gate, seeding it from the database once if it holds nothing yet.
+    /// Reserves at the gate, seeding it from the database once if it holds nothing yet (the
+    /// second try is the same request: its bucket was charged by the first).
     async fn reserve(
         &self,
         gate: &dyn AdmissionGate,
@@ -94,7 +99,11 @@ impl Purchases {
                     })
                     .await
                     .map_err(|error| crate::mechanisms::single_flight::unshared(&error))?;
-                match gate.reserve(reservation).await? {
+                let again = Reservation {
+                    bucket: None,
+                    ..reservation.clone()
+                };
+                match gate.reserve(&again).await? {
                     ReserveOutcome::NotSeeded => Err(InfraError::msg("gate lost its seed twice")),
                     outcome => Ok(outcome),
                 }
@@ -171,6 +180,11 @@ impl Purchases {
                     }
                     StaleResolution::Pending => Err(PurchaseError::InProgress),
                     StaleResolution::Abandoned => {
+                        // The same request again: its bucket was charged by the first try.
+                        let reservation = &Reservation {
+                            bucket: None,
+                            ..reservation.clone()
+                        };
                         let outcome = self.reserve(gate.as_ref(), drop, reservation).await?;
                         Box::pin(self.after_reserve(
                             hooks,
@@ -232,6 +246,12 @@ impl Purchases {
             ReserveOutcome::NotSeeded => {
                 Err(InfraError::msg("gate not seeded after seeding").into())
             }
+            ReserveOutcome::RateLimited(decision) => match &self.fleet_bucket {
+                Some(fleet) => Err(PurchaseError::RateLimited(
+                    fleet.refused(reservation.user_id, decision),
+                )),
+                None => Err(InfraError::msg("the gate charged a bucket it was not given").into()),
+            },
         }
     }
 }
@@ -285,6 +305,7 @@ fn reservation(drop: &LimitedDrop, cmd: Chosen, deadline: OffsetDateTime) -> Res
         per_user_limit: drop.per_user_limit,
         key: cmd.key,
         deadline,
+        bucket: None,
     }
 }
 
@@ -328,6 +349,7 @@ pub(crate) async fn resolve_stale(
         per_user_limit: drop.per_user_limit,
         key: stale.key.clone(),
         deadline: stale.deadline,
+        bucket: None,
     };
     match &resolution {
         StaleResolution::Committed(order) if order.drop_id == drop.id => {

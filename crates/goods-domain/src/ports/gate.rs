@@ -2,7 +2,10 @@
 //! database, never the truth, rebuilt from it at any time ([`GateSeed`]).
 
 use crate::batch::FreeUnits;
-use crate::{DropId, IdempotencyKey, InfraError, LimitedDrop, OrderId, Quantity, Sku, UserId};
+use crate::{
+    DropId, IdempotencyKey, InfraError, LimitedDrop, OrderId, Quantity, RateDecision, RateLimit,
+    Sku, UserId,
+};
 use async_trait::async_trait;
 use time::OffsetDateTime;
 
@@ -19,6 +22,12 @@ pub struct Reservation {
     /// The end of this attempt's lease (to the millisecond): past it the reservation is
     /// resolved by the database, which refuses to commit it after, so "no order" is final.
     pub deadline: OffsetDateTime,
+    /// The buyer's fleet-wide token bucket ([`RateKey::Buyer`](crate::RateKey::Buyer)) at this
+    /// limit, charged by the gate before anything else in the same atomic step, so an admitted
+    /// purchase makes one round trip to the gate's store rather than two. Only given to a gate
+    /// that [`keeps_buckets`](AdmissionGate::keeps_buckets), and only on a purchase's first
+    /// reservation (a retry after seeding or a stale lease is the same request).
+    pub bucket: Option<RateLimit>,
 }
 
 impl Reservation {
@@ -70,6 +79,9 @@ pub enum ReserveOutcome {
     /// The gate holds nothing for this drop (new process, flushed Redis): seed it from the
     /// database and ask again.
     NotSeeded,
+    /// The buyer's bucket ([`Reservation::bucket`]) refused the request: nothing else was
+    /// checked or taken.
+    RateLimited(RateDecision),
 }
 
 /// An order that counts for a gate: its buyer, key and units.
@@ -153,6 +165,13 @@ pub trait AdmissionGate: Send + Sync + 'static {
     /// [`InfraError`] when the gate cannot be reached or its answer is unknown (a timeout
     /// is not a no: the units may have been taken).
     async fn reserve(&self, reservation: &Reservation) -> Result<ReserveOutcome, InfraError>;
+
+    /// Whether this gate charges the buyers' fleet-wide token buckets itself, in the same
+    /// atomic step as a reservation ([`Reservation::bucket`]): the buckets live in its store.
+    /// A gate that does not is never given a bucket.
+    fn keeps_buckets(&self) -> bool {
+        false
+    }
 
     /// Whether a reservation of `drop`'s size `sku` is answered here without a round trip to
     /// the gate's store right now (the size is known sold out): what such an answer costs is
