@@ -452,6 +452,31 @@ impl TestApp {
         .unwrap()
     }
 
+    /// A purchase retried with the same key as a client does while the answer says to come
+    /// back: a 503 (a store past its bound on a loaded machine), or a 409
+    /// `IDEMPOTENCY_KEY_IN_PROGRESS` (the 503's attempt still holds its lease). At most 30 s;
+    /// the final answer's status and body. The order is placed once whatever the tries.
+    pub async fn purchase_until_final(
+        &self,
+        drop: i64,
+        user: i64,
+        key: &str,
+        quantity: i64,
+    ) -> (StatusCode, Value) {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let res = self.purchase(drop, user, key, quantity).await;
+            let status = res.status();
+            let body: Value = res.json().await.unwrap_or(Value::Null);
+            let again = status == StatusCode::SERVICE_UNAVAILABLE
+                || body["code"] == "IDEMPOTENCY_KEY_IN_PROGRESS";
+            if !again || std::time::Instant::now() > until {
+                return (status, body);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
     /// Starts a purchase without waiting for it (to catch it in flight).
     pub fn purchase_in_background(
         &self,

@@ -292,22 +292,41 @@ mod needs_redis {
     use super::*;
 
     /// Two instances sharing Redis: a buyer alternating between them gets the limit once, not once
-    /// per instance (each instance's own bucket would let 20 through on each, 40 in all).
+    /// per instance (each instance's own bucket would let 20 through on each, 40 in all). The
+    /// fleet's bucket refuses inside the gate's reservation, after the drop is read from the
+    /// instance's cache: the 20 refusals still cost neither instance a database statement.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_buyer_spread_over_two_instances_gets_the_fleets_burst_once() {
-        let (a, b) = TestApp::pair_on_shared_redis(&[("RATE_LIMIT_PER_BUYER", SLOW)]).await;
+        let (a, b) = TestApp::pair_on_shared_redis(&[
+            ("RATE_LIMIT_PER_BUYER", SLOW),
+            ("DROP_REFRESH_MS", "3600000"),
+        ])
+        .await;
         let (_, drop) = a.open_drop(100, 100, 100).await;
-        let mut accepted = 0;
-        for i in 0..40 {
-            let app = if i % 2 == 0 { &a } else { &b };
-            let res = app.purchase(drop, 7, &format!("k{i}"), 1).await;
-            match res.status() {
-                StatusCode::ACCEPTED => accepted += 1,
-                _ => {
-                    problem(res, 429, "RATE_LIMITED").await;
-                }
-            }
+        let buy = |i: usize| {
+            let app = if i.is_multiple_of(2) { &a } else { &b };
+            async move { app.purchase(drop, 7, &format!("k{i}"), 1).await }
+        };
+        // 10 through each instance: each has its own bucket half spent, the fleet's all spent.
+        for i in 0..20 {
+            assert_eq!(buy(i).await.status(), StatusCode::ACCEPTED, "purchase {i}");
         }
-        assert_eq!(accepted, 20);
+        let before = (
+            a.db_statements_settled().await,
+            b.db_statements_settled().await,
+        );
+        for i in 20..40 {
+            problem(buy(i).await, 429, "RATE_LIMITED").await;
+        }
+        assert_eq!(
+            (a.db_statements().await, b.db_statements().await),
+            before,
+            "a refusal by the fleet's bucket costs no statement"
+        );
+        assert_eq!(
+            a.seller_json(&format!("/limited-drops/{drop}/reconciliation"))
+                .await["soldQuantity"],
+            json!(20)
+        );
     }
 }
