@@ -12,6 +12,8 @@
 # the sell-out's own checks fail or a refusal is not a 409.
 #
 #   loadtest/profile-purchase.sh        # LIMITED=20000 CONNECTIONS=64 REFUSE_FOR=5s
+#   PROFILE=0 SERVER_BIN=... loadtest/profile-purchase.sh   # the CPU per request alone, no perf
+#                                       # (a minute a run instead of five: for A/B rounds)
 #
 # Needs perf (linux-perf), inferno (cargo install inferno), wrk, a release build with debug info
 # (the workspace's release profile keeps it): cargo build --release -p goods-server -p goods-bench.
@@ -26,7 +28,9 @@ FREQUENCY="${FREQUENCY:-499}"
 OUT="${OUT:-docs/profiles}"
 SELLOUT_BIN="${SELLOUT_BIN:-target/release/http_sellout}"
 PORT="${PORT:-18084}"
-for bin in perf inferno-collapse-perf inferno-flamegraph wrk; do
+PROFILE="${PROFILE:-1}"
+tools=(wrk); [ "$PROFILE" = 0 ] || tools+=(perf inferno-collapse-perf inferno-flamegraph)
+for bin in "${tools[@]}"; do
   command -v "$bin" >/dev/null 2>&1 || { echo "FAIL: $bin not found (perf: apt-get install linux-perf; inferno: cargo install inferno; wrk: apt-get install wrk)"; exit 1; }
 done
 . loadtest/lib/release-server.sh
@@ -34,17 +38,24 @@ work="$(mktemp -d)"
 start_release_server profile "$PORT" RECONCILE_INTERVAL_MS=0 RATE_LIMIT_PER_IP=off
 trap 'stop_release_server; rm -rf "$work"' EXIT
 mkdir -p "$OUT"
+declare -A US
 tick_us=$((1000000 / $(getconf CLK_TCK)))
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER/stat"; }
 record() { # NAME: perf on the server until SIGINT
+  [ "$PROFILE" = 0 ] && return 0
   perf record -q -e cpu-clock -F "$FREQUENCY" --call-graph dwarf,16384 -p "$SERVER" -o "$work/$1.data" 2>/dev/null &
   PERF=$!
   sleep 0.5
 }
-stop_recording() { kill -INT "$PERF"; wait "$PERF" || true; }
+stop_recording() { [ "$PROFILE" = 0 ] && return 0; kill -INT "$PERF"; wait "$PERF" || true; }
 report() { # NAME REQUESTS TICKS
   local name="$1" requests="$2" ticks="$3" us
   us=$(awk -v t="$ticks" -v u="$tick_us" -v n="$requests" 'BEGIN {printf "%.1f", t * u / n}')
+  US[$name]="$us"
+  if [ "$PROFILE" = 0 ]; then
+    echo "== $name: $requests requests, $ticks ticks of server CPU: $us µs per request"
+    return 0
+  fi
   perf script -i "$work/$name.data" 2>/dev/null | inferno-collapse-perf --all > "$work/$name.folded"
   inferno-flamegraph --minwidth 2 --title "goods-server: $name ($requests requests, $us µs of CPU each)" \
     < "$work/$name.folded" > "$OUT/$name.svg"
@@ -86,3 +97,5 @@ non2xx=$(awk '/Non-2xx or 3xx responses/ {print $5}' "$work/wrk.txt")
 [ "${non2xx:-0}" = "$answers" ] || { echo "FAIL: $answers answers, only ${non2xx:-0} refused"; exit 1; }
 echo "wrk: $answers answers, all refused; the server counted $refused SOLD_OUT"
 report refused "$refused" $((after - before))
+echo "== the server's peak resident memory: $(awk '/VmHWM/ {print $2, $3}' "/proc/$SERVER/status")"
+echo "== an admitted purchase costs $(awk -v a="${US[admitted]}" -v r="${US[refused]}" 'BEGIN {printf "%.1f", a / r}')x a sold-out refusal (${US[admitted]} against ${US[refused]} µs)"
