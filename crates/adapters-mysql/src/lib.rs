@@ -139,6 +139,11 @@ impl Mysql {
     /// connection runs its transactions at READ COMMITTED, and gets `innodb_lock_wait_timeout` (whole seconds, at least 1) and, on
     /// MariaDB, `max_statement_time` from the transaction limit, so a stalled client holding a
     /// hot row, or a statement the server cannot finish, fails instead of queueing everyone.
+    /// On MariaDB also `idle_transaction_timeout` (the limit rounded up to whole seconds): every
+    /// transaction of this process ends within the limit (`SqlStore::write_tx`), so one left idle
+    /// past it belongs to an instance that stopped mid-way (paused, swapped out, frozen by its
+    /// host), and the server rolls it back and closes its connection, freeing its row locks for
+    /// the rest of the fleet instead of holding them until that instance runs again.
     ///
     /// # Errors
     /// When the server cannot be reached or a migration fails.
@@ -166,6 +171,7 @@ impl Mysql {
         let mut config = ManagerConfig::default();
         let limit = bounds.transaction.as_secs_f64();
         let lock_wait = bounds.transaction.as_secs().max(1);
+        let idle = bounds.transaction.as_millis().div_ceil(1000).max(1);
         let tls = tls.clone();
         let hosts = HostList::parse(url).map_err(|e| anyhow::anyhow!("DATABASE_URL {e}"))?;
         let first = hosts.url(0);
@@ -189,13 +195,17 @@ impl Mysql {
                 ))
                 .await
                 .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-                // MariaDB only; MySQL 8 has no such variable (its statements are bounded by
-                // the client's transaction limit alone).
+                // MariaDB only; MySQL 8 has neither variable (its statements are bounded by
+                // the client's transaction limit alone, and a stalled client's transaction
+                // lasts until its connection drops).
                 if let Err(error) = conn
-                    .batch_execute(&format!("SET SESSION max_statement_time = {limit}"))
+                    .batch_execute(&format!(
+                        "SET SESSION max_statement_time = {limit}; \
+                         SET SESSION idle_transaction_timeout = {idle}"
+                    ))
                     .await
                 {
-                    tracing::debug!(error = %error, "max_statement_time not supported");
+                    tracing::debug!(error = %error, "max_statement_time or idle_transaction_timeout not supported");
                 }
                 conn.set_instrumentation(count_statements(counter));
                 Ok(conn)

@@ -203,6 +203,67 @@ async fn a_purchase_past_its_time_limit_releases_its_row_locks_at_once() {
     assert!(test_support::contract::place(&store, &order).await.is_ok());
 }
 
+/// An instance stopped in the middle of a transaction (SIGSTOP, a frozen VM) sends nothing
+/// more, and its connection stays open: to the server, a transaction left idle. Past the
+/// transaction limit the server rolls it back and closes the connection, so another instance
+/// waiting on the same row gets it, rather than waiting until the stopped one runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_left_idle_by_a_stopped_instance_releases_its_row_locks() {
+    use adapters_sql::Backend as _;
+    use diesel_async::{AsyncConnection as _, AsyncMysqlConnection, SimpleAsyncConnection as _};
+    let url = test_support::mysql::fresh_database().await;
+    let bounds = adapters_sql::Bounds {
+        acquire: std::time::Duration::from_secs(1),
+        transaction: std::time::Duration::from_millis(1000),
+    };
+    let store = adapters_mysql::Mysql::connect_with(&url, 2, true, bounds, &MysqlTls::default())
+        .await
+        .unwrap();
+    let mut other = AsyncMysqlConnection::establish(&url).await.unwrap();
+    other
+        .batch_execute(
+            "CREATE TABLE held (id INT PRIMARY KEY, n INT); INSERT INTO held VALUES (1, 0)",
+        )
+        .await
+        .unwrap();
+    // One of the pool's connections, with the service's session settings, takes the row and
+    // then is heard from no more.
+    let mut stopped = store.backend().conn().await.unwrap();
+    stopped
+        .batch_execute("BEGIN; UPDATE held SET n = 1 WHERE id = 1")
+        .await
+        .unwrap();
+    // Another instance waits on the row for up to 10 s: it gets it, and the stopped one's
+    // change was rolled back.
+    let waited = std::time::Instant::now();
+    other
+        .batch_execute(
+            "SET SESSION innodb_lock_wait_timeout = 10; UPDATE held SET n = n + 10 WHERE id = 1",
+        )
+        .await
+        .unwrap();
+    eprintln!("the row was free after {:?}", waited.elapsed());
+    let rows: Vec<Count> = diesel_async::RunQueryDsl::load(
+        diesel::sql_query("SELECT CAST(n AS SIGNED) AS n FROM held WHERE id = 1"),
+        &mut other,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        rows[0].n, 10,
+        "the stopped instance's update was rolled back"
+    );
+    // Running again, the stopped instance finds its connection closed: its COMMIT fails, so
+    // it cannot take its unfinished transaction for a committed one.
+    assert!(stopped.batch_execute("COMMIT").await.is_err());
+}
+
+#[derive(diesel::QueryableByName)]
+struct Count {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_refuses_to_change_a_draws_seed() {
     use diesel_async::{AsyncConnection as _, AsyncMysqlConnection, SimpleAsyncConnection as _};
