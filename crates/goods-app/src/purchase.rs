@@ -439,8 +439,7 @@ mod tests {
     async fn a_gate_that_keeps_the_buckets_charges_the_buyers_in_its_reservation() {
         let mut m = Mocks::at(OPEN);
         m.ledger.expect_place_orders().times(0);
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        let mut gate = gate_without_markers();
         gate.expect_keeps_buckets().return_const(true);
         gate.expect_reserve()
             .withf(|r| r.bucket == goods_domain::RateLimit::parse("20/s").unwrap())
@@ -472,8 +471,7 @@ mod tests {
             .expect_place_orders()
             .times(1)
             .returning(|_| created_one());
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        let mut gate = gate_without_markers();
         gate.expect_keeps_buckets().return_const(true);
         gate.expect_seed_if_absent().returning(|_| Ok(()));
         let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -507,8 +505,7 @@ mod tests {
         #[case] reserved: usize,
     ) {
         let m = Mocks::at(OPEN);
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        let mut gate = gate_without_markers();
         gate.expect_keeps_buckets().return_const(false);
         gate.expect_answers_locally().return_const(answered_here);
         gate.expect_reserve()
@@ -528,6 +525,13 @@ mod tests {
         } else {
             assert!(matches!(err, PurchaseError::RateLimited(_)), "{err:?}");
         }
+    }
+
+    /// A gate that holds no finished attempt of any buyer's key (no done marker).
+    fn gate_without_markers() -> MockAdmissionGate {
+        let mut gate = MockAdmissionGate::new();
+        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        gate
     }
 
     /// Hooks that accept every call; a replayed order is as it was.
@@ -602,8 +606,7 @@ mod tests {
     async fn before_open_at_neither_gate_nor_database_is_touched() {
         let mut m = Mocks::at(OPEN - Duration::milliseconds(1));
         m.ledger.expect_place_orders().times(0);
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        let mut gate = gate_without_markers();
         gate.expect_reserve().times(0);
         let err = buy(m, Some(gate), hooks(), cmd(1)).await.unwrap_err();
         assert!(
@@ -672,8 +675,7 @@ mod tests {
             .withf(|b| matches!(b, [o] if o.deadline == Some(OPEN + Duration::seconds(8))))
             .times(1)
             .returning(|_| created_one());
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        let mut gate = gate_without_markers();
         gate.expect_reserve()
             .withf(|r| r.deadline == OPEN + Duration::seconds(8))
             .returning(|_| Ok(ReserveOutcome::Admitted));
@@ -704,8 +706,7 @@ mod tests {
             .withf(move |b| matches!(b, [o] if o.sku == us9()))
             .times(1)
             .returning(|_| created_one());
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        let mut gate = gate_without_markers();
         gate.expect_reserve()
             .withf(move |r| r.sku == us9())
             .times(1)
@@ -754,8 +755,7 @@ mod tests {
             .expect_place_orders()
             .times(1)
             .returning(|_| created_one());
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        let mut gate = gate_without_markers();
         let mut answers = vec![ReserveOutcome::Admitted, stale_first_attempt()];
         gate.expect_reserve()
             .times(2)
@@ -922,8 +922,7 @@ mod tests {
             .expect_gate_seed()
             .times(1)
             .returning(|drop| Ok(sold_out_seed(drop)));
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        let mut gate = gate_without_markers();
         let mut answers = vec![
             ReserveOutcome::SoldOut { remaining: 0 },
             ReserveOutcome::NotSeeded,
@@ -955,8 +954,7 @@ mod tests {
             .withf(|drop, failing| (*drop, *failing) == (drop_id(), true))
             .times(1)
             .returning(|_, _| ());
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        let mut gate = gate_without_markers();
         gate.expect_reserve()
             .returning(|_| Err(InfraError::msg("connection refused")));
         // The reserve's outcome was unknown, so the committed order is confirmed to the gate,
@@ -985,8 +983,7 @@ mod tests {
             .times(3)
             .returning(|_| created_one());
         m.events.expect_publish().times(1).returning(|_| Ok(()));
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        let mut gate = gate_without_markers();
         gate.expect_reserve()
             .times(2)
             .returning(|_| Err(InfraError::msg("timeout")));
@@ -1027,8 +1024,7 @@ mod tests {
         let mut m = Mocks::at(OPEN);
         m.ledger.expect_place_orders().returning(|_| created_one());
         m.events.expect_publish().times(1).returning(|_| Ok(()));
-        let mut gate = MockAdmissionGate::new();
-        gate.expect_done_markers().returning(|_| Ok(Vec::new()));
+        let mut gate = gate_without_markers();
         let mut answers = vec![
             Ok(ReserveOutcome::Admitted),
             Ok(ReserveOutcome::Admitted),
