@@ -13,9 +13,27 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 /// How long a drop's units left, counted in the database because no gate answers, serve views
-/// before they are counted again (purchases and cancels through this instance count again at
-/// once; through another, the view lags this much at most).
+/// before they are counted again (purchases, cancels, expiries and draw awards through this
+/// instance count again at once; through another, the view lags this much at most).
 pub const REMAINING_TTL: Duration = Duration::from_millis(500);
+
+/// Units left per drop, each from a count started at its instant, and when this instance last
+/// changed a drop's units (kept for [`REMAINING_TTL`]): a count started before a change is
+/// never kept after it.
+#[derive(Default)]
+struct Counts {
+    left: HashMap<DropId, (Instant, FreeUnits)>,
+    changed: HashMap<DropId, Instant>,
+}
+
+impl Counts {
+    /// Keeps `left`, counted from `started`, unless `drop`'s units changed since.
+    fn keep(&mut self, drop: DropId, started: Instant, left: FreeUnits) {
+        if self.changed.get(&drop).is_none_or(|at| *at < started) {
+            self.left.insert(drop, (started, left));
+        }
+    }
+}
 
 /// See the module documentation.
 pub(crate) struct DropCache {
@@ -24,9 +42,10 @@ pub(crate) struct DropCache {
     /// Misses in flight: the buyers missing one drop at once share one read.
     loads: SingleFlight<DropId, Shared<Option<LimitedDrop>>>,
     index: DropIndex,
-    counts: RwLock<HashMap<DropId, (Instant, FreeUnits)>>,
-    /// Counts in flight: views missing one drop's count at once share one count.
-    count_loads: SingleFlight<DropId, Shared<FreeUnits>>,
+    counts: RwLock<Counts>,
+    /// Counts in flight: views missing one drop's count at once share one count, unless the
+    /// units changed since it started (the key holds the drop's last change).
+    count_loads: SingleFlight<(DropId, Option<Instant>), Shared<FreeUnits>>,
     /// Bumped by every drop put here (see [`DropCache::refresh`]).
     epoch: AtomicU64,
 }
@@ -163,7 +182,11 @@ impl DropCache {
             cache.retain(|_, drop| drop.ends_at().saturating_add(grace) > now);
         }
         if let Ok(mut counts) = self.counts.write() {
-            counts.retain(|_, (at, _)| at.elapsed() < REMAINING_TTL);
+            counts
+                .left
+                .retain(|_, (at, _)| at.elapsed() < REMAINING_TTL);
+            // A count started before a change this old is past its time already.
+            counts.changed.retain(|_, at| at.elapsed() < REMAINING_TTL);
         }
     }
 
@@ -174,22 +197,29 @@ impl DropCache {
     }
 
     /// The units left in each size of `drop` by the database's count, reused for
-    /// [`REMAINING_TTL`].
+    /// [`REMAINING_TTL`] from the count's start.
     pub(crate) async fn counted_remaining(
         &self,
         drop: &LimitedDrop,
     ) -> Result<FreeUnits, InfraError> {
-        let fresh = self.counts.read().ok().and_then(|counts| {
-            counts
-                .get(&drop.id)
-                .filter(|(at, _)| at.elapsed() < REMAINING_TTL)
-                .map(|(_, left)| left.clone())
-        });
+        let (fresh, changed) = self
+            .counts
+            .read()
+            .map(|counts| {
+                let fresh = counts
+                    .left
+                    .get(&drop.id)
+                    .filter(|(at, _)| at.elapsed() < REMAINING_TTL)
+                    .map(|(_, left)| left.clone());
+                (fresh, counts.changed.get(&drop.id).copied())
+            })
+            .unwrap_or_default();
         if let Some(left) = fresh {
             return Ok(left);
         }
         self.count_loads
-            .run(drop.id, || async {
+            .run((drop.id, changed), || async {
+                let started = Instant::now();
                 let sold = self
                     .repository
                     .sold_by_size(drop.id)
@@ -202,7 +232,7 @@ impl DropCache {
                     .map(|size| (size.sku.clone(), size.remaining()))
                     .collect();
                 if let Ok(mut counts) = self.counts.write() {
-                    counts.insert(drop.id, (Instant::now(), left.clone()));
+                    counts.keep(drop.id, started, left.clone());
                 }
                 Ok(left)
             })
@@ -211,10 +241,12 @@ impl DropCache {
     }
 
     /// Forgets the counted units left of `drop` after this instance changed them (an order
-    /// committed, cancelled or expired), so its next view counts again.
+    /// committed, cancelled, expired or awarded), so its next view counts again; a count in
+    /// flight is not kept.
     pub(crate) fn units_changed(&self, drop: DropId) {
         if let Ok(mut counts) = self.counts.write() {
-            counts.remove(&drop);
+            counts.left.remove(&drop);
+            counts.changed.insert(drop, Instant::now());
         }
     }
 }
@@ -280,6 +312,35 @@ mod tests {
             counts.load(Ordering::SeqCst),
             2,
             "counted again after a change"
+        );
+    }
+
+    /// A draw's awards land while a view counts: the count started before them serves its
+    /// caller, and is not kept for the next view.
+    #[tokio::test]
+    async fn a_count_started_before_a_change_is_not_kept_after_it() {
+        let counts = Arc::new(AtomicUsize::new(0));
+        let cache: Arc<std::sync::OnceLock<Arc<DropCache>>> = Arc::default();
+        let mut drops = drops_serving(sample_drop(10, 1));
+        drops.expect_sold_by_size().returning({
+            let (counts, cache) = (Arc::clone(&counts), Arc::clone(&cache));
+            move |_| {
+                if counts.fetch_add(1, Ordering::SeqCst) == 0 {
+                    // The change commits while the first count reads.
+                    cache.get().unwrap().units_changed(drop_id());
+                }
+                Ok(goods_domain::ports::whole_units(3))
+            }
+        });
+        let cache = Arc::clone(cache.get_or_init(|| Arc::new(DropCache::new(Arc::new(drops)))));
+        let drop = sample_drop(10, 1);
+        cache.counted_remaining(&drop).await.unwrap();
+        cache.counted_remaining(&drop).await.unwrap();
+        cache.counted_remaining(&drop).await.unwrap();
+        assert_eq!(
+            counts.load(Ordering::SeqCst),
+            2,
+            "the count from before the change is not reused; the one after it is"
         );
     }
 

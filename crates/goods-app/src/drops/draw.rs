@@ -528,7 +528,6 @@ impl Draws {
         let promoted = self.award(drop, true).await?;
         if promoted > 0 {
             self.views.forget(drop.id);
-            self.cache.units_changed(drop.id);
         }
         Ok(promoted)
     }
@@ -600,6 +599,10 @@ impl Draws {
                     Err(PlaceOrderError::Infra(error)) => return Err(error),
                     Err(other) => refused.push((*user, other.reason())),
                 }
+            }
+            if made > 0 {
+                // Views count this size's units again, not from before the batch.
+                self.cache.units_changed(drop.id);
             }
             self.draws
                 .award(drop.id, sku.cloned(), &awards, promoted, now)
@@ -904,7 +907,25 @@ mod tests {
             .withf(move |_, at, revealed, _| *at == ENTRIES_CLOSE && *revealed == seed)
             .times(1)
             .returning(|_, _, _, _| Ok(true));
-        assert!(m.service(ENTRIES_CLOSE).run(&draw_drop(2)).await.unwrap());
+        // Views count units from the database (no gate holds a draw drop): the count taken
+        // before the draw is not served after it.
+        let counts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        m.drops.expect_sold_by_size().returning({
+            let counts = Arc::clone(&counts);
+            move |_| {
+                counts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(goods_domain::ports::whole_units(0))
+            }
+        });
+        let draws = m.service(ENTRIES_CLOSE);
+        draws.cache.counted_remaining(&draw_drop(2)).await.unwrap();
+        assert!(draws.run(&draw_drop(2)).await.unwrap());
+        draws.cache.counted_remaining(&draw_drop(2)).await.unwrap();
+        assert_eq!(
+            counts.load(std::sync::atomic::Ordering::SeqCst),
+            2,
+            "counted again after the awards"
+        );
     }
 
     #[tokio::test]
