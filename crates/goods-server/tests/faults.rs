@@ -1665,3 +1665,116 @@ async fn the_delivering_instance_paused_mid_batch_hands_its_deliveries_over() {
         got.len()
     );
 }
+
+/// Sessions of `database` whose purchase has waited 100 ms or more to write its events (the
+/// statement takes well under a millisecond when nothing holds its lock).
+async fn purchases_waiting(conn: &mut diesel_async::AsyncMysqlConnection, database: &str) -> i64 {
+    let name = database.rsplit('/').next().unwrap();
+    count(
+        conn,
+        &format!(
+            "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST \
+             WHERE DB = '{name}' AND INFO LIKE 'INSERT INTO event_batches%' AND TIME_MS >= 100"
+        ),
+    )
+    .await
+}
+
+/// An instance paused (SIGSTOP) inside a purchase transaction, after its update of the drop's
+/// row, holds that row's lock on a connection that stays up. MariaDB rolls the idle transaction
+/// back after the first instance's transaction limit (`idle_transaction_timeout`), so a buyer of
+/// the same drop through a second instance waits for it (at least a second) and then gets a 202,
+/// instead of waiting out its own lock timeout. Resumed, the first instance finds its COMMIT
+/// refused and answers its buyer 503, never a 202 for an order that does not exist; the buyer's
+/// retry with the same key gets the order. The pause lands inside the transaction by design: a
+/// transaction of the test holds the end of `event_batches` (a gap lock), so the purchase waits
+/// at its last statement, after the drop's row, until the instance is paused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_instance_paused_inside_a_purchase_transaction_holds_the_drop_for_its_limit_only() {
+    use diesel_async::{AsyncConnection as _, AsyncMysqlConnection, SimpleAsyncConnection as _};
+    let database = test_support::mysql::fresh_database().await;
+    // The first instance's transactions end within 2 s (so does its idle one); the second's
+    // bound is long enough that its wait ends by the rollback, not by its own limit.
+    let first = Server::start(&[
+        ("GATE", "off"),
+        ("DATABASE_URL", &database),
+        ("DB_TX_TIMEOUT_MS", "2000"),
+        ("RESERVATION_LEASE_MS", "5000"),
+    ]);
+    let second = Server::start(&[
+        ("GATE", "off"),
+        ("DATABASE_URL", &database),
+        ("DB_TX_TIMEOUT_MS", "8000"),
+        ("DB_WRITE_WAIT_MS", "8000"),
+        ("RESERVATION_LEASE_MS", "20000"),
+    ]);
+    let client = Client::new();
+    let drop = client.open_drop(&first.base, 10).await;
+    let mut conn = AsyncMysqlConnection::establish(&database).await.unwrap();
+    let mut holder = AsyncMysqlConnection::establish(&database).await.unwrap();
+    let last = count(
+        &mut conn,
+        "SELECT COALESCE(MAX(id), 0) AS n FROM event_batches",
+    )
+    .await;
+    holder
+        .batch_execute(&format!(
+            "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ; BEGIN; \
+             SELECT id FROM event_batches WHERE id > {last} FOR UPDATE"
+        ))
+        .await
+        .unwrap();
+    let buying = tokio::spawn({
+        let (client, base) = (client.clone(), first.base.clone());
+        async move { client.buy(&base, drop, 1).await }
+    });
+    let start = Instant::now();
+    while purchases_waiting(&mut conn, &database).await == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "the purchase never waited for the event log"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    test_support::pause(&first.child);
+    holder.batch_execute("ROLLBACK").await.unwrap();
+    // The paused instance's transaction has taken the drop's row and committed nothing.
+    let sold = format!("SELECT sold_quantity AS n FROM limited_drops WHERE id = {drop}");
+    assert_eq!(count(&mut conn, &sold).await, 0, "nothing committed yet");
+
+    let asked = Instant::now();
+    let second_buyer = client.buy(&second.base, drop, 2).await.unwrap();
+    let waited = asked.elapsed();
+    assert_eq!(
+        (second_buyer.status, second_buyer.code.as_deref()),
+        (202, None),
+        "{second_buyer:?} after {waited:?}"
+    );
+    assert!(
+        waited >= Duration::from_secs(1),
+        "the second buyer did not wait for the paused transaction ({waited:?}): it held no lock"
+    );
+    test_support::resume(&first.child);
+    let first_buyer = buying.await.unwrap().unwrap();
+    assert_eq!(
+        (first_buyer.status, first_buyer.code.as_deref()),
+        (503, Some("SERVICE_UNAVAILABLE")),
+        "{first_buyer:?}"
+    );
+    let orders_of = |user: i64| format!("SELECT COUNT(*) AS n FROM orders WHERE user_id = {user}");
+    assert_eq!(count(&mut conn, &orders_of(1)).await, 0, "rolled back");
+    let retried = client.buy(&first.base, drop, 1).await.unwrap();
+    assert_eq!((retried.status, retried.code.as_deref()), (202, None));
+    assert_eq!(count(&mut conn, &orders_of(1)).await, 1);
+    assert_eq!(count(&mut conn, &orders_of(2)).await, 1);
+    assert_eq!(count(&mut conn, &sold).await, 2);
+    let placed: Vec<i64> = client
+        .events(&second.base, drop)
+        .await
+        .iter()
+        .filter(|e| e["type"] == "goods.order.placed")
+        .map(|e| e["data"]["userId"].as_i64().unwrap())
+        .collect();
+    assert_eq!(placed.len(), 2, "one event per order: {placed:?}");
+    eprintln!("the second buyer waited {waited:?} for the paused transaction");
+}
