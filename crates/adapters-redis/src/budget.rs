@@ -54,7 +54,7 @@ impl WriteBudget for RedisWriteBudget {
         );
         let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
         let held: i64 = scripts::run(
-            &self.conn.pool,
+            &self.conn,
             &PERMIT,
             vec![set, peak],
             vec![

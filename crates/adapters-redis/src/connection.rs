@@ -24,9 +24,25 @@ pub struct RedisConfig {
     pub tls_ca_file: Option<std::path::PathBuf>,
 }
 
+/// Numbers the connections a process opens, so a runtime's own clients are kept per pool.
+static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A client a current-thread runtime opened for itself (see [`RedisConnection::client`]).
+struct OwnClient {
+    pool: u64,
+    runtime: tokio::runtime::Id,
+    client: Client,
+}
+
+thread_local! {
+    static OWN: std::cell::RefCell<Vec<OwnClient>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A connected pool and subscriber.
 #[derive(Clone)]
 pub struct RedisConnection {
+    /// This connection's number among those the process opened (see [`RedisConnection::client`]).
+    id: u64,
     pub(crate) pool: Pool,
     pub(crate) subscriber: SubscriberClient,
     pub(crate) prefix: String,
@@ -147,11 +163,52 @@ impl RedisConnection {
             tracing::warn!(url = %redacted(&config.url), "gate_degraded: Redis does not answer yet; purchases use the database until it does");
         }
         Ok(Self {
+            id: OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pool,
             subscriber,
             prefix: config.prefix.clone(),
             drops: config.prefix.clone(),
             tasks: Tasks::new(),
+        })
+    }
+
+    /// The client to send a command on. On a current-thread runtime (an HTTP worker's), the
+    /// runtime's own client: opened on it at the first command, used once it is up. Its reply
+    /// then wakes the buyer's task on the same thread, where a pool's client, whose connection
+    /// task runs on the runtime the pool was opened on, wakes the worker from another thread
+    /// (docs/benchmarks.md, "System calls and wake-ups"). Elsewhere, while that client is not
+    /// connected, and once this connection is closed: one of the pool's. The runtime's client
+    /// has the pool's configuration (timeouts, one attempt per command, reconnection) and lives
+    /// as long as its runtime.
+    pub(crate) fn client(&self) -> Client {
+        self.own_client()
+            .unwrap_or_else(|| self.pool.next().clone())
+    }
+
+    fn own_client(&self) -> Option<Client> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        if runtime.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread
+            || self.tasks.stop.is_cancelled()
+        {
+            return None;
+        }
+        let on = runtime.id();
+        OWN.with_borrow_mut(|own| {
+            if let Some(mine) = own.iter().find(|c| c.pool == self.id && c.runtime == on) {
+                return mine.client.is_connected().then(|| mine.client.clone());
+            }
+            // A thread runs one runtime at a time: the clients of another are gone with it.
+            own.retain(|c| c.runtime == on);
+            let client = self.pool.next().clone_new();
+            // The connection's task runs on this runtime from now on, reconnecting as the
+            // pool's do; until it is up, the pool serves.
+            drop(client.connect());
+            own.push(OwnClient {
+                pool: self.id,
+                runtime: on,
+                client,
+            });
+            None
         })
     }
 
@@ -296,7 +353,92 @@ pub fn redacted(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::redacted;
+    use super::*;
+    use std::time::Instant;
+    use test_support::redis::{fresh_prefix, server_url};
+
+    async fn opened() -> RedisConnection {
+        let config = RedisConfig {
+            url: server_url(),
+            prefix: fresh_prefix(),
+            pool_size: 2,
+            command_timeout: Duration::from_millis(500),
+            tls_ca_file: None,
+        };
+        RedisConnection::connect(&config, Duration::from_secs(2))
+            .await
+            .unwrap()
+    }
+
+    /// The id Redis gave the connection `client` sends on.
+    async fn id_of(client: &Client) -> i64 {
+        client
+            .custom(fred::cmd!("CLIENT"), vec!["ID"])
+            .await
+            .unwrap()
+    }
+
+    async fn pool_ids(conn: &RedisConnection) -> Vec<i64> {
+        let mut ids = Vec::new();
+        for client in conn.pool.clients() {
+            ids.push(id_of(client).await);
+        }
+        ids
+    }
+
+    /// The runtime's own client, once a command through `conn` went on it (within 2 s).
+    async fn own_id(conn: &RedisConnection, pooled: &[i64]) -> i64 {
+        let start = Instant::now();
+        loop {
+            let id = id_of(&conn.client()).await;
+            if !pooled.contains(&id) {
+                return id;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(2),
+                "no client of the runtime's own"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// An HTTP worker's runtime is a current-thread one, as a plain `tokio::test`'s is: its
+    /// first command goes on the pool while its own client connects; from then on every
+    /// command goes on its own client, and another connection of the process gets another.
+    #[tokio::test]
+    async fn a_current_thread_runtime_sends_on_its_own_client_once_it_is_up() {
+        let conn = opened().await;
+        let pooled = pool_ids(&conn).await;
+        let first = id_of(&conn.client()).await;
+        assert!(
+            pooled.contains(&first),
+            "{first} not of the pool {pooled:?}"
+        );
+        let own = own_id(&conn, &pooled).await;
+        for _ in 0..10 {
+            assert_eq!(id_of(&conn.client()).await, own);
+        }
+        let other = opened().await;
+        let others = pool_ids(&other).await;
+        let theirs = own_id(&other, &others).await;
+        assert_ne!(theirs, own, "each connection's own client");
+        assert_eq!(id_of(&conn.client()).await, own);
+        // Closed, it sends nothing more on its own client.
+        conn.close(Duration::from_secs(1)).await;
+        assert!(conn.own_client().is_none());
+    }
+
+    /// A multi-thread runtime (the main one: background tasks, the committers) sends on the
+    /// pool.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_multi_thread_runtime_sends_on_the_pool() {
+        let conn = opened().await;
+        let pooled = pool_ids(&conn).await;
+        for _ in 0..20 {
+            let id = id_of(&conn.client()).await;
+            assert!(pooled.contains(&id), "{id} not of the pool {pooled:?}");
+        }
+    }
 
     #[test]
     fn credentials_never_reach_the_log() {

@@ -116,7 +116,7 @@ impl RedisGate {
             args.push(order.get().into());
             args.push(sku_arg(r.sku.as_ref()));
         }
-        let _: i64 = scripts::run(&self.conn.pool, &CONFIRM, vec![self.keys(drop).idem], args)
+        let _: i64 = scripts::run(&self.conn, &CONFIRM, vec![self.keys(drop).idem], args)
             .await
             .map_err(infra("redis confirm"))?;
         Ok(())
@@ -161,7 +161,7 @@ impl RedisGate {
             args.push(done.stored().into());
         }
         let keys = vec![keys.remaining, keys.held, keys.idem, keys.sizes];
-        let applied = scripts::run(&self.conn.pool, script, keys, args).await;
+        let applied = scripts::run(&self.conn, script, keys, args).await;
         self.restocked_here(seed.drop_id);
         applied
     }
@@ -350,7 +350,7 @@ impl AdmissionGate for RedisGate {
             );
             args.push(i64::from(limit.burst()).into());
         }
-        let reply: Vec<Value> = scripts::run(&self.conn.pool, &RESERVE, script_keys, args)
+        let reply: Vec<Value> = scripts::run(&self.conn, &RESERVE, script_keys, args)
             .await
             .map_err(infra("redis reserve"))?;
         let outcome = match reply_status(&reply)?.as_str() {
@@ -419,7 +419,7 @@ impl AdmissionGate for RedisGate {
             .into(),
         ];
         let _: i64 = scripts::run(
-            &self.conn.pool,
+            &self.conn,
             &CANCEL,
             vec![keys.remaining, keys.held, keys.idem, keys.sizes],
             args,
@@ -447,7 +447,7 @@ impl AdmissionGate for RedisGate {
             sku_arg(sku.as_ref()),
         ];
         let _: i64 = scripts::run(
-            &self.conn.pool,
+            &self.conn,
             &RELEASE,
             vec![keys.remaining, keys.held, keys.sizes],
             args,
@@ -477,7 +477,7 @@ impl AdmissionGate for RedisGate {
     async fn remaining(&self, drop_id: DropId) -> Result<Option<FreeUnits>, InfraError> {
         let keys = self.keys(drop_id);
         let reply: Vec<Value> = scripts::run(
-            &self.conn.pool,
+            &self.conn,
             &REMAINING,
             vec![keys.remaining, keys.sizes],
             Vec::<Value>::new(),

@@ -54,7 +54,7 @@ impl RateLimiter for RedisRateLimiter {
     async fn admit(&self, key: RateKey, limit: RateLimit) -> Result<RateDecision, InfraError> {
         let interval = i64::try_from(limit.interval().as_micros()).unwrap_or(i64::MAX);
         let answer: Vec<Value> = scripts::run(
-            &self.conn.pool,
+            &self.conn,
             &RATE,
             vec![bucket_key(&self.conn.prefix, key)],
             vec![Value::from(interval), Value::from(i64::from(limit.burst()))],

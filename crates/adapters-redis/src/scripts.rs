@@ -1,6 +1,7 @@
 //! The Lua scripts, embedded, run with EVALSHA and reloaded on NOSCRIPT. The token bucket's
 //! function (`gcra.lua`) is the text before each script that charges a bucket.
 
+use crate::connection::RedisConnection;
 use fred::prelude::*;
 use fred::types::scripts::Script;
 use fred::types::{MultipleKeys, MultipleValues};
@@ -33,14 +34,19 @@ pub static RATE: LazyLock<Script> = LazyLock::new(|| {
 pub static REMAINING: LazyLock<Script> =
     LazyLock::new(|| Script::from_lua(include_str!("../lua/remaining.lua")));
 
-/// Runs `script` on one of the pool's clients: EVALSHA, and on NOSCRIPT (a restarted or flushed
-/// Redis) SCRIPT LOAD and EVALSHA again.
-pub async fn run<R, K, V>(pool: &Pool, script: &Script, keys: K, args: V) -> Result<R, Error>
+/// Runs `script` on the connection's client for the caller ([`RedisConnection::client`]):
+/// EVALSHA, and on NOSCRIPT (a restarted or flushed Redis) SCRIPT LOAD and EVALSHA again.
+pub async fn run<R, K, V>(
+    conn: &RedisConnection,
+    script: &Script,
+    keys: K,
+    args: V,
+) -> Result<R, Error>
 where
     R: FromValue,
     K: Into<MultipleKeys> + Send,
     V: TryInto<MultipleValues> + Send,
     V::Error: Into<Error> + Send,
 {
-    script.evalsha_with_reload(pool.next(), keys, args).await
+    script.evalsha_with_reload(&conn.client(), keys, args).await
 }
