@@ -427,3 +427,128 @@ impl EventLineFault {
 }
 
 test_support::event_line_fault_tests!(EventLineFault::store());
+
+/// How many statements of `db` (a database URL) are running whose text starts as `prefix`.
+async fn running(conn: &mut diesel_async::AsyncMysqlConnection, db: &str, prefix: &str) -> i64 {
+    let name = db.rsplit('/').next().unwrap();
+    let rows: Vec<Count> = diesel_async::RunQueryDsl::load(
+        diesel::sql_query(format!(
+            "SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST \
+             WHERE DB = '{name}' AND INFO LIKE '{prefix}%'"
+        )),
+        conn,
+    )
+    .await
+    .unwrap();
+    rows[0].n
+}
+
+/// Polls until `running` reports `n` statements starting as `prefix`; what is running if
+/// they never come, after 20 s.
+async fn until_running(
+    conn: &mut diesel_async::AsyncMysqlConnection,
+    db: &str,
+    prefix: &str,
+    n: i64,
+) -> Result<(), String> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < until {
+        if running(conn, db, prefix).await == n {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let name = db.rsplit('/').next().unwrap();
+    #[derive(diesel::QueryableByName)]
+    struct Info {
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+        info: Option<String>,
+    }
+    let infos: Vec<Info> = diesel_async::RunQueryDsl::load(
+        diesel::sql_query(format!(
+            "SELECT INFO AS info FROM information_schema.PROCESSLIST WHERE DB = '{name}'"
+        )),
+        conn,
+    )
+    .await
+    .unwrap();
+    Err(format!(
+        "never {n} running as {prefix:?}; running: {:?}",
+        infos.into_iter().filter_map(|i| i.info).collect::<Vec<_>>()
+    ))
+}
+
+/// A batch that lost the race for the drop's row once cannot lose it again: its next attempt
+/// locks the hot rows before it reads them (after the buyers' holdings, in the order the writes
+/// take them), so a writer that takes units in between makes it wait, not refuse it. Two
+/// writers of the test take units around a batch of four buyers at a drop of 5: the first
+/// commits 3 while the batch waits on the drop's row (the batch read 5 free: its update is
+/// refused); the second holds the row with 1 more when the batch tries again. The batch's retry
+/// waits for that row at its locking read, then sells the last unit: 1 order, 3 sold out, on
+/// its second attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_lost_the_race_once_locks_the_drop_before_it_reads_it_again() {
+    use diesel_async::{AsyncConnection as _, AsyncMysqlConnection, SimpleAsyncConnection as _};
+    use goods_domain::ports::{DropRepository as _, PlaceOrderError, Placed, PurchaseLedger as _};
+    let url = test_support::mysql::fresh_database().await;
+    let store = adapters_mysql::Mysql::connect(&url, 2, true).await.unwrap();
+    let drop = test_support::contract::open_drop(&store, 10, 5, 1).await;
+    let take = |n: u32| {
+        format!(
+            "BEGIN; UPDATE limited_drops SET sold_quantity = sold_quantity + {n} WHERE id = {}",
+            drop.id
+        )
+    };
+    let mut watch = AsyncMysqlConnection::establish(&url).await.unwrap();
+    let mut first = AsyncMysqlConnection::establish(&url).await.unwrap();
+    first.batch_execute(&take(3)).await.unwrap();
+    let batch: Vec<_> = (1..=4)
+        .map(|b| test_support::contract::order(&drop, b, "k", 1))
+        .collect();
+    let placing = {
+        let store = store.clone();
+        tokio::spawn(async move { store.place_orders(&batch).await })
+    };
+    until_running(&mut watch, &url, "UPDATE limited_drops", 1)
+        .await
+        .unwrap();
+    let mut second = AsyncMysqlConnection::establish(&url).await.unwrap();
+    let second_took = {
+        let statement = take(1);
+        tokio::spawn(async move {
+            second.batch_execute(&statement).await.unwrap();
+            second
+        })
+    };
+    until_running(&mut watch, &url, "UPDATE limited_drops", 2)
+        .await
+        .unwrap();
+    // The batch's update is refused (3 + 4 > 5) and the second writer gets the row.
+    first.batch_execute("COMMIT").await.unwrap();
+    let mut second = second_took.await.unwrap();
+    let waited = until_running(&mut watch, &url, "SELECT id AS id FROM limited_drops", 1).await;
+    second.batch_execute("COMMIT").await.unwrap();
+    waited.unwrap();
+    let answers = placing.await.unwrap().unwrap();
+    let created = answers
+        .iter()
+        .filter(|a| matches!(a, Ok(Placed::Created(_))))
+        .count();
+    let sold_out = answers
+        .iter()
+        .filter(|a| matches!(a, Err(PlaceOrderError::SoldOut { .. })))
+        .count();
+    assert_eq!((created, sold_out), (1, 3), "{answers:?}");
+    // The drop's row counts the test's 4 units and the batch's last one; its orders, the one.
+    let rows: Vec<Count> = diesel_async::RunQueryDsl::load(
+        diesel::sql_query(format!(
+            "SELECT CAST(sold_quantity AS SIGNED) AS n FROM limited_drops WHERE id = {}",
+            drop.id
+        )),
+        &mut watch,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rows[0].n, 5);
+    assert_eq!(store.sold_quantity(drop.id).await.unwrap(), 1);
+}

@@ -4,7 +4,7 @@
 use super::SqlStore;
 use super::duplicate_key;
 use super::queries::{ORDER_COLUMNS, begin_write};
-use crate::rows::{BatchHeadRow, HoldingRow, OrderRow, column, to_db, units};
+use crate::rows::{BatchHeadRow, HoldingRow, IdRow, OrderRow, column, to_db, units};
 use crate::{Backend, Bind, Exec, Sql, TxError, event_lines};
 use diesel::QueryableByName;
 use goods_domain::batch::{
@@ -15,6 +15,7 @@ use goods_domain::{
     Fact, GoodsOrder, IdempotencyKey, InfraError, OrderStatus, SizeSold, Sku, UserId, event,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Why a batch's transaction rolls back to be tried again: a hot row's conditional update
 /// refused what the batch's read had found free (another writer took the units in between, or
@@ -37,14 +38,25 @@ impl<B: Backend> SqlStore<B> {
     ) -> Result<Vec<Placement>, InfraError> {
         // A duplicate (buyer, key) insert means a concurrent transaction with the same key
         // committed first; a refused hot-row update, that another writer took the units this
-        // transaction read as free. The retry re-reads both.
+        // transaction read as free. The retry re-reads both; after a lost race it reads the hot
+        // rows under their locks, so no other writer can take what it reads as free.
+        let lost = AtomicBool::new(false);
         self.write_tx(
             "place orders",
             |e| {
                 matches!(e, TxError::Refused(Contended(_)))
                     || matches!(e, TxError::Db(db) if duplicate_key(db))
             },
-            |c, _| Box::pin(commit_batch::<B>(c, batch)),
+            |c, _| {
+                let lost = &lost;
+                Box::pin(async move {
+                    let result = commit_batch::<B>(c, batch, lost.load(Ordering::Relaxed)).await;
+                    if matches!(result, Err(TxError::Refused(Contended(_)))) {
+                        lost.store(true, Ordering::Relaxed);
+                    }
+                    result
+                })
+            },
         )
         .await
     }
@@ -54,13 +66,84 @@ impl<B: Backend> SqlStore<B> {
 /// holdings), the rule decides, then one statement per write for the whole batch, the hot rows
 /// last (their locks are held from the update to COMMIT). A conditional write that refuses
 /// rolls back as [`Contended`], to be tried again.
+///
+/// `locked`, for an attempt after a lost race: once the holdings are locked, the hot rows are
+/// locked too, in the order the writes take them (stock, variants, sizes, drop), and read
+/// again; the rule decides on what no other writer can change before COMMIT, so the batch
+/// cannot lose the race again however many writers take the same drop. The first attempt reads
+/// them without locks, which keeps their locks as short as the writes.
 async fn commit_batch<B: Backend>(
     c: &mut B::Conn,
     batch: &[PlaceOrder],
+    locked: bool,
 ) -> Result<Vec<Placement>, TxError<Contended>> {
     let first = &batch[0];
     let drop = first.drop_id.get();
     begin_write::<B>(c).await?;
+    let mut head = read_head::<B>(c, first).await?;
+    // Every order of a buyer commits under the lock of the buyer's holding, so what is read
+    // after taking it (the orders by key, the holdings; each read sees what is committed when
+    // it runs, at READ COMMITTED) is current for these buyers: an earlier purchase of the same
+    // key is replayed, never mistaken for one more order past the limit.
+    let mut buyers = buyers_to_lock(batch, &head.free, head.db_now_ms);
+    lock_holdings::<B>(c, drop, &buyers).await?;
+    if locked && !B::DIALECT.exclusive_read.is_empty() {
+        lock_hot_rows::<B>(c, first).await?;
+        head = read_head::<B>(c, first).await?;
+        // Units given back in between can free orders whose buyers are not locked yet.
+        let more: BTreeSet<UserId> = buyers_to_lock(batch, &head.free, head.db_now_ms)
+            .difference(&buyers)
+            .copied()
+            .collect();
+        lock_holdings::<B>(c, drop, &more).await?;
+        buyers.extend(more);
+    }
+    let Head {
+        free,
+        limits,
+        closed,
+        db_now_ms,
+    } = head;
+    let facts = BatchFacts {
+        free,
+        closed,
+        db_now_ms,
+        existing: orders_by_key(c, batch.iter()).await?,
+        holdings: read_holdings(c, drop, &buyers).await?,
+    };
+    let plan = plan_batch(batch, &facts);
+    let accepted: Vec<&PlaceOrder> = plan.accepted(batch).collect();
+    if accepted.is_empty() {
+        return Ok(plan.answers(batch, |_| None));
+    }
+    insert_orders(c, &accepted).await?;
+    let created = orders_by_key(c, accepted.iter().copied()).await?;
+    add_holdings(c, drop, &plan, first).await?;
+    // The events' statement is built (their data rendered) before the hot rows are locked;
+    // after their update it is the one statement, of one row, more their locks are held for.
+    let events = events_insert::<B>(first, &accepted, &created, &limits);
+    take_units::<B>(c, first, &plan, &accepted).await?;
+    if let Some(events) = events {
+        c.run(events).await?;
+    }
+    Ok(plan.answers(batch, |o| created.get(&(o.user_id, o.key.clone())).cloned()))
+}
+
+/// What the batch reads of its drop before the rule decides.
+struct Head {
+    /// The units free in each size (one entry, `None`, for a drop without sizes).
+    free: FreeUnits,
+    /// Each size's limit (empty for a drop without sizes).
+    limits: BTreeMap<Sku, u32>,
+    closed: bool,
+    db_now_ms: i64,
+}
+
+/// The drop's hot rows and the database's clock, as committed when read.
+async fn read_head<B: Backend>(
+    c: &mut B::Conn,
+    first: &PlaceOrder,
+) -> Result<Head, TxError<Contended>> {
     let heads: Vec<BatchHeadRow> = c
         .rows(
             Sql::new(&format!(
@@ -70,7 +153,7 @@ async fn commit_batch<B: Backend>(
                  WHERE limited_drops.id = ",
                 B::DIALECT.db_now_ms
             ))
-            .bind(Bind::BigInt(drop)),
+            .bind(Bind::BigInt(first.drop_id.get())),
         )
         .await?;
     let head = heads
@@ -95,35 +178,38 @@ async fn commit_batch<B: Backend>(
         )]);
         (whole, BTreeMap::new())
     };
-    // Every order of a buyer commits under the lock of the buyer's holding, so what is read
-    // after taking it (the orders by key, the holdings; each read sees what is committed when
-    // it runs, at READ COMMITTED) is current for these buyers: an earlier purchase of the same
-    // key is replayed, never mistaken for one more order past the limit.
-    let buyers = buyers_to_lock(batch, &free, head.now_ms);
-    lock_holdings::<B>(c, drop, &buyers).await?;
-    let facts = BatchFacts {
+    Ok(Head {
         free,
+        limits,
         closed,
         db_now_ms: head.now_ms,
-        existing: orders_by_key(c, batch.iter()).await?,
-        holdings: read_holdings(c, drop, &buyers).await?,
-    };
-    let plan = plan_batch(batch, &facts);
-    let accepted: Vec<&PlaceOrder> = plan.accepted(batch).collect();
-    if accepted.is_empty() {
-        return Ok(plan.answers(batch, |_| None));
+    })
+}
+
+/// Locks the rows [`take_units`] writes, in its order: the stock, the product's variants and
+/// the drop's sizes (a drop in sizes), then the drop. Where transactions run one at a time
+/// there is nothing to lock.
+async fn lock_hot_rows<B: Backend>(
+    c: &mut B::Conn,
+    terms: &PlaceOrder,
+) -> Result<(), TxError<Contended>> {
+    let (product, drop) = (terms.product_id.get(), terms.drop_id.get());
+    let mut rows = vec![("stocks", "product_id", product)];
+    if terms.sku.is_some() {
+        rows.push(("product_variants", "product_id", product));
+        rows.push(("drop_variants", "drop_id", drop));
     }
-    insert_orders(c, &accepted).await?;
-    let created = orders_by_key(c, accepted.iter().copied()).await?;
-    add_holdings(c, drop, &plan, first).await?;
-    // The events' statement is built (their data rendered) before the hot rows are locked;
-    // after their update it is the one statement, of one row, more their locks are held for.
-    let events = events_insert::<B>(first, &accepted, &created, &limits);
-    take_units::<B>(c, first, &plan, &accepted).await?;
-    if let Some(events) = events {
-        c.run(events).await?;
+    rows.push(("limited_drops", "id", drop));
+    for (table, key, id) in rows {
+        let _: Vec<IdRow> = c
+            .rows(
+                Sql::new(&format!("SELECT {key} AS id FROM {table} WHERE {key} = "))
+                    .bind(Bind::BigInt(id))
+                    .sql(B::DIALECT.exclusive_read),
+            )
+            .await?;
     }
-    Ok(plan.answers(batch, |o| created.get(&(o.user_id, o.key.clone())).cloned()))
+    Ok(())
 }
 
 /// One size of a drop in sizes as the batch reads it: its units and its variant's stock.
