@@ -14,6 +14,7 @@ use goods_domain::{DropId, InfraError, OrderId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument as _;
 
@@ -130,6 +131,10 @@ struct Waiter<S: Sink> {
     /// The request's span: the batch's span follows from every one of them, so a trace of a
     /// purchase leads to the transaction that committed it.
     span: tracing::Span,
+    /// The current-thread runtime (an HTTP worker's) the buyer waits on, if it waits on one:
+    /// its answer is handed over there, with the batch's others of that runtime (see
+    /// [`answer`]).
+    home: Option<Handle>,
 }
 
 type Queues<S> = HashMap<DropId, mpsc::UnboundedSender<Waiter<S>>>;
@@ -180,6 +185,9 @@ impl<S: Sink> Committers<S> {
             item,
             answer,
             span: tracing::Span::current(),
+            home: Handle::try_current()
+                .ok()
+                .filter(|h| h.runtime_flavor() == RuntimeFlavor::CurrentThread),
         };
         // A committer that stopped for idleness closes its queue first; the retry starts a
         // new one.
@@ -282,12 +290,12 @@ async fn run<S: Sink>(
 /// resolves it.
 async fn commit<S: Sink>(sink: Arc<S>, batch: Vec<Waiter<S>>) {
     let span = tracing::info_span!("group_commit", orders = tracing::field::Empty);
-    let (items, answers): (Vec<S::Item>, Vec<oneshot::Sender<S::Answer>>) = batch
+    let (items, waiting): (Vec<S::Item>, Vec<Answer<S>>) = batch
         .into_iter()
         .filter(|w| !w.answer.is_closed())
         .map(|w| {
             span.follows_from(&w.span);
-            (w.item, w.answer)
+            (w.item, (w.answer, w.home))
         })
         .unzip();
     if items.is_empty() {
@@ -295,34 +303,66 @@ async fn commit<S: Sink>(sink: Arc<S>, batch: Vec<Waiter<S>>) {
     }
     span.record("orders", items.len());
     let count = items.len();
-    match sink.commit(items).instrument(span).await {
-        Ok(placements) if placements.len() == count => {
-            for (answer, placement) in answers.into_iter().zip(placements) {
-                let _ = answer.send(placement);
-            }
-        }
+    let answers: Vec<S::Answer> = match sink.commit(items).instrument(span).await {
+        Ok(placements) if placements.len() == count => placements,
         Ok(placements) => {
             let error = format!(
                 "the store answered {} items of a batch of {}",
                 placements.len(),
                 count
             );
-            for answer in answers {
-                let _ = answer.send(S::failed(InfraError::msg(error.clone())));
-            }
+            (0..count)
+                .map(|_| S::failed(InfraError::msg(error.clone())))
+                .collect()
         }
         Err(error) => {
             let unavailable = error.is_unavailable();
             let context = error.to_string();
-            for answer in answers {
-                let each = if unavailable {
-                    InfraError::unavailable(context.clone())
-                } else {
-                    InfraError::msg(context.clone())
-                };
-                let _ = answer.send(S::failed(each));
-            }
+            (0..count)
+                .map(|_| {
+                    S::failed(if unavailable {
+                        InfraError::unavailable(context.clone())
+                    } else {
+                        InfraError::msg(context.clone())
+                    })
+                })
+                .collect()
         }
+    };
+    answer::<S>(waiting.into_iter().zip(answers));
+}
+
+/// A waiter's channel and the runtime it waits on.
+type Answer<S> = (oneshot::Sender<<S as Sink>::Answer>, Option<Handle>);
+/// The answers to hand to the buyers of one runtime.
+type Answers<S> = Vec<(oneshot::Sender<<S as Sink>::Answer>, <S as Sink>::Answer)>;
+
+/// Sends each waiter its answer. Waking a task of a current-thread runtime from another thread
+/// writes to that runtime's eventfd every time (tokio does not know whether it sleeps), so the
+/// answers of the buyers waiting on one such runtime (an HTTP worker's) go there in one task,
+/// which wakes each of them as a local task: one cross-thread wake-up per worker and batch, not
+/// one per order. Buyers waiting on this thread's runtime, or on a multi-thread one, are sent
+/// theirs at once. A worker's runtime that has stopped takes no task; its buyers are gone with
+/// it.
+fn answer<S: Sink>(answers: impl Iterator<Item = (Answer<S>, S::Answer)>) {
+    let here = Handle::try_current().ok().map(|h| h.id());
+    let mut by_home: Vec<(Handle, Answers<S>)> = Vec::new();
+    for ((to, home), answer) in answers {
+        let Some(home) = home.filter(|h| Some(h.id()) != here) else {
+            let _ = to.send(answer);
+            continue;
+        };
+        match by_home.iter_mut().find(|(h, _)| h.id() == home.id()) {
+            Some((_, group)) => group.push((to, answer)),
+            None => by_home.push((home, vec![(to, answer)])),
+        }
+    }
+    for (home, group) in by_home {
+        drop(home.spawn(async move {
+            for (to, answer) in group {
+                let _ = to.send(answer);
+            }
+        }));
     }
 }
 
@@ -766,5 +806,92 @@ mod tests {
             "{placed:?}"
         );
         assert!(confirms.lock().unwrap().is_empty());
+    }
+
+    /// Records the thread each wake-up of the wrapped future comes from.
+    struct WokenFrom<F> {
+        inner: std::pin::Pin<Box<F>>,
+        from: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+    }
+
+    struct Recorder {
+        inner: std::task::Waker,
+        from: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+    }
+
+    impl std::task::Wake for Recorder {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.from.lock().unwrap().push(std::thread::current().id());
+            self.inner.wake_by_ref();
+        }
+    }
+
+    impl<F: std::future::Future> std::future::Future for WokenFrom<F> {
+        type Output = F::Output;
+
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<F::Output> {
+            let waker = std::task::Waker::from(Arc::new(Recorder {
+                inner: cx.waker().clone(),
+                from: Arc::clone(&self.from),
+            }));
+            self.inner
+                .as_mut()
+                .poll(&mut std::task::Context::from_waker(&waker))
+        }
+    }
+
+    /// Buyers waiting on an HTTP worker's current-thread runtime are answered there: the
+    /// committer's thread hands the batch's answers to one task on that runtime, and each buyer
+    /// is woken from the worker's own thread (a local wake-up, no write to the runtime's
+    /// eventfd), never from the committer's.
+    #[test]
+    fn buyers_on_a_workers_runtime_are_woken_from_that_runtimes_thread() {
+        let from = Arc::new(Mutex::new(Vec::new()));
+        let (handed, senders) = std::sync::mpsc::channel();
+        let worker = {
+            let from = Arc::clone(&from);
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                runtime.block_on(async move {
+                    let (to, waiting): (Vec<_>, Vec<_>) =
+                        (0..8).map(|_| oneshot::channel::<Placement>()).unzip();
+                    let mut all =
+                        futures::future::join_all(waiting.into_iter().map(|w| WokenFrom {
+                            inner: Box::pin(w),
+                            from: Arc::clone(&from),
+                        }));
+                    // Every buyer waits (its waker is registered) before the answers go out.
+                    assert!(futures::poll!(&mut all).is_pending());
+                    handed.send((to, Handle::current())).unwrap();
+                    let answers = all.await;
+                    assert!(answers.iter().all(Result::is_ok), "every buyer answered");
+                    std::thread::current().id()
+                })
+            })
+        };
+        let (to, home) = senders.recv().unwrap();
+        answer::<Orders>(to.into_iter().map(|to| {
+            (
+                (to, Some(home.clone())),
+                Orders::failed(InfraError::msg("an answer")),
+            )
+        }));
+        let worker_thread = worker.join().unwrap();
+        let from = from.lock().unwrap().clone();
+        assert_eq!(from.len(), 8, "one wake-up a buyer");
+        assert!(
+            from.iter().all(|t| *t == worker_thread),
+            "woken from the committer's thread: {from:?}"
+        );
     }
 }
