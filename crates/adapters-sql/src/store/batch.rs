@@ -85,18 +85,18 @@ async fn commit_batch<B: Backend>(
     // after taking it (the orders by key, the holdings; each read sees what is committed when
     // it runs, at READ COMMITTED) is current for these buyers: an earlier purchase of the same
     // key is replayed, never mistaken for one more order past the limit.
-    let mut buyers = buyers_to_lock(batch, &head.free, head.db_now_ms);
+    let buyers = buyers_to_lock(batch, &head.free, head.db_now_ms);
     lock_holdings::<B>(c, drop, &buyers).await?;
     if locked && !B::DIALECT.exclusive_read.is_empty() {
         lock_hot_rows::<B>(c, first).await?;
+        let unlocked = head.free;
         head = read_head::<B>(c, first).await?;
-        // Units given back in between can free orders whose buyers are not locked yet.
-        let more: BTreeSet<UserId> = buyers_to_lock(batch, &head.free, head.db_now_ms)
-            .difference(&buyers)
-            .copied()
-            .collect();
-        lock_holdings::<B>(c, drop, &more).await?;
-        buyers.extend(more);
+        // No more free than the first read found, so every order the rule can accept is of a
+        // buyer locked above (a unit given back in between waits for the next batch), and the
+        // locks keep their one order: holdings, then hot rows.
+        for (size, free) in &mut head.free {
+            *free = (*free).min(unlocked.get(size).copied().unwrap_or(0));
+        }
     }
     let Head {
         free,
