@@ -78,6 +78,7 @@ impl DatabaseConfig {
         adapters_sql::Bounds {
             acquire: self.acquire_timeout,
             transaction: self.tx_timeout,
+            ..adapters_sql::Bounds::default()
         }
     }
 }
