@@ -2,11 +2,10 @@
 //! driver. The store is adapters-sql's [`SqlStore`] over this crate's [`Mysql`] backend: the
 //! pool (TLS included), the migrations, the dialect and the reading of server errors.
 
-use adapters_sql::{
-    Backend, Bounds, ConnPool, Dialect, PooledConn, SqlStore, VerifiedWhenIdle, count_statements,
-};
+use adapters_sql::{Backend, Bounds, Dialect, PooledConn, SqlStore, count_statements};
 use anyhow::Context as _;
 use diesel::result::{DatabaseErrorKind, Error as DbError};
+use diesel_async::pooled_connection::deadpool::Pool;
 use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
 use diesel_async::{
     AsyncConnection, AsyncMigrationHarness, AsyncMysqlConnection, SimpleAsyncConnection,
@@ -111,7 +110,7 @@ pub type MysqlStore = SqlStore<Mysql>;
 
 /// The MySQL backend: its pool and bounds.
 pub struct Mysql {
-    pool: ConnPool<AsyncDieselConnectionManager<AsyncMysqlConnection>>,
+    pool: Pool<AsyncMysqlConnection>,
     statements: Arc<AtomicU64>,
     bounds: Bounds,
     /// Which host of `DATABASE_URL` new connections go to.
@@ -214,8 +213,7 @@ impl Mysql {
         });
         let manager =
             AsyncDieselConnectionManager::<AsyncMysqlConnection>::new_with_config(first, config);
-        let pool = adapters_sql::pool(manager, pool_size, bounds.verify_after_idle)
-            .context("building the MySQL pool")?;
+        let pool = adapters_sql::pool(manager, pool_size).context("building the MySQL pool")?;
         let backend = Self {
             pool,
             statements,
@@ -275,7 +273,7 @@ static DIALECT: Dialect = Dialect {
 
 impl Backend for Mysql {
     type Conn = AsyncMysqlConnection;
-    type Pooled = PooledConn<VerifiedWhenIdle<AsyncDieselConnectionManager<AsyncMysqlConnection>>>;
+    type Pooled = PooledConn<AsyncDieselConnectionManager<AsyncMysqlConnection>>;
     const DIALECT: &'static Dialect = &DIALECT;
 
     /// A connection within the acquire bound; one the pool opened before the writer last moved

@@ -48,7 +48,7 @@ pub trait Backend: Send + Sync + 'static {
     type Conn: Exec + AsyncConnection + Send + 'static;
 
     /// A connection borrowed from its pool.
-    type Pooled: DerefMut<Target = Self::Conn> + crate::Discard + Send;
+    type Pooled: DerefMut<Target = Self::Conn> + Send;
 
     const DIALECT: &'static Dialect;
 

@@ -26,7 +26,7 @@ pub use tls::{MysqlTls, TlsMode};
 pub use events::{decode_event, encode_event};
 pub use instrument::count_statements;
 pub use migrations::{apply_migrations, version_of};
-pub use pooled::{ConnPool, Discard, PooledConn, VERIFY_AFTER_IDLE, VerifiedWhenIdle, pool};
+pub use pooled::{PooledConn, pool};
 pub use tx::{
     Bounds, MAX_ATTEMPTS, METRIC_NAMES, PoolStatus, TxError, WRITER_MOVES, bounded, db_failure,
     describe as describe_metrics, infra, retry_when, with_retries,

@@ -60,9 +60,8 @@ impl<B: Backend> SqlStore<B> {
     pub async fn ping(&self) -> Result<(), InfraError> {
         bounded(self.backend.bounds().transaction, "database ping", async {
             let mut conn = self.conn().await?;
-            let result = conn.run(Sql::new("SELECT 1")).await;
-            give_back::<B>(conn, result.as_ref().err());
-            result
+            conn.run(Sql::new("SELECT 1"))
+                .await
                 .map(drop)
                 .map_err(|e| InfraError::new("database ping", e))
         })
@@ -102,17 +101,17 @@ impl<B: Backend> SqlStore<B> {
         q: Sql,
     ) -> Result<Vec<R>, InfraError> {
         let mut conn = self.conn().await?;
-        let result = conn.rows(q).await;
-        give_back::<B>(conn, result.as_ref().err());
-        result.map_err(|e| db_failure(what, e, B::unavailable))
+        conn.rows(q)
+            .await
+            .map_err(|e| db_failure(what, e, B::unavailable))
     }
 
     /// One statement outside a transaction; the rows it changed.
     pub(crate) async fn write(&self, what: &'static str, q: Sql) -> Result<usize, InfraError> {
         let mut conn = self.conn().await?;
-        let result = conn.run(q).await;
-        give_back::<B>(conn, result.as_ref().err());
-        result.map_err(|e| db_failure(what, e, B::unavailable))
+        conn.run(q)
+            .await
+            .map_err(|e| db_failure(what, e, B::unavailable))
     }
 
     /// Runs `body` in one transaction, retried after a jittered pause while the backend or
@@ -139,15 +138,8 @@ impl<B: Backend> SqlStore<B> {
         bounded(self.backend.bounds().transaction, what, async {
             retry_when(retryable, || async {
                 let mut conn = self.conn().await?;
-                let result = conn
-                    .transaction::<T, TxError<R>, _>(async |c| body(c, PhantomData).await)
-                    .await;
-                let lost = match &result {
-                    Err(TxError::Db(error)) => Some(error),
-                    _ => None,
-                };
-                give_back::<B>(conn, lost);
-                result
+                conn.transaction::<T, TxError<R>, _>(async |c| body(c, PhantomData).await)
+                    .await
             })
             .await
             .map_err(|e| e.resolve::<E>(what, B::unavailable))
@@ -159,16 +151,6 @@ impl<B: Backend> SqlStore<B> {
 /// What a transaction's body may borrow: `'a` outlives the connection's `'c` (the type's being
 /// well-formed says so, which lets the body's future hold data borrowed for `'a`).
 pub(crate) type Borrows<'c, 'a> = PhantomData<&'c &'a ()>;
-
-/// Gives `conn` back to its pool, or closes it when `error` says the server did not answer (a
-/// connection lost, a statement past its time limit): the pool hands a connection out again
-/// without its test query within [`crate::Bounds::verify_after_idle`] of its last checkout, so
-/// one that just failed that way must not go back.
-pub(crate) fn give_back<B: Backend>(conn: B::Pooled, error: Option<&DbError>) {
-    if error.is_some_and(B::unavailable) {
-        crate::Discard::discard(conn);
-    }
-}
 
 /// A duplicate key: a concurrent transaction committed the same unique value first.
 pub(crate) fn duplicate_key(error: &DbError) -> bool {

@@ -12,9 +12,6 @@ pub struct Bounds {
     pub acquire: Duration,
     /// How long one ledger call may take, retries included (`DB_TX_TIMEOUT_MS`).
     pub transaction: Duration,
-    /// How long since its last checkout a pooled connection is handed out without the pool's
-    /// test query ([`crate::pool`]).
-    pub verify_after_idle: Duration,
 }
 
 impl Default for Bounds {
@@ -22,7 +19,6 @@ impl Default for Bounds {
         Self {
             acquire: Duration::from_secs(1),
             transaction: Duration::from_secs(3),
-            verify_after_idle: crate::VERIFY_AFTER_IDLE,
         }
     }
 }

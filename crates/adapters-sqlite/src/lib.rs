@@ -67,10 +67,7 @@ impl Sqlite {
             })
         });
         let manager = AsyncDieselConnectionManager::<Conn>::new_with_config(path, config);
-        let pool = Pool::builder(manager)
-            .max_size(1)
-            .build()
-            .context("building the SQLite pool")?;
+        let pool = adapters_sql::pool(manager, 1).context("building the SQLite pool")?;
         Ok(SqlStore::new(Self {
             pool,
             statements,

@@ -95,20 +95,19 @@ impl<B: Backend> FlagStore for SqlStore<B> {
     ) -> Result<Flag, InfraError> {
         // `updated_by` 0: set by the configuration, not by a user.
         let mut conn = self.conn().await?;
-        let result = conn
-            .run(
-                Sql::new(B::DIALECT.insert_ignore)
-                    .sql(" feature_flags (name, enabled, updated_at, updated_by) VALUES (")
-                    .bind(Bind::Text(name.as_str().to_owned()))
-                    .sql(", ")
-                    .bind(Bind::Bool(enabled))
-                    .sql(", ")
-                    .bind(Bind::Timestamp(to_db(at)))
-                    .sql(", 0)"),
-            )
-            .await;
-        super::give_back::<B>(conn, result.as_ref().err());
-        result.map_err(|e| crate::db_failure("set flag if unset", e, B::unavailable))?;
+        conn.run(
+            Sql::new(B::DIALECT.insert_ignore)
+                .sql(" feature_flags (name, enabled, updated_at, updated_by) VALUES (")
+                .bind(Bind::Text(name.as_str().to_owned()))
+                .sql(", ")
+                .bind(Bind::Bool(enabled))
+                .sql(", ")
+                .bind(Bind::Timestamp(to_db(at)))
+                .sql(", 0)"),
+        )
+        .await
+        .map_err(|e| crate::db_failure("set flag if unset", e, B::unavailable))?;
+        drop(conn);
         self.flags()
             .await?
             .into_iter()

@@ -20,40 +20,35 @@ impl<B: Backend> LeaseStore for SqlStore<B> {
         let now = B::DIALECT.db_now_ms;
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
         let mut conn = self.conn().await?;
-        let result = async {
-            let taken = conn
-                .run(
-                    Sql::new("UPDATE leases SET holder = ")
-                        .bind(Bind::Text(holder.to_owned()))
-                        .sql(&format!(", expires_at_ms = {now} + "))
-                        .bind(Bind::BigInt(ttl_ms))
-                        .sql(" WHERE name = ")
-                        .bind(Bind::Text(name.to_owned()))
-                        .sql(" AND (holder = ")
-                        .bind(Bind::Text(holder.to_owned()))
-                        .sql(&format!(" OR expires_at_ms < {now})")),
-                )
-                .await
-                .map_err(|e| ("take lease", e))?;
-            if taken == 1 {
-                return Ok(true);
-            }
-            // MySQL counts a row the UPDATE left as it was (a renewal within the same
-            // millisecond) as not affected: the holder still holds it then.
-            let held = number::<B>(
-                &mut conn,
-                Sql::new("SELECT COUNT(*) AS n FROM leases WHERE name = ")
-                    .bind(Bind::Text(name.to_owned()))
-                    .sql(" AND holder = ")
+        let taken = conn
+            .run(
+                Sql::new("UPDATE leases SET holder = ")
                     .bind(Bind::Text(holder.to_owned()))
-                    .sql(&format!(" AND expires_at_ms >= {now}")),
+                    .sql(&format!(", expires_at_ms = {now} + "))
+                    .bind(Bind::BigInt(ttl_ms))
+                    .sql(" WHERE name = ")
+                    .bind(Bind::Text(name.to_owned()))
+                    .sql(" AND (holder = ")
+                    .bind(Bind::Text(holder.to_owned()))
+                    .sql(&format!(" OR expires_at_ms < {now})")),
             )
             .await
-            .map_err(|e| ("read lease", e))?;
-            Ok(held == 1)
+            .map_err(|e| db_failure("take lease", e, B::unavailable))?;
+        if taken == 1 {
+            return Ok(true);
         }
-        .await;
-        super::give_back::<B>(conn, result.as_ref().err().map(|(_, e)| e));
-        result.map_err(|(what, e)| db_failure(what, e, B::unavailable))
+        // MySQL counts a row the UPDATE left as it was (a renewal within the same millisecond)
+        // as not affected: the holder still holds it then.
+        let held = number::<B>(
+            &mut conn,
+            Sql::new("SELECT COUNT(*) AS n FROM leases WHERE name = ")
+                .bind(Bind::Text(name.to_owned()))
+                .sql(" AND holder = ")
+                .bind(Bind::Text(holder.to_owned()))
+                .sql(&format!(" AND expires_at_ms >= {now}")),
+        )
+        .await
+        .map_err(|e| db_failure("read lease", e, B::unavailable))?;
+        Ok(held == 1)
     }
 }

@@ -78,7 +78,6 @@ impl DatabaseConfig {
         adapters_sql::Bounds {
             acquire: self.acquire_timeout,
             transaction: self.tx_timeout,
-            ..adapters_sql::Bounds::default()
         }
     }
 }
