@@ -79,7 +79,8 @@ macro_rules! sql_contract_tests {
             an_endpoint_whose_secret_cannot_be_sealed_is_not_created,
             racing_creations_of_endpoints_stay_within_the_sellers_quota,
             events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_recorded,
-            racing_fan_outs_make_each_delivery_once
+            racing_fan_outs_make_each_delivery_once,
+            a_sale_no_endpoint_watches_waits_for_its_readers_and_the_log_stays_in_order
         );
     };
     (@cases $make:expr; $($case:ident),*) => {

@@ -406,7 +406,8 @@ impl<B: Backend> EventLog for SqlStore<B> {
         published_only: bool,
         limit: u32,
     ) -> Result<u64, InfraError> {
-        self.expand_batches().await?;
+        // Only what may be old enough to delete: a sale's batch rows wait for their readers.
+        self.expand_batches_before(before).await?;
         let published = if published_only {
             " AND published_at IS NOT NULL"
         } else {
@@ -469,34 +470,86 @@ impl<B: Backend> SqlStore<B> {
     /// `EXPAND_BATCHES`; the rest waits for the next reader). With none waiting it costs one
     /// read, and no write transaction.
     pub async fn expand_batches(&self) -> Result<(), InfraError> {
-        let waiting: Vec<crate::rows::NumberRow> = self
-            .read(
-                "waiting event batches",
-                Sql::new("SELECT id AS n FROM event_batches ORDER BY id LIMIT 1"),
-            )
-            .await?;
-        if waiting.is_empty() {
-            return Ok(());
-        }
-        for _ in 0..EXPAND_ROUNDS {
-            let moved = self
-                .write_tx::<_, std::convert::Infallible, InfraError, _>(
-                    "move event batches",
-                    |_| false,
-                    move |c, _| {
-                        Box::pin(async move {
-                            super::queries::begin_write::<B>(c).await?;
-                            Ok(expand_in::<B>(c, None).await?)
-                        })
-                    },
-                )
-                .await?;
-            if moved < EXPAND_BATCHES {
-                break;
+        self.expand_oldest(None).await
+    }
+
+    /// Moves waiting batch rows into `events`, oldest first, while the oldest was written
+    /// before `before` (when given), in at most `EXPAND_ROUNDS` transactions.
+    async fn expand_oldest(&self, before: Option<OffsetDateTime>) -> Result<(), InfraError> {
+        for round in 0..EXPAND_ROUNDS {
+            // Without a cut-off, a full round says more rows may wait: no need to look again.
+            if round == 0 || before.is_some() {
+                let oldest: Vec<OldestBatchRow> = self
+                    .read(
+                        "waiting event batches",
+                        Sql::new("SELECT occurred_at FROM event_batches ORDER BY id LIMIT 1"),
+                    )
+                    .await?;
+                let Some(oldest) = oldest.first() else {
+                    return Ok(());
+                };
+                if before.is_some_and(|before| from_db(oldest.occurred_at) >= before) {
+                    return Ok(());
+                }
+            }
+            if self.expand_round().await? < EXPAND_BATCHES {
+                return Ok(());
             }
         }
         Ok(())
     }
+
+    /// The pruning's: moves the batch rows written before `before` (the retention's cut-off)
+    /// and no newer, so the healing pass moves nothing of a sale going on (database.md).
+    pub(super) async fn expand_batches_before(
+        &self,
+        before: OffsetDateTime,
+    ) -> Result<(), InfraError> {
+        self.expand_oldest(Some(before)).await
+    }
+
+    /// The webhooks' fan-out's: moves every waiting batch row, oldest first, when one of them
+    /// is of a drop whose seller has an endpoint; none otherwise, so a sale whose seller takes
+    /// no webhook pays nothing for them while no watched drop has news (and the log stays
+    /// oldest first: a watched drop's rows are never moved before older ones).
+    pub(super) async fn expand_batches_if_watched(&self) -> Result<(), InfraError> {
+        let watched: Vec<crate::rows::NumberRow> = self
+            .read(
+                "a watched drop's waiting event batch",
+                Sql::new(
+                    "SELECT d.id AS n FROM webhook_endpoints w \
+                     JOIN products p ON p.owner_id = w.seller_id \
+                     JOIN limited_drops d ON d.product_id = p.id \
+                     WHERE EXISTS (SELECT 1 FROM event_batches b WHERE b.drop_id = d.id) LIMIT 1",
+                ),
+            )
+            .await?;
+        if watched.is_empty() {
+            return Ok(());
+        }
+        self.expand_batches().await
+    }
+
+    /// One transaction of [`expand_in`]: how many batch rows it moved.
+    async fn expand_round(&self) -> Result<usize, InfraError> {
+        self.write_tx::<_, std::convert::Infallible, InfraError, _>(
+            "move event batches",
+            |_| false,
+            move |c, _| {
+                Box::pin(async move {
+                    super::queries::begin_write::<B>(c).await?;
+                    Ok(expand_in::<B>(c, None).await?)
+                })
+            },
+        )
+        .await
+    }
+}
+
+#[derive(Debug, QueryableByName)]
+struct OldestBatchRow {
+    #[diesel(sql_type = diesel::sql_types::Timestamp)]
+    occurred_at: PrimitiveDateTime,
 }
 
 pub(super) const SELECT_EVENTS: &str = "SELECT id, event_id, drop_id, dropseq, type AS kind, subject, \

@@ -329,8 +329,9 @@ impl<B: Backend> WebhookStore for SqlStore<B> {
     }
 
     async fn fan_out(&self, limit: u32, now: OffsetDateTime) -> Result<FanOut, InfraError> {
-        // Events still in their decision's batch row are moved into `events` first.
-        self.expand_batches().await?;
+        // Events still in their decision's batch row are moved into `events` first, when one of
+        // them may be delivered (the log's other readers move the rest).
+        self.expand_batches_if_watched().await?;
         self.write_tx::<_, std::convert::Infallible, InfraError, _>(
             "fan webhook deliveries out",
             |e| matches!(e, TxError::Db(db) if duplicate_key(db)),

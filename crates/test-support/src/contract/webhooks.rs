@@ -6,8 +6,8 @@ use super::{SqlStore, now, user};
 use futures::future::join_all;
 use goods_domain::ports::{
     Attempt, CreateEndpointError, Delivery, DeliveryBacklog, DropRepository, Endpoint,
-    EndpointChange, EventQuery, FanOut, NewEndpoint, ProductRepository, RetryOutcome, SealedSecret,
-    SecretToSeal,
+    EndpointChange, EventQuery, FanOut, NewEndpoint, Placed, ProductRepository, RetryOutcome,
+    SealedSecret, SecretToSeal,
 };
 use goods_domain::webhook::{
     AttemptOutcome, DeliveryStatus, EndpointDescription, EndpointUrl, EventTypes, Reach,
@@ -261,6 +261,19 @@ async fn sellers_drop<S: SqlStore>(
     .unwrap()
 }
 
+/// Every event of the log (up to 100), as `/admin/events` reads them.
+async fn whole_log<S: SqlStore>(store: &S) -> Vec<goods_domain::ports::LoggedEvent> {
+    store
+        .events(&EventQuery {
+            after: None,
+            kind: None,
+            drop: None,
+            limit: 100,
+        })
+        .await
+        .unwrap()
+}
+
 async fn endpoint_at<S: SqlStore>(
     store: &S,
     seller: i64,
@@ -295,15 +308,7 @@ pub async fn events_fan_out_to_their_sellers_endpoints_once_and_attempts_are_rec
     let theirs = endpoint_at(&store, 8, EventTypes::all(), at - Duration::minutes(1)).await;
     let mine = sellers_drop(&store, 7, at).await;
     let other = sellers_drop(&store, 8, at).await;
-    let logged = store
-        .events(&EventQuery {
-            after: None,
-            kind: None,
-            drop: None,
-            limit: 100,
-        })
-        .await
-        .unwrap();
+    let logged = whole_log(&store).await;
     assert_eq!(logged.len(), 2, "{logged:?}");
 
     let first = store.fan_out(100, at).await.unwrap();
@@ -644,4 +649,78 @@ pub async fn racing_fan_outs_make_each_delivery_once<S: SqlStore>(store: S) {
     let events: std::collections::HashSet<&str> =
         listed.iter().map(|(_, d)| d.event_id.as_str()).collect();
     assert_eq!((listed.len(), events.len()), (24, 24));
+}
+
+/// A sale of 3 orders (4 events with the drop's creation) of a seller without an endpoint:
+/// its rows wait while the fan-out runs (another seller has an endpoint) and while the pruning
+/// runs with a cut-off a minute back. A cut-off a minute ahead moves them (and deletes nothing
+/// not fanned out); the fan-out marks them, delivering none; the next pruning deletes the 4.
+/// Another such sale waits the same way until a drop of the seller with the endpoint has an
+/// event: then the fan-out moves all 5, oldest first, and delivers the 1.
+pub async fn a_sale_no_endpoint_watches_waits_for_its_readers_and_the_log_stays_in_order<
+    S: SqlStore,
+>(
+    store: S,
+) {
+    let at = now();
+    let later = at + Duration::minutes(1);
+    endpoint_at(&store, 7, EventTypes::all(), at - Duration::minutes(1)).await;
+    let sale = |store: S| async move {
+        let drop = sellers_drop(&store, 8, at).await;
+        for buyer in 1..=3 {
+            let key = format!("sale-{}", drop.id);
+            let placed = super::place(&store, &super::order(&drop, buyer, &key, 1)).await;
+            assert!(matches!(placed, Ok(Placed::Created(_))), "{placed:?}");
+        }
+        drop
+    };
+    sale(store.clone()).await;
+    assert_eq!(
+        store.fan_out(100, at).await.unwrap(),
+        FanOut::default(),
+        "no endpoint takes them: left waiting"
+    );
+    let back = at - Duration::minutes(1);
+    assert_eq!(store.prune(back, false, 100).await.unwrap(), 0);
+    assert_eq!(
+        store.fan_out(100, at).await.unwrap(),
+        FanOut::default(),
+        "a pruning whose cut-off is before them left them waiting"
+    );
+    assert_eq!(store.prune(later, false, 100).await.unwrap(), 0);
+    assert_eq!(
+        store.fan_out(100, later).await.unwrap(),
+        FanOut {
+            events: 4,
+            deliveries: 0
+        }
+    );
+    assert_eq!(store.prune(later, false, 100).await.unwrap(), 4);
+
+    let unwatched = sale(store.clone()).await;
+    assert_eq!(store.fan_out(100, at).await.unwrap(), FanOut::default());
+    let watched = sellers_drop(&store, 7, at).await;
+    assert_eq!(
+        store.fan_out(100, at).await.unwrap(),
+        FanOut {
+            events: 5,
+            deliveries: 1
+        }
+    );
+    let logged: Vec<(goods_domain::DropId, u64)> = whole_log(&store)
+        .await
+        .iter()
+        .map(|e| (e.drop, e.dropseq))
+        .collect();
+    assert_eq!(
+        logged,
+        [
+            (unwatched.id, 1),
+            (unwatched.id, 2),
+            (unwatched.id, 3),
+            (unwatched.id, 4),
+            (watched.id, 1)
+        ],
+        "oldest first"
+    );
 }
