@@ -515,12 +515,15 @@ impl<B: Backend> SqlStore<B> {
     pub(super) async fn expand_batches_if_watched(&self) -> Result<(), InfraError> {
         let watched: Vec<crate::rows::NumberRow> = self
             .read(
+                // From the endpoints, an index lookup of each of their drops' rows (a scalar
+                // subquery: MariaDB would read every batch row for a semi-join).
                 "a watched drop's waiting event batch",
                 Sql::new(
                     "SELECT d.id AS n FROM webhook_endpoints w \
                      JOIN products p ON p.owner_id = w.seller_id \
                      JOIN limited_drops d ON d.product_id = p.id \
-                     WHERE EXISTS (SELECT 1 FROM event_batches b WHERE b.drop_id = d.id) LIMIT 1",
+                     WHERE (SELECT b.id FROM event_batches b WHERE b.drop_id = d.id LIMIT 1) \
+                     IS NOT NULL LIMIT 1",
                 ),
             )
             .await?;
