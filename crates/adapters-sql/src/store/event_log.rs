@@ -516,7 +516,8 @@ impl<B: Backend> SqlStore<B> {
         let watched: Vec<crate::rows::NumberRow> = self
             .read(
                 // From the endpoints, an index lookup of each of their drops' rows (a scalar
-                // subquery: MariaDB would read every batch row for a semi-join).
+                // subquery: for an EXISTS, MariaDB planned a semi-join materializing every
+                // batch row, seen on an empty schema's statistics).
                 "a watched drop's waiting event batch",
                 Sql::new(
                     "SELECT d.id AS n FROM webhook_endpoints w \
