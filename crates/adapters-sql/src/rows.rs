@@ -32,6 +32,16 @@ pub fn from_db(at: PrimitiveDateTime) -> OffsetDateTime {
     at.assume_utc()
 }
 
+/// `order` as the database keeps it: its times to the microsecond ([`to_db`]), as a read of
+/// its row gives them.
+pub fn kept(order: GoodsOrder) -> GoodsOrder {
+    GoodsOrder {
+        created_at: from_db(to_db(order.created_at)),
+        deadline: order.deadline.map(|d| from_db(to_db(d))),
+        ..order
+    }
+}
+
 fn corrupt(what: &str) -> impl FnOnce(ValidationError) -> InfraError + '_ {
     move |e| InfraError::new(format!("corrupt {what} row"), e)
 }
@@ -370,6 +380,17 @@ pub struct BatchHeadRow {
     /// When the drop was closed early.
     #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamp>)]
     pub closed_at: Option<PrimitiveDateTime>,
+}
+
+/// An order's id and its (buyer, key), as a batch reads back the orders it inserted.
+#[derive(Debug, QueryableByName)]
+pub struct OrderKeyRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub id: i64,
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub user_id: i64,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    pub idempotency_key: String,
 }
 
 /// A row id, as read by a raw locking query.

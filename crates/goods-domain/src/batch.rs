@@ -242,20 +242,38 @@ mod tests {
     }
 
     fn stored(o: &PlaceOrder, id: i64) -> GoodsOrder {
-        GoodsOrder {
-            id: OrderId::parse(id).unwrap(),
-            drop_id: o.drop_id,
-            product_id: o.product_id,
-            user_id: o.user_id,
-            sku: o.sku.clone(),
-            quantity: o.quantity,
-            amount: Money::parse("amountMinor", 0, Currency::NONE).unwrap(),
-            status: OrderStatus::Pending,
-            idempotency_key: o.key.clone(),
-            created_at: o.now,
-            payment: None,
-            deadline: None,
-        }
+        o.created(OrderId::parse(id).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_created_order_is_the_placed_one_pending_unpaid_and_priced() {
+        let mut o = order(7, "a", 2);
+        o.price = Price::parse(1_250, Currency::parse("c", "EUR").unwrap()).unwrap();
+        o.sku = Some(Sku::parse("sku", "M").unwrap());
+        o.window = crate::PaymentWindow::seconds(600);
+        let made = o.created(OrderId::parse(41).unwrap()).unwrap();
+        assert_eq!(
+            made,
+            GoodsOrder {
+                id: OrderId::parse(41).unwrap(),
+                drop_id: o.drop_id,
+                product_id: o.product_id,
+                user_id: o.user_id,
+                sku: Some(Sku::parse("sku", "M").unwrap()),
+                quantity: Quantity::parse("q", 2).unwrap(),
+                amount: Money::parse("amountMinor", 2_500, Currency::parse("c", "EUR").unwrap())
+                    .unwrap(),
+                status: OrderStatus::Pending,
+                idempotency_key: IdempotencyKey::parse("a").unwrap(),
+                created_at: from_unix_ms(NOW_MS).unwrap(),
+                deadline: Some(from_unix_ms(NOW_MS + 600_000).unwrap()),
+                payment: None,
+            }
+        );
+        // An amount past 2^53 - 1 is never an order's.
+        o.price = Price::parse(1_000_000_000_000, Currency::parse("c", "EUR").unwrap()).unwrap();
+        o.quantity = Quantity::parse("q", 10_000).unwrap();
+        assert_eq!(o.created(OrderId::parse(41).unwrap()), None);
     }
 
     fn facts(free: u32) -> BatchFacts {

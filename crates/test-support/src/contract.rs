@@ -41,6 +41,7 @@ macro_rules! sql_contract_tests {
             a_drop_in_sizes_sells_each_size_on_its_own_and_counts_a_buyer_across_them,
             racing_purchases_of_sizes_sell_each_size_out_exactly,
             a_purchase_commits_the_order_and_takes_the_stock,
+            a_batch_answers_each_created_order_as_a_read_of_its_row_gives_it,
             the_same_key_replays_and_a_different_request_is_refused,
             sold_out_is_refused_with_what_remains_and_changes_nothing,
             an_order_expires_by_its_drops_own_window,
@@ -757,6 +758,76 @@ pub async fn a_purchase_commits_the_order_and_takes_the_stock<S: SqlStore>(store
     assert_eq!(
         store.find_by_key(user(7), &key("k")).await.unwrap(),
         Some(o)
+    );
+}
+
+/// What a batch answers for each order it created is what a read of the order's row gives,
+/// field for field: its size, its amount in the drop's currency, its deadline, and its times as
+/// the database keeps them (here an instant with nanoseconds, kept to the microsecond). A
+/// repeated key in the batch, and the same batch sent again, replay the same orders.
+pub async fn a_batch_answers_each_created_order_as_a_read_of_its_row_gives_it<S: SqlStore>(
+    store: S,
+) {
+    let product = product_in_sizes(&store, &[("S", 5), ("M", 5)]).await;
+    let at = now();
+    let new = NewLimitedDrop::parse(
+        &DropInput {
+            variants: size_inputs(&[("S", 5), ("M", 5)]),
+            price_minor: 1999,
+            currency: "EUR".into(),
+            ..input_for(product.id, 3, at)
+        },
+        at,
+    )
+    .unwrap();
+    let drop = DropRepository::create(&store, &new, None, at, None)
+        .await
+        .unwrap();
+    let bought = at.replace_nanosecond(123_456_789).unwrap();
+    let batch: Vec<PlaceOrder> = [(7, "a", "S", 1), (8, "b", "M", 2), (7, "a", "S", 1)]
+        .into_iter()
+        .map(|(buyer, k, sku, q)| PlaceOrder {
+            now: bought,
+            window: PaymentWindow::seconds(900),
+            ..sized_order(&drop, buyer, k, sku, q)
+        })
+        .collect();
+    let answers = store.place_orders(&batch).await.unwrap();
+    let (first, second) = match (&answers[0], &answers[1], &answers[2]) {
+        (Ok(Placed::Created(a)), Ok(Placed::Created(b)), Ok(Placed::Replayed(again))) => {
+            assert_eq!(again, a, "the repeated key in the batch");
+            (a.clone(), b.clone())
+        }
+        other => panic!("expected two new orders and a replay, got {other:?}"),
+    };
+    let kept = bought.replace_nanosecond(123_456_000).unwrap();
+    assert_eq!(
+        (first.created_at, first.deadline),
+        (kept, Some(kept + Duration::seconds(900)))
+    );
+    assert_eq!(
+        (second.sku.as_ref().map(|s| s.as_str()), second.amount),
+        (
+            Some("M"),
+            Money::parse("amount", 3998, Currency::parse("c", "EUR").unwrap()).unwrap()
+        )
+    );
+    for answered in [&first, &second] {
+        assert_eq!(
+            OrderRepository::get(&store, answered.id)
+                .await
+                .unwrap()
+                .as_ref(),
+            Some(answered)
+        );
+    }
+    let again = store.place_orders(&batch).await.unwrap();
+    assert!(
+        again
+            .iter()
+            .zip([&first, &second, &first])
+            .all(|(answer, o)| matches!(answer, Ok(Placed::Replayed(r)) if r == o)),
+        "{again:?}"
     );
 }
 

@@ -4,7 +4,9 @@
 use super::SqlStore;
 use super::duplicate_key;
 use super::queries::{ORDER_COLUMNS, begin_write};
-use crate::rows::{BatchHeadRow, HoldingRow, IdRow, OrderRow, column, to_db, units};
+use crate::rows::{
+    BatchHeadRow, HoldingRow, IdRow, OrderKeyRow, OrderRow, column, kept, to_db, units,
+};
 use crate::{Backend, Bind, Exec, Sql, TxError, event_lines};
 use diesel::QueryableByName;
 use goods_domain::batch::{
@@ -12,7 +14,8 @@ use goods_domain::batch::{
 };
 use goods_domain::ports::{PlaceOrder, Placement, unix_ms};
 use goods_domain::{
-    Fact, GoodsOrder, IdempotencyKey, InfraError, OrderStatus, SizeSold, Sku, UserId, event,
+    Fact, GoodsOrder, IdempotencyKey, InfraError, OrderId, OrderStatus, SizeSold, Sku, UserId,
+    event,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -117,7 +120,7 @@ async fn commit_batch<B: Backend>(
         return Ok(plan.answers(batch, |_| None));
     }
     insert_orders(c, &accepted).await?;
-    let created = orders_by_key(c, accepted.iter().copied()).await?;
+    let created = inserted(c, &accepted).await?;
     add_holdings(c, drop, &plan, first).await?;
     // The events' statement is built (their data rendered) before the hot rows are locked;
     // after their update it is the one statement, of one row, more their locks are held for.
@@ -318,30 +321,62 @@ async fn orders_by_key<'a>(
     c: &mut impl Exec,
     orders: impl ExactSizeIterator<Item = &'a PlaceOrder>,
 ) -> Result<HashMap<(UserId, IdempotencyKey), GoodsOrder>, TxError<Contended>> {
-    // One range per pair on the unique (user_id, idempotency_key) index; two separate IN lists
-    // would make the server probe every buyer with every key.
-    let rows: Vec<OrderRow> = c
-        .rows(
-            Sql::for_rows(orders.len())
-                .sql(&format!(
-                    "SELECT {ORDER_COLUMNS} FROM orders WHERE (user_id, idempotency_key) IN ("
-                ))
-                .list(orders, |q, o| {
-                    q.sql("(")
-                        .bind(Bind::BigInt(o.user_id.get()))
-                        .sql(", ")
-                        .bind(Bind::Text(o.key.as_str().to_owned()))
-                        .sql(")")
-                })
-                .sql(")"),
-        )
-        .await?;
+    let rows: Vec<OrderRow> = c.rows(by_key(ORDER_COLUMNS, orders)).await?;
     let mut found = HashMap::with_capacity(rows.len());
     for row in rows {
         let order = row.into_domain()?;
         found.insert((order.user_id, order.idempotency_key.clone()), order);
     }
     Ok(found)
+}
+
+/// The orders [`insert_orders`] just inserted, by (buyer, key): each as
+/// [`PlaceOrder::created`] makes it, numbered by its row's id, its times as the database keeps
+/// them (to the microsecond). Only the ids are read back; the rest of each row is what the
+/// insert wrote (a whole order is fifteen columns, each found by name in every row).
+async fn inserted(
+    c: &mut impl Exec,
+    orders: &[&PlaceOrder],
+) -> Result<HashMap<(UserId, IdempotencyKey), GoodsOrder>, TxError<Contended>> {
+    let rows: Vec<OrderKeyRow> = c
+        .rows(by_key(
+            "id, user_id, idempotency_key",
+            orders.iter().copied(),
+        ))
+        .await?;
+    let ids: HashMap<(i64, &str), i64> = rows
+        .iter()
+        .map(|r| ((r.user_id, r.idempotency_key.as_str()), r.id))
+        .collect();
+    let mut created = HashMap::with_capacity(orders.len());
+    for o in orders {
+        let Some(&id) = ids.get(&(o.user_id.get(), o.key.as_str())) else {
+            continue;
+        };
+        let id = OrderId::parse(id).map_err(|e| InfraError::new("corrupt order row", e))?;
+        if let Some(order) = o.created(id) {
+            created.insert((o.user_id, o.key.clone()), kept(order));
+        }
+    }
+    Ok(created)
+}
+
+/// `SELECT columns FROM orders` of the (buyer, key) pairs of `orders`: one range per pair on
+/// the unique (user_id, idempotency_key) index; two separate IN lists would make the server
+/// probe every buyer with every key.
+fn by_key<'a>(columns: &str, orders: impl ExactSizeIterator<Item = &'a PlaceOrder>) -> Sql {
+    Sql::for_rows(orders.len())
+        .sql(&format!(
+            "SELECT {columns} FROM orders WHERE (user_id, idempotency_key) IN ("
+        ))
+        .list(orders, |q, o| {
+            q.sql("(")
+                .bind(Bind::BigInt(o.user_id.get()))
+                .sql(", ")
+                .bind(Bind::Text(o.key.as_str().to_owned()))
+                .sql(")")
+        })
+        .sql(")")
 }
 
 /// Creates the holdings of `buyers` in `drop` that do not exist, locking each exclusively where

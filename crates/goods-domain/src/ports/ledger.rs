@@ -2,8 +2,8 @@
 
 pub use crate::order::CancelOrderError;
 use crate::{
-    DropId, Expiry, GoodsOrder, IdempotencyKey, InfraError, Money, OrderId, PaymentEvent,
-    PaymentRecord, PaymentWindow, Price, ProductId, Quantity, Sku, UserId,
+    DropId, Expiry, GoodsOrder, IdempotencyKey, InfraError, Money, OrderId, OrderStatus,
+    PaymentEvent, PaymentRecord, PaymentWindow, Price, ProductId, Quantity, Sku, UserId,
 };
 use async_trait::async_trait;
 use time::OffsetDateTime;
@@ -52,6 +52,27 @@ impl PlaceOrder {
     /// refused.
     pub fn amount(&self) -> Option<Money> {
         self.price.amount_for(self.quantity)
+    }
+
+    /// The order that placing this creates, numbered `id` by the ledger: PENDING and unpaid,
+    /// of this buyer, key, size and quantity, its [`amount`](Self::amount) fixed, created `now`,
+    /// its payment window ending at [`deadline`](Self::deadline). `None` where the amount is
+    /// (such an order is refused, never created).
+    pub fn created(&self, id: OrderId) -> Option<GoodsOrder> {
+        Some(GoodsOrder {
+            id,
+            drop_id: self.drop_id,
+            product_id: self.product_id,
+            user_id: self.user_id,
+            sku: self.sku.clone(),
+            quantity: self.quantity,
+            amount: self.amount()?,
+            status: OrderStatus::Pending,
+            idempotency_key: self.key.clone(),
+            created_at: self.now,
+            deadline: Some(self.deadline()),
+            payment: None,
+        })
     }
 }
 
