@@ -26,16 +26,13 @@ pub enum Bind {
     Bool(bool),
 }
 
-#[derive(Debug, Clone)]
-enum Part {
-    Sql(String),
-    Bind(Bind),
-}
-
-/// SQL text with its binds in order; see the module documentation.
+/// SQL text with its binds in order; see the module documentation. The text is kept whole,
+/// each bind with the place in it where its placeholder stands, so building a statement of a
+/// batch's rows allocates as its text grows, not once per fragment.
 #[derive(Debug, Clone)]
 pub struct Sql {
-    parts: Vec<Part>,
+    text: String,
+    binds: Vec<(usize, Bind)>,
     cached: bool,
 }
 
@@ -49,28 +46,32 @@ impl Sql {
     /// prepared).
     pub fn for_rows(rows: usize) -> Self {
         Self {
-            parts: Vec::new(),
+            text: String::new(),
+            binds: Vec::new(),
             cached: rows <= CACHED_ROWS,
         }
     }
 
     #[must_use]
     pub fn sql(mut self, text: &str) -> Self {
-        self.parts.push(Part::Sql(text.to_owned()));
+        self.text.push_str(text);
         self
     }
 
     /// Appends a placeholder bound to `value`.
     #[must_use]
     pub fn bind(mut self, value: Bind) -> Self {
-        self.parts.push(Part::Bind(value));
+        self.binds.push((self.text.len(), value));
         self
     }
 
     /// Appends the text and placeholders of `other`.
     #[must_use]
     pub fn append(mut self, other: Self) -> Self {
-        self.parts.extend(other.parts);
+        let at = self.text.len();
+        self.text.push_str(&other.text);
+        self.binds
+            .extend(other.binds.into_iter().map(|(i, value)| (at + i, value)));
         self.cached &= other.cached;
         self
     }
@@ -121,20 +122,21 @@ where
         if !self.cached {
             out.unsafe_to_cache_prepared();
         }
-        for part in &self.parts {
-            match part {
-                Part::Sql(text) => out.push_sql(text),
-                Part::Bind(Bind::BigInt(v)) => out.push_bind_param::<BigInt, _>(v)?,
-                Part::Bind(Bind::Integer(v)) => out.push_bind_param::<Integer, _>(v)?,
-                Part::Bind(Bind::Text(v)) => out.push_bind_param::<Text, _>(v)?,
-                Part::Bind(Bind::Timestamp(v)) => out.push_bind_param::<Timestamp, _>(v)?,
-                Part::Bind(Bind::OptTimestamp(v)) => {
-                    out.push_bind_param::<Nullable<Timestamp>, _>(v)?;
-                }
-                Part::Bind(Bind::OptText(v)) => out.push_bind_param::<Nullable<Text>, _>(v)?,
-                Part::Bind(Bind::Bool(v)) => out.push_bind_param::<Bool, _>(v)?,
+        let mut from = 0;
+        for (at, value) in &self.binds {
+            out.push_sql(&self.text[from..*at]);
+            from = *at;
+            match value {
+                Bind::BigInt(v) => out.push_bind_param::<BigInt, _>(v)?,
+                Bind::Integer(v) => out.push_bind_param::<Integer, _>(v)?,
+                Bind::Text(v) => out.push_bind_param::<Text, _>(v)?,
+                Bind::Timestamp(v) => out.push_bind_param::<Timestamp, _>(v)?,
+                Bind::OptTimestamp(v) => out.push_bind_param::<Nullable<Timestamp>, _>(v)?,
+                Bind::OptText(v) => out.push_bind_param::<Nullable<Text>, _>(v)?,
+                Bind::Bool(v) => out.push_bind_param::<Bool, _>(v)?,
             }
         }
+        out.push_sql(&self.text[from..]);
         Ok(())
     }
 }
@@ -183,6 +185,24 @@ mod tests {
         assert!(
             sql.starts_with("SELECT id FROM orders WHERE id IN (?, ?, ?) -- binds: [0, 1, 2]"),
             "{sql}"
+        );
+    }
+
+    #[test]
+    fn an_appended_statement_keeps_its_placeholders_where_they_stood() {
+        let tail = Sql::new("b = ")
+            .bind(Bind::BigInt(2))
+            .sql(" OR c = ")
+            .bind(Bind::BigInt(3));
+        let sql = Sql::new("WHERE a = ")
+            .bind(Bind::BigInt(1))
+            .sql(" AND (")
+            .append(tail)
+            .sql(")")
+            .bind(Bind::BigInt(4));
+        assert_eq!(
+            diesel::debug_query::<Mysql, _>(&sql).to_string(),
+            "WHERE a = ? AND (b = ? OR c = ?)? -- binds: [1, 2, 3, 4]"
         );
     }
 }
