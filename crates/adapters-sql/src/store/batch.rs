@@ -354,9 +354,12 @@ async fn inserted(
             continue;
         };
         let id = OrderId::parse(id).map_err(|e| InfraError::new("corrupt order row", e))?;
-        if let Some(order) = o.created(id) {
-            created.insert((o.user_id, o.key.clone()), kept(order));
-        }
+        // Accepted orders are within the per-buyer limit, which the drop's price was validated
+        // against; one without an amount rolls the batch back rather than commit unanswered.
+        let order = o
+            .created(id)
+            .ok_or_else(|| InfraError::msg("an accepted order has no amount"))?;
+        created.insert((o.user_id, o.key.clone()), kept(order));
     }
     Ok(created)
 }
