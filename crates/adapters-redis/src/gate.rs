@@ -3,7 +3,8 @@
 use crate::connection::RedisConnection;
 use crate::keys::{DropKeys, marker_field, restock_channel};
 use crate::rate::{bucket_decision, bucket_key};
-use crate::scripts::{self, CANCEL, CONFIRM, RELEASE, REMAINING, RESERVE, RESYNC, SEED};
+use crate::reserving::{Entry, Queues};
+use crate::scripts::{self, CANCEL, CONFIRM, RELEASE, REMAINING, RESYNC, SEED};
 use crate::sold_out::{Marker, Markers, SoldOutFlags};
 use async_trait::async_trait;
 use fred::prelude::*;
@@ -26,6 +27,8 @@ const GRACE: time::Duration = time::Duration::hours(1);
 pub struct RedisGate {
     conn: RedisConnection,
     flags: Arc<SoldOutFlags>,
+    /// The reservations waiting for their drop's next call (`reserving`).
+    queues: Queues,
 }
 
 fn infra(context: &'static str) -> impl FnOnce(Error) -> InfraError {
@@ -37,7 +40,11 @@ impl RedisGate {
     /// a task that drops them when a restock message arrives.
     pub fn new(conn: RedisConnection, flag_ttl: Duration) -> Self {
         let flags = Arc::new(SoldOutFlags::new(flag_ttl));
-        let gate = Self { conn, flags };
+        let gate = Self {
+            conn,
+            flags,
+            queues: Queues::default(),
+        };
         gate.listen_for_restocks();
         gate
     }
@@ -325,32 +332,35 @@ impl AdmissionGate for RedisGate {
         {
             return Ok(answer);
         }
-        let field = marker_field(r.user_id, &r.key);
-        let keys = self.keys(r.drop_id);
-        let mut args: Vec<Value> = vec![
-            r.user_id.get().into(),
-            field.into(),
-            i64::from(r.quantity.get()).into(),
-            i64::from(r.per_user_limit.get()).into(),
-            r.deadline_ms().into(),
-            sku_arg(r.sku.as_ref()),
-        ];
-        let mut script_keys = vec![keys.remaining, keys.held, keys.idem, keys.sizes];
+        let mut entry = Entry {
+            args: [
+                r.user_id.get().into(),
+                marker_field(r.user_id, &r.key).into(),
+                i64::from(r.quantity.get()).into(),
+                i64::from(r.per_user_limit.get()).into(),
+                r.deadline_ms().into(),
+                sku_arg(r.sku.as_ref()),
+                0.into(),
+                0.into(),
+                0.into(),
+            ],
+            bucket: None,
+        };
         if let Some(limit) = r.bucket {
             if !self.keeps_buckets() {
                 return Err(InfraError::msg(
                     "a buyer's bucket given to a Redis Cluster's gate (it is in another slot)",
                 ));
             }
-            script_keys.push(bucket_key(&self.conn.prefix, RateKey::Buyer(r.user_id)));
-            args.push(
-                i64::try_from(limit.interval().as_micros())
-                    .unwrap_or(i64::MAX)
-                    .into(),
-            );
-            args.push(i64::from(limit.burst()).into());
+            entry.bucket = Some(bucket_key(&self.conn.prefix, RateKey::Buyer(r.user_id)));
+            entry.args[7] = i64::try_from(limit.interval().as_micros())
+                .unwrap_or(i64::MAX)
+                .into();
+            entry.args[8] = i64::from(limit.burst()).into();
         }
-        let reply: Vec<Value> = scripts::run(&self.conn, &RESERVE, script_keys, args)
+        let reply = self
+            .queues
+            .reserve(&self.conn, r.drop_id, entry)
             .await
             .map_err(infra("redis reserve"))?;
         let outcome = match reply_status(&reply)?.as_str() {

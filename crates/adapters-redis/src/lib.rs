@@ -8,6 +8,7 @@ mod connection;
 mod gate;
 mod keys;
 mod rate;
+mod reserving;
 mod scripts;
 mod sold_out;
 mod stats;

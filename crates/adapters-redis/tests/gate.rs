@@ -8,6 +8,7 @@ use goods_domain::ports::{AdmissionGate, GateSeed, Reservation, ReserveOutcome};
 use goods_domain::{DropId, IdempotencyKey, OrderId, Quantity, UserId};
 use std::process::Command;
 use std::time::{Duration, Instant};
+use test_support::gate_contract::tally;
 use test_support::redis::{PrivateRedis, fresh_prefix, server_url};
 use time::OffsetDateTime;
 
@@ -415,4 +416,134 @@ async fn the_buyers_bucket_is_charged_in_the_reservation_exactly() {
     );
     // 60 tokens: the reservation took one, this takes the second.
     assert_eq!(limiter.admit(buyer(2), limit).await.unwrap().remaining, 58);
+}
+
+/// The reserves a runtime makes in one turn go to Redis in one call of `reserve.lua`, and each
+/// gets the answer it would get alone, in the order they were made: a later reservation sees
+/// what an earlier one of the same call took, its marker, its units and its bucket's token.
+#[tokio::test]
+async fn reserves_made_together_go_in_one_call_each_answered_as_if_alone() {
+    let redis = PrivateRedis::start();
+    let gate = gate_with_flags(&redis.url(), "together:", Duration::ZERO).await;
+    gate.seed_if_absent(&seed(5)).await.unwrap();
+    let done = res(9, "done", 1, 1);
+    assert_eq!(gate.reserve(&done).await.unwrap(), ReserveOutcome::Admitted);
+    gate.confirm(&done, OrderId::parse(77).unwrap())
+        .await
+        .unwrap();
+    // A burst of two.
+    let limit = goods_domain::RateLimit::parse("1/m").unwrap().unwrap();
+    let bucketed = |user, key: &str| Reservation {
+        bucket: Some(limit),
+        ..res(user, key, 1, 5)
+    };
+    let together = [
+        res(1, "a", 1, 1), // admitted: 3 left
+        res(1, "a", 1, 1), // the first one's marker: in progress
+        res(1, "a", 2, 2), // the same key with other units
+        res(1, "b", 1, 1), // buyer 1 holds 1 of 1 now
+        done.clone(),      // confirmed before: its order
+        bucketed(2, "c"),  // the bucket's first token, and a unit: 2 left
+        bucketed(2, "d"),  // its second token, and a unit: 1 left
+        bucketed(2, "x"),  // the bucket is empty now
+        res(3, "e", 2, 2), // 1 left, 2 asked for
+        res(4, "f", 1, 1), // the last unit
+        res(5, "g", 1, 1), // none left
+    ];
+    let before = evalsha_calls(&redis);
+    let outcomes = futures::future::join_all(together.iter().map(|r| gate.reserve(r))).await;
+    let calls = evalsha_calls(&redis) - before;
+    let outcomes: Vec<ReserveOutcome> = outcomes.into_iter().map(Result::unwrap).collect();
+    assert!(
+        matches!(outcomes[7], ReserveOutcome::RateLimited(d) if !d.allowed),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        [&outcomes[..7], &outcomes[8..]].concat(),
+        vec![
+            ReserveOutcome::Admitted,
+            ReserveOutcome::InProgress {
+                deadline: together[1].deadline
+            },
+            ReserveOutcome::KeyReused,
+            ReserveOutcome::PerUserLimitExceeded { limit: 1 },
+            ReserveOutcome::Replay(OrderId::parse(77).unwrap()),
+            ReserveOutcome::Admitted,
+            ReserveOutcome::Admitted,
+            ReserveOutcome::SoldOut { remaining: 1 },
+            ReserveOutcome::Admitted,
+            ReserveOutcome::SoldOut { remaining: 0 },
+        ]
+    );
+    assert_eq!(calls, 1, "eleven reserves made together, in one call");
+    assert_eq!(remaining(&gate).await, Some(0));
+}
+
+/// A call carries at most 64 reservations: 150 made in one turn of the runtime (150 tasks
+/// spawned before any runs) go in three calls, and the seeded units are admitted exactly.
+#[tokio::test]
+async fn more_reserves_than_a_call_carries_go_in_as_many_calls_and_admit_exactly() {
+    let redis = PrivateRedis::start();
+    let gate = std::sync::Arc::new(gate_with_flags(&redis.url(), "many:", Duration::ZERO).await);
+    gate.seed_if_absent(&seed(101)).await.unwrap();
+    // The script loaded (a fresh Redis answers NOSCRIPT to each call's first EVALSHA).
+    let warm = res(1_000, "k", 1, 1);
+    assert_eq!(gate.reserve(&warm).await.unwrap(), ReserveOutcome::Admitted);
+    let before = evalsha_calls(&redis);
+    let tasks: Vec<_> = (1..=150)
+        .map(|user| {
+            let gate = std::sync::Arc::clone(&gate);
+            tokio::spawn(async move { gate.reserve(&res(user, "k", 1, 1)).await.unwrap() })
+        })
+        .collect();
+    let outcomes: Vec<ReserveOutcome> = futures::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let calls = evalsha_calls(&redis) - before;
+    let admitted = tally(&outcomes, &ReserveOutcome::Admitted);
+    let sold_out = tally(&outcomes, &ReserveOutcome::SoldOut { remaining: 0 });
+    assert_eq!((admitted, sold_out), (100, 50));
+    assert_eq!(calls, 3, "64 + 64 + 22");
+    assert_eq!(remaining(&gate).await, Some(0));
+}
+
+/// A call that gets no reply fails each of its reserves within the command timeout, as a single
+/// reserve failed, and none waits for another: with Redis stopped (SIGSTOP), a second batch made
+/// while the first is in flight fails as soon, and once Redis runs again reserves are answered.
+#[tokio::test]
+async fn a_stalled_call_fails_each_of_its_reserves_within_the_timeout() {
+    let redis = PrivateRedis::start();
+    let gate = gate_with_flags(&redis.url(), "stalled:", Duration::ZERO).await;
+    gate.seed_if_absent(&seed(100)).await.unwrap();
+    redis.pause();
+    let started = Instant::now();
+    let first: Vec<Reservation> = (1..=10).map(|user| res(user, "k", 1, 1)).collect();
+    let second: Vec<Reservation> = (11..=20).map(|user| res(user, "k", 1, 1)).collect();
+    let (first, second) = tokio::join!(
+        futures::future::join_all(first.iter().map(|r| gate.reserve(r))),
+        async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            futures::future::join_all(second.iter().map(|r| gate.reserve(r))).await
+        }
+    );
+    let elapsed = started.elapsed();
+    redis.resume();
+    assert_eq!(
+        first.iter().chain(&second).filter(|o| o.is_err()).count(),
+        20,
+        "{first:?} {second:?}"
+    );
+    // 500 ms a call; the second batch's started 200 ms in and did not wait for the first's.
+    assert!(elapsed < Duration::from_millis(1_200), "{elapsed:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(outcome) = gate.reserve(&res(30, "k", 1, 1)).await {
+            assert_eq!(outcome, ReserveOutcome::Admitted);
+            break;
+        }
+        assert!(Instant::now() < deadline, "Redis never answered again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

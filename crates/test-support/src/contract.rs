@@ -440,11 +440,24 @@ pub async fn sized_drop<S: SqlStore>(
     sizes: &[(&str, i64)],
     per_user: i64,
 ) -> LimitedDrop {
+    priced_sized_drop(store, variants, sizes, per_user, (0, "XXX")).await
+}
+
+/// [`sized_drop`] at a price: `(minor units, currency)`.
+pub async fn priced_sized_drop<S: SqlStore>(
+    store: &S,
+    variants: &[(&str, i64)],
+    sizes: &[(&str, i64)],
+    per_user: i64,
+    (price_minor, currency): (i64, &str),
+) -> LimitedDrop {
     let product = product_in_sizes(store, variants).await;
     let at = now();
     let new = NewLimitedDrop::parse(
         &DropInput {
             variants: size_inputs(sizes),
+            price_minor,
+            currency: currency.into(),
             ..input_for(product.id, per_user, at)
         },
         at,
@@ -768,22 +781,9 @@ pub async fn a_purchase_commits_the_order_and_takes_the_stock<S: SqlStore>(store
 pub async fn a_batch_answers_each_created_order_as_a_read_of_its_row_gives_it<S: SqlStore>(
     store: S,
 ) {
-    let product = product_in_sizes(&store, &[("S", 5), ("M", 5)]).await;
-    let at = now();
-    let new = NewLimitedDrop::parse(
-        &DropInput {
-            variants: size_inputs(&[("S", 5), ("M", 5)]),
-            price_minor: 1999,
-            currency: "EUR".into(),
-            ..input_for(product.id, 3, at)
-        },
-        at,
-    )
-    .unwrap();
-    let drop = DropRepository::create(&store, &new, None, at, None)
-        .await
-        .unwrap();
-    let bought = at.replace_nanosecond(123_456_789).unwrap();
+    let sizes = [("S", 5), ("M", 5)];
+    let drop = priced_sized_drop(&store, &sizes, &sizes, 3, (1999, "EUR")).await;
+    let bought = now().replace_nanosecond(123_456_789).unwrap();
     let batch: Vec<PlaceOrder> = [(7, "a", "S", 1), (8, "b", "M", 2), (7, "a", "S", 1)]
         .into_iter()
         .map(|(buyer, k, sku, q)| PlaceOrder {

@@ -309,6 +309,11 @@ pub async fn random_sequences_in_sizes_behave_like_the_reference_model(gate: Gat
     random_sequences(gate, &[sku("S"), sku("M")]).await;
 }
 
+/// How many of `outcomes` are `wanted`.
+pub fn tally(outcomes: &[ReserveOutcome], wanted: &ReserveOutcome) -> usize {
+    outcomes.iter().filter(|o| *o == wanted).count()
+}
+
 async fn race(gate: &Gate, reservations: Vec<Reservation>) -> Vec<ReserveOutcome> {
     let tries = reservations.into_iter().map(|r| {
         let gate = Arc::clone(gate);
@@ -343,14 +348,11 @@ pub async fn the_per_user_limit_holds_under_races(gate: Gate) {
         (0..40).map(|i| res(7, &format!("k{i}"), 1, 3)).collect(),
     )
     .await;
-    let admitted = outcomes
-        .iter()
-        .filter(|o| **o == ReserveOutcome::Admitted)
-        .count();
-    let limited = outcomes
-        .iter()
-        .filter(|o| **o == ReserveOutcome::PerUserLimitExceeded { limit: 3 })
-        .count();
+    let admitted = tally(&outcomes, &ReserveOutcome::Admitted);
+    let limited = tally(
+        &outcomes,
+        &ReserveOutcome::PerUserLimitExceeded { limit: 3 },
+    );
     assert_eq!((admitted, limited), (3, 37));
     assert_eq!(remaining(&gate).await, Some(97));
 }
